@@ -1,0 +1,49 @@
+# mesa-anyjev: every target installs what is missing first (scripts/install.sh
+# is idempotent: seconds when nothing is missing).
+VENV      ?= /opt/mesa-anyjev/venv
+BUILD_DIR ?= build
+PYTHON    := $(VENV)/bin/python
+JOBS      ?= $(shell nproc)
+CMAKE_BUILD_TYPE ?= Release
+
+.PHONY: all install configure build test demo where lint format clean
+
+all: build
+
+install:
+	@bash scripts/install.sh
+
+$(BUILD_DIR)/build.ninja: | install
+	@TORCH_PREFIX=$$($(PYTHON) -c 'import torch; print(torch.utils.cmake_prefix_path)') && \
+	cmake -S . -B $(BUILD_DIR) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) \
+	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" \
+	  -DCMAKE_CUDA_COMPILER=$${CUDACXX:-/usr/local/cuda/bin/nvcc} \
+	  -DMESA_ANYJEV_PYTHON=$(PYTHON)
+
+configure: install $(BUILD_DIR)/build.ninja
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh $(BUILD_DIR)
+
+where:
+	@echo "build directory: $(abspath $(BUILD_DIR))"
+	@echo "python:          $(PYTHON)"
+	@echo "libtorch:        $$($(PYTHON) -c 'import torch; print(torch.__version__, torch.utils.cmake_prefix_path)' 2>/dev/null || echo 'not installed: run make install')"
+	@echo "daemon:          $(abspath $(BUILD_DIR))/server/mesa-anyjevd"
+	@echo "cli:             $(abspath $(BUILD_DIR))/client/mesa-anyjev"
+
+lint: install
+	@bash scripts/lint.sh
+
+format:
+	@git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,154 @@
+#include "client/backends/daemon_client.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/status/status_macros.h"
+#include "common/util/files.h"
+#include "common/util/secret.h"
+#include "mesa/anyjev/v1/inference.grpc.pb.h"
+
+namespace mesa_anyjev::client {
+namespace {
+
+namespace v1 = ::mesa::anyjev::v1;
+
+absl::Status FromGrpc(const grpc::Status& status, const std::string& what) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(what, ": ", status.error_message()));
+}
+
+// grpc.health.v1 messages by hand: HealthCheckRequest{string service = 1},
+// HealthCheckResponse{enum status = 1}. Debian ships no health.proto to
+// generate from, and the wire format is two fields.
+grpc::ByteBuffer EncodeHealthRequest(const std::string& service) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    if (!service.empty()) {
+      out.WriteTag(/*field 1, length-delimited=*/(1 << 3) | 2);
+      out.WriteVarint32(static_cast<uint32_t>(service.size()));
+      out.WriteString(service);
+    }
+  }
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+absl::StatusOr<std::string> DecodeHealthResponse(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return absl::InternalError("health: bad reply");
+  std::string bytes;
+  for (const auto& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
+  uint32_t status = 0;  // UNKNOWN when the field is absent (proto3 default)
+  while (uint32_t tag = in.ReadTag()) {
+    if (tag == ((1 << 3) | 0)) {
+      if (!in.ReadVarint32(&status)) break;
+    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
+      return absl::InternalError("health: malformed reply");
+    }
+  }
+  static const char* kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING",
+                                 "SERVICE_UNKNOWN"};
+  return std::string(status < 4 ? kNames[status] : "UNKNOWN");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
+    const config::ClientConfig& config) {
+  ASSIGN_OR_RETURN(auto token,
+                   util::LoadSecret(config.token_env, config.token_file, "client"));
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (config.tls_ca.empty()) {
+    credentials = grpc::InsecureChannelCredentials();
+  } else {
+    auto ca = util::ReadFile(config.tls_ca);
+    if (!ca.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("client.tls_ca: ", ca.status().message()));
+    }
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = *ca;
+    credentials = grpc::SslCredentials(options);
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);  // the daemon caps what it sends
+  auto channel = grpc::CreateCustomChannel(config.address, credentials, args);
+  return std::unique_ptr<DaemonClient>(new DaemonClient(
+      std::move(channel), std::move(token), absl::Seconds(config.timeout_s)));
+}
+
+DaemonClient::DaemonClient(std::shared_ptr<grpc::Channel> channel,
+                           std::optional<std::string> token,
+                           absl::Duration timeout)
+    : channel_(std::move(channel)), token_(std::move(token)), timeout_(timeout) {}
+
+namespace {
+
+void Prepare(grpc::ClientContext& context, absl::Duration timeout,
+             const std::optional<std::string>& token) {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (token.has_value()) context.AddMetadata("authorization", "Bearer " + *token);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> DaemonClient::Health(const std::string& service) {
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, std::nullopt);  // health is open, as probes expect
+  grpc::ByteBuffer reply;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 new grpc::ByteBuffer(EncodeHealthRequest(service)), &reply,
+                 [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) return FromGrpc(status, "health");
+  return DecodeHealthResponse(reply);
+}
+
+absl::StatusOr<DaemonInfo> DaemonClient::Info() {
+  auto stub = v1::Inference::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::ModelInfo info;
+  grpc::Status status = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
+  if (!status.ok()) return FromGrpc(status, "GetModelInfo");
+  DaemonInfo out;
+  out.identity = {info.name(), info.identity(), info.dtype(), info.device(),
+                  info.attention()};
+  out.capabilities.hidden_states = info.hidden_states();
+  out.capabilities.early_stop = info.early_stop();
+  out.capabilities.max_choice_k = info.max_choice_k();
+  out.capabilities.n_layers = info.n_layers();
+  out.capabilities.hidden_size = info.hidden_size();
+  out.capabilities.vocab_size = info.vocab_size();
+  const v1::Limits& limits = info.limits();
+  out.limits.max_groups = limits.max_groups();
+  out.limits.max_suffixes = limits.max_suffixes();
+  out.limits.max_prompt_tokens = limits.max_prompt_tokens();
+  out.limits.max_total_tokens = limits.max_total_tokens();
+  out.limits.max_layers = limits.max_layers();
+  out.limits.max_top_k = limits.max_top_k();
+  out.limits.max_label_ids = limits.max_label_ids();
+  out.limits.max_texts = limits.max_texts();
+  out.limits.max_text_bytes = limits.max_text_bytes();
+  return out;
+}
+
+}  // namespace mesa_anyjev::client

@@ -1,0 +1,86 @@
+// `mesa-anyjev info`: what the daemon serves (model, shape, limits).
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "client/backends/daemon_client.h"
+#include "client/commands/commands.h"
+
+namespace mesa_anyjev::client {
+namespace {
+
+nlohmann::json ToJson(const DaemonInfo& info) {
+  const auto& id = info.identity;
+  const auto& caps = info.capabilities;
+  const auto& limits = info.limits;
+  return {{"name", id.name},
+          {"identity", id.identity},
+          {"dtype", id.dtype},
+          {"device", id.device},
+          {"attention", id.attention},
+          {"n_layers", caps.n_layers},
+          {"hidden_size", caps.hidden_size},
+          {"vocab_size", caps.vocab_size},
+          {"max_choice_k", caps.max_choice_k},
+          {"hidden_states", caps.hidden_states},
+          {"early_stop", caps.early_stop},
+          {"limits",
+           {{"max_groups", limits.max_groups},
+            {"max_suffixes", limits.max_suffixes},
+            {"max_prompt_tokens", limits.max_prompt_tokens},
+            {"max_total_tokens", limits.max_total_tokens},
+            {"max_layers", limits.max_layers},
+            {"max_top_k", limits.max_top_k},
+            {"max_label_ids", limits.max_label_ids},
+            {"max_texts", limits.max_texts},
+            {"max_text_bytes", limits.max_text_bytes}}}};
+}
+
+void PrintTable(const std::string& address, const DaemonInfo& info) {
+  auto row = [](const std::string& key, const auto& value) {
+    std::cout << "  " << std::left << std::setw(16) << key << value << "\n";
+  };
+  const auto& caps = info.capabilities;
+  const auto& limits = info.limits;
+  std::cout << "mesa-anyjevd at " << address << "\n";
+  row("model", info.identity.name);
+  row("identity", info.identity.identity);
+  row("dtype / device", info.identity.dtype + " / " + info.identity.device);
+  row("attention", info.identity.attention);
+  row("layers", caps.n_layers);
+  row("hidden size", caps.hidden_size);
+  row("vocab size", caps.vocab_size);
+  row("max choice K", caps.max_choice_k);
+  row("hidden states", std::string(caps.hidden_states ? "yes" : "no") +
+                           (caps.early_stop ? " (early stop)" : ""));
+  row("limits", "groups " + std::to_string(limits.max_groups) + ", suffixes " +
+                    std::to_string(limits.max_suffixes) + ", prompt tokens " +
+                    std::to_string(limits.max_prompt_tokens) + ", total tokens " +
+                    std::to_string(limits.max_total_tokens) + ", layers " +
+                    std::to_string(limits.max_layers) + ", top-k " +
+                    std::to_string(limits.max_top_k));
+}
+
+}  // namespace
+
+int RunInfo(const config::Config& config, const OutputOptions& output) {
+  auto client = DaemonClient::Create(config.client);
+  if (!client.ok()) {
+    std::cerr << "mesa-anyjev: " << client.status().message() << "\n";
+    return 2;
+  }
+  auto info = (*client)->Info();
+  if (!info.ok()) {
+    std::cerr << "mesa-anyjev: " << config.client.address << ": "
+              << info.status().message() << "\n";
+    return 1;
+  }
+  if (output.json) {
+    std::cout << ToJson(*info).dump(2) << "\n";
+  } else {
+    PrintTable(config.client.address, *info);
+  }
+  return 0;
+}
+
+}  // namespace mesa_anyjev::client

@@ -1,0 +1,86 @@
+// mesa-anyjev: the thin CLI. Global flags and subcommand dispatch; each
+// command lives in client/commands/. Exit codes: 0 ok, 1 a check failed,
+// 2 usage or configuration error.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "client/commands/commands.h"
+#include "common/config/config_loader.h"
+#include "common/config/set_flag.h"
+#include "common/util/build_info.h"
+
+namespace {
+
+using mesa_anyjev::config::Override;
+
+int Main(int argc, char** argv) {
+  CLI::App app{"mesa-anyjev: typed decisions with probabilities from an LLM"};
+  app.require_subcommand(0, 1);
+  std::string config_path;
+  std::vector<std::string> sets;
+  bool version = false, json = false;
+  app.add_option("--config", config_path, "YAML configuration file");
+  app.add_option("--set", sets, "override any key: section.field=value (repeatable)");
+  app.add_flag("--version", version, "print the version and exit");
+
+  std::string address;
+  auto add_address = [&](CLI::App* command) {
+    command->add_option("--address", address,
+                        "daemon host:port (default: client.address)");
+    command->add_flag("--json", json, "print JSON for machines");
+  };
+  CLI::App* health = app.add_subcommand("health", "is the daemon SERVING? exit 0 if so");
+  add_address(health);
+  CLI::App* info = app.add_subcommand("info", "what the daemon serves");
+  add_address(info);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (version) {
+    std::cout << "mesa-anyjev " << mesa_anyjev::util::kVersion << " ("
+              << mesa_anyjev::util::kCommit << ")\n";
+    return 0;
+  }
+  if (app.get_subcommands().empty()) {
+    std::cerr << app.help();
+    return 2;
+  }
+
+  mesa_anyjev::config::LoadOptions options;
+  options.config_path = config_path;
+  options.env = mesa_anyjev::config::ProcessEnvironment();
+  for (const std::string& set : sets) {
+    auto parsed = mesa_anyjev::config::ParseSetFlag(set);
+    if (!parsed.ok()) {
+      std::cerr << "mesa-anyjev: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    options.flags.push_back(*std::move(parsed));
+  }
+  if (!address.empty()) {
+    options.flags.push_back(Override{"client.address", address, "flag --address"});
+  }
+  auto config = mesa_anyjev::config::LoadConfig(options);
+  if (!config.ok()) {
+    std::cerr << "mesa-anyjev: " << config.status().message() << "\n";
+    return 2;
+  }
+  const mesa_anyjev::client::OutputOptions output{json};
+  if (health->parsed()) return mesa_anyjev::client::RunHealth(*config, output);
+  if (info->parsed()) return mesa_anyjev::client::RunInfo(*config, output);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }

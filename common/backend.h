@@ -1,0 +1,103 @@
+// The Backend seam (architecture.md section 3): what the decision code needs
+// from a model and nothing more. Implementations: the fake model (common/),
+// the daemon's local Qwen3 (server/), the CLI's daemon proxy, the gateway and
+// the composite (client/).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/text/tokenizer.h"
+
+namespace mesa_anyjev {
+
+using text::TokenId;
+
+struct Capabilities {
+  bool hidden_states = false;  // HiddenStates is served (L2 possible)
+  bool early_stop = false;     // the forward stops at the deepest layer asked
+  int32_t max_choice_k = 26;
+  int32_t logprob_top_k = 0;   // cap on top-k (0: the whole vocabulary)
+  int32_t n_layers = 0;
+  int32_t hidden_size = 0;
+  int32_t vocab_size = 0;
+};
+
+struct ModelIdentity {
+  std::string name;      // "fake", "Qwen/Qwen3-8B"
+  std::string identity;  // sha256 hex: the fingerprint bundles are bound to
+  std::string dtype;     // "float32", "bfloat16"
+  std::string device;    // "cpu", "cuda:0"
+  std::string attention; // attention implementation
+};
+
+// One shared prefix and several suffixes: prompt i = prefix + suffixes[i].
+struct PromptGroup {
+  std::vector<TokenId> prefix;
+  std::vector<std::vector<TokenId>> suffixes;
+  std::vector<TokenId> label_ids;  // Logprobs gathers these for every prompt
+};
+
+struct TopToken {
+  TokenId id = 0;
+  double logprob = 0.0;
+};
+
+struct PromptLogprobs {
+  std::vector<double> label_logprobs;  // aligned with the group's label_ids
+  std::vector<TopToken> top;           // most likely first
+  int32_t n_tokens = 0;
+};
+
+// Per-call control the backend checks between units of work, so a passed
+// deadline or a cancelled caller stops the forward early.
+struct CallControl {
+  absl::Time deadline = absl::InfiniteFuture();
+  const std::atomic<bool>* cancelled = nullptr;
+
+  bool ShouldStop(absl::Time now) const {
+    return now >= deadline ||
+           (cancelled != nullptr && cancelled->load(std::memory_order_relaxed));
+  }
+};
+
+// Hidden states at the last position: values[(p * layers + l) * hidden + h]
+// for prompt p (groups in order, suffixes in order) and resolved layer l.
+struct HiddenStatesResult {
+  std::vector<int32_t> layers;  // resolved, non-negative, request order
+  int32_t n_prompts = 0;
+  int32_t hidden_size = 0;
+  std::vector<float> values;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const ModelIdentity& identity() const = 0;
+  virtual const Capabilities& capabilities() const = 0;
+  virtual const text::Tokenizer& tokenizer() const = 0;
+
+  // Full-vocabulary log-softmax at the last position of each prompt, gathered
+  // at the group's label ids, plus the top_k entries. Result: one vector per
+  // group, one entry per suffix.
+  virtual absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
+      const std::vector<PromptGroup>& groups, int32_t top_k,
+      const CallControl& control) = 0;
+
+  // Residual stream after each requested block (0 = embeddings, n_layers =
+  // after the final norm, negative counts from the end) at the last position.
+  virtual absl::StatusOr<HiddenStatesResult> HiddenStates(
+      const std::vector<PromptGroup>& groups,
+      const std::vector<int32_t>& layers, const CallControl& control) = 0;
+};
+
+// Resolves a requested layer against n_layers: -1 -> n_layers, ..., and
+// refuses anything outside [0, n_layers] with the limit named.
+absl::StatusOr<int32_t> ResolveLayer(int32_t layer, int32_t n_layers);
+
+}  // namespace mesa_anyjev

@@ -1,0 +1,81 @@
+// The one configuration of mesa-anyjevd and mesa-anyjev: typed sections with
+// defaults. Loading (YAML file < MESA_ANYJEV_<SECTION>__<FIELD> environment <
+// flags) and validation live in config_loader.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mesa_anyjev::config {
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:50151";  // host:port; port 0 picks one
+  std::string port_file;                   // write the bound port here
+  std::string metrics_listen = "127.0.0.1:9464";  // host:port; "" = off
+  std::string metrics_port_file;           // write the bound metrics port here
+  int32_t queue_capacity = 64;             // accepted calls waiting for the model
+  double default_deadline_s = 30.0;        // for calls that carry none
+  double max_deadline_s = 120.0;           // longer deadlines are cut to this
+  double drain_deadline_s = 30.0;          // SIGTERM: time for accepted calls
+  // SIGTERM: health reads NOT_SERVING and new calls get UNAVAILABLE for this
+  // long before the listener closes, so load balancers see the drain.
+  double drain_grace_s = 0.0;
+  int64_t max_receive_message_bytes = 16 << 20;
+  int64_t max_send_message_bytes = 64 << 20;
+  int32_t max_concurrent_streams = 64;     // per connection
+  bool reflection = true;                  // grpc.reflection.v1alpha
+  std::string tls_cert;                    // PEM; with tls_key turns TLS on
+  std::string tls_key;
+};
+
+struct ModelConfig {
+  std::string path = "fake";     // checkpoint directory or "fake"
+  std::string dtype = "float32"; // float32 | bfloat16
+  std::string device = "cpu";    // cpu | cuda | cuda:N
+  int32_t threads = 0;           // intra-op threads; 0 = all cores
+  double fake_delay_s = 0.0;     // fake model: service time per call (tests)
+  double fake_load_s = 0.0;      // fake model: time to "load" (tests)
+};
+
+struct LimitsConfig {
+  int32_t max_groups = 64;
+  int32_t max_suffixes = 32;
+  int32_t max_prompt_tokens = 8192;
+  int32_t max_total_tokens = 65536;
+  int32_t max_layers = 64;
+  int32_t max_top_k = 1000;
+  int32_t max_label_ids = 64;
+  int32_t max_texts = 256;
+  int64_t max_text_bytes = 1 << 20;
+};
+
+struct AuthConfig {
+  // The bearer token comes from the environment variable named here, or from
+  // a file readable by its owner only (mode 0600 or stricter). Neither set =
+  // no auth. Never from the command line or the YAML file itself.
+  std::string token_env;
+  std::string token_file;
+};
+
+struct ClientConfig {
+  std::string address = "127.0.0.1:50151";  // the daemon, host:port
+  double timeout_s = 30.0;                  // deadline of every call
+  std::string token_env;                    // as AuthConfig
+  std::string token_file;
+  std::string tls_ca;  // PEM of the CA that signed the daemon's cert; on = TLS
+};
+
+struct LogConfig {
+  std::string level = "info";  // trace | debug | info | warn | error
+};
+
+struct Config {
+  ServerConfig server;
+  ModelConfig model;
+  LimitsConfig limits;
+  AuthConfig auth;
+  ClientConfig client;
+  LogConfig log;
+};
+
+}  // namespace mesa_anyjev::config

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs everything mesa-anyjev needs into machine-wide places, so any clone reuses it.
+# Safe to run again: each step checks first and a second run finishes in seconds.
+set -euo pipefail
+
+VENV="${MESA_ANYJEV_VENV:-/opt/mesa-anyjev/venv}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REQS="$HERE/requirements.txt"
+
+DEB_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config clang-format
+  libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
+  prometheus-cpp-dev libcpp-httplib-dev catch2 libeigen3-dev nlohmann-json3-dev
+  libyaml-cpp-dev libpcre2-dev libutf8proc-dev libcli11-dev libspdlog-dev libfmt-dev
+  libcurl4-openssl-dev libssl-dev python3-venv python3-dev curl
+)
+
+log() { printf '[install] %s\n' "$*"; }
+
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "Debian packages: installing ${missing[*]}"
+  sudo_if_needed apt-get update -q
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  log "Debian packages: all ${#DEB_PACKAGES[@]} present"
+fi
+
+# The venv is keyed by the hash of requirements.txt: a changed pin reinstalls, an unchanged one is a no-op.
+want="$(sha256sum "$REQS" | cut -d' ' -f1)"
+have="$(cat "$VENV/.mesa-anyjev-reqs" 2>/dev/null || true)"
+if [ "$want" != "$have" ]; then
+  log "Python venv $VENV: installing pinned requirements"
+  sudo_if_needed mkdir -p "$(dirname "$VENV")"
+  [ -x "$VENV/bin/python" ] || sudo_if_needed /usr/bin/python3 -m venv "$VENV"
+  sudo_if_needed "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip
+  sudo_if_needed "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQS"
+  echo "$want" | sudo_if_needed tee "$VENV/.mesa-anyjev-reqs" >/dev/null
+else
+  log "Python venv $VENV: up to date"
+fi

@@ -1,0 +1,210 @@
+#include "server/daemon/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+#include "common/util/build_info.h"
+#include "common/util/files.h"
+#include "common/util/host_port.h"
+#include "common/util/secret.h"
+#include "server/daemon/model_factory.h"
+#include "server/engine/scheduler.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/metrics_endpoint.h"
+#include "server/service/bearer_auth.h"
+#include "server/service/inference_service.h"
+#include "server/service/serving_state.h"
+
+namespace mesa_anyjev::daemon {
+namespace {
+
+constexpr char kInferenceService[] = "mesa.anyjev.v1.Inference";
+
+// A config problem found while starting: exit code 2, not 1.
+bool IsConfigError(const absl::Status& status) {
+  return absl::IsInvalidArgument(status) || absl::IsUnimplemented(status);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
+    const config::ServerConfig& server) {
+  if (server.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  auto cert = util::ReadFile(server.tls_cert);
+  if (!cert.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server.tls_cert: ", cert.status().message()));
+  }
+  auto key = util::ReadFile(server.tls_key);
+  if (!key.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server.tls_key: ", key.status().message()));
+  }
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(options);
+}
+
+absl::Status WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return absl::OkStatus();
+  return util::WriteFileAtomic(path, absl::StrCat(port, "\n"));
+}
+
+}  // namespace
+
+Daemon::Daemon(config::Config config) : config_(std::move(config)) {}
+
+Daemon::~Daemon() = default;
+
+int Daemon::Run() {
+  const absl::Time start = absl::Now();
+  if (absl::Status status = StartServing(); !status.ok()) {
+    spdlog::error("{}", std::string(status.message()));
+    return IsConfigError(status) ? 2 : 1;
+  }
+  absl::Status loaded = LoadAndWarmUp();
+  if (loaded.ok()) {
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    metrics_->SetModelLoaded(true);
+    metrics_->SetModelLoadSeconds(seconds);
+    state_->set(service::ServingState::kServing);
+    server_->GetHealthCheckService()->SetServingStatus(true);
+    spdlog::info("serving model '{}' (identity {}) after {:.2f} s",
+                 backend_->identity().name,
+                 backend_->identity().identity.substr(0, 12), seconds);
+  } else if (!absl::IsCancelled(loaded)) {
+    spdlog::error("{}", std::string(loaded.message()));
+    RequestShutdown();
+    Drain();
+    return IsConfigError(loaded) ? 2 : 1;
+  }
+  shutdown_.WaitForNotification();
+  Drain();
+  return 0;
+}
+
+absl::Status Daemon::StartServing() {
+  ASSIGN_OR_RETURN(auto token,
+                   util::LoadSecret(config_.auth.token_env,
+                                    config_.auth.token_file, "auth"));
+  auth_ = std::make_unique<service::BearerAuth>(token);
+  ASSIGN_OR_RETURN(auto credentials, Credentials(config_.server));
+  ASSIGN_OR_RETURN(auto listen, util::ParseHostPort(config_.server.listen));
+
+  metrics_ = std::make_unique<metrics::ServerMetrics>(util::kVersion,
+                                                      util::kCommit);
+  metrics_->SetModelLoaded(false);
+  scheduler_ = std::make_unique<engine::Scheduler>(
+      config_.server.queue_capacity, metrics_.get());
+  scheduler_->Start();
+  state_ = std::make_unique<service::ServingStateFlag>();
+  service::InferenceOptions options;
+  options.limits = config_.limits;
+  options.default_deadline = absl::Seconds(config_.server.default_deadline_s);
+  options.max_deadline = absl::Seconds(config_.server.max_deadline_s);
+  options.max_send_bytes = config_.server.max_send_message_bytes;
+  inference_ = std::make_unique<service::InferenceService>(
+      options, scheduler_.get(), metrics_.get(), auth_.get(), state_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  if (config_.server.reflection) {
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  }
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config_.server.listen, credentials, &port);
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(config_.server.max_receive_message_bytes));
+  builder.SetMaxSendMessageSize(
+      static_cast<int>(config_.server.max_send_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             config_.server.max_concurrent_streams);
+  // Long-lived pipeline clients: probe dead peers every minute, and close
+  // connections idle for five (reliability-anchors.md 2.4).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             30'000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 300'000);
+  builder.RegisterService(inference_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("server.listen: cannot listen on ", config_.server.listen));
+  }
+  auto* health = server_->GetHealthCheckService();
+  health->SetServingStatus(false);
+  health->SetServingStatus(kInferenceService, false);
+  RETURN_IF_ERROR(WritePortFile(config_.server.port_file, port));
+
+  int metrics_port = 0;
+  if (!config_.server.metrics_listen.empty()) {
+    metrics_endpoint_ =
+        std::make_unique<metrics::MetricsEndpoint>(metrics_->registry());
+    ASSIGN_OR_RETURN(metrics_port,
+                     metrics_endpoint_->Start(config_.server.metrics_listen));
+    RETURN_IF_ERROR(
+        WritePortFile(config_.server.metrics_port_file, metrics_port));
+  }
+  spdlog::info(
+      "mesa-anyjevd {} ({}) listening on {}:{}{}; metrics on {}; auth {}; "
+      "loading model '{}'",
+      util::kVersion, util::kCommit, listen.host, port,
+      config_.server.tls_cert.empty() ? "" : " (TLS)",
+      metrics_port == 0 ? std::string("off")
+                        : absl::StrCat("port ", metrics_port),
+      auth_->enabled() ? "on" : "off", config_.model.path);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::LoadAndWarmUp() {
+  ASSIGN_OR_RETURN(backend_, LoadModel(config_.model, shutdown_));
+  inference_->SetBackend(backend_.get());
+  // Readiness means the model answers: one real call through the engine.
+  ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));
+  absl::Notification done;
+  absl::Status result;
+  engine::Job job;
+  job.deadline = absl::Now() + absl::Seconds(config_.server.max_deadline_s);
+  job.run = [&](const CallControl& control) -> absl::Status {
+    PromptGroup group{ids, {{}}, {0}};
+    return backend_->Logprobs({group}, /*top_k=*/1, control).status();
+  };
+  job.done = [&](absl::Status status) {
+    result = std::move(status);
+    done.Notify();
+  };
+  RETURN_IF_ERROR(scheduler_->TrySubmit(std::move(job)));
+  done.WaitForNotification();
+  if (!result.ok()) {
+    return absl::Status(result.code(),
+                        absl::StrCat("warm-up call failed: ", result.message()));
+  }
+  return absl::OkStatus();
+}
+
+void Daemon::Drain() {
+  const absl::Time start = absl::Now();
+  spdlog::info("draining: health NOT_SERVING, new calls UNAVAILABLE, {} queued",
+               scheduler_ ? scheduler_->depth() : 0);
+  if (state_) state_->set(service::ServingState::kDraining);
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();
+    if (config_.server.drain_grace_s > 0) {
+      absl::SleepFor(absl::Seconds(config_.server.drain_grace_s));
+    }
+    // Accepted calls finish until the deadline; then gRPC cancels the rest
+    // and the engine skips them.
+    server_->Shutdown(absl::ToChronoTime(
+        absl::Now() + absl::Seconds(config_.server.drain_deadline_s)));
+  }
+  if (scheduler_) scheduler_->Stop();
+  if (metrics_endpoint_) metrics_endpoint_->Stop();
+  spdlog::info("drained in {:.2f} s", absl::ToDoubleSeconds(absl::Now() - start));
+}
+
+}  // namespace mesa_anyjev::daemon

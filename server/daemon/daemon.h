@@ -1,0 +1,65 @@
+// mesa-anyjevd's lifecycle: listen (NOT_SERVING) -> load the model -> warm up
+// -> SERVING -> on the first SIGTERM/SIGINT drain: NOT_SERVING, new calls
+// UNAVAILABLE, accepted calls finish within server.drain_deadline_s -> exit 0.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "common/backend.h"
+#include "common/config/config.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace mesa_anyjev {
+namespace engine {
+class Scheduler;
+}
+namespace metrics {
+class ServerMetrics;
+class MetricsEndpoint;
+}  // namespace metrics
+namespace service {
+class BearerAuth;
+class InferenceService;
+class ServingStateFlag;
+}  // namespace service
+}  // namespace mesa_anyjev
+
+namespace mesa_anyjev::daemon {
+
+class Daemon {
+ public:
+  explicit Daemon(config::Config config);
+  ~Daemon();
+
+  // Runs until drained; returns the process exit code (0 after a clean
+  // drain, 1 on a runtime failure, 2 on a configuration error).
+  int Run();
+
+  // Starts the drain; safe from any thread, idempotent.
+  void RequestShutdown() {
+    if (!shutdown_.HasBeenNotified()) shutdown_.Notify();
+  }
+
+ private:
+  absl::Status StartServing();
+  absl::Status LoadAndWarmUp();
+  void Drain();
+
+  const config::Config config_;
+  absl::Notification shutdown_;
+  std::unique_ptr<metrics::ServerMetrics> metrics_;
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<engine::Scheduler> scheduler_;
+  std::unique_ptr<service::BearerAuth> auth_;
+  std::unique_ptr<service::ServingStateFlag> state_;
+  std::unique_ptr<service::InferenceService> inference_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<Backend> backend_;
+};
+
+}  // namespace mesa_anyjev::daemon

@@ -1,0 +1,32 @@
+#include "server/daemon/model_factory.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/fake_backend.h"
+
+namespace mesa_anyjev::daemon {
+
+absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
+    const config::ModelConfig& model, const absl::Notification& stop) {
+  if (model.path == "fake") {
+    // The fake "loads" for fake_load_s so tests can watch NOT_SERVING.
+    if (stop.WaitForNotificationWithTimeout(absl::Seconds(model.fake_load_s))) {
+      return absl::CancelledError("shutdown requested while loading");
+    }
+    FakeBackendOptions options;
+    options.delay_s = model.fake_delay_s;
+    return std::unique_ptr<Backend>(std::make_unique<FakeBackend>(options));
+  }
+  std::error_code error;
+  if (!std::filesystem::is_directory(model.path, error)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.path: '", model.path,
+        "' is neither \"fake\" nor a checkpoint directory"));
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "model.path: '", model.path,
+      "': loading Qwen3 checkpoints is not built yet; serve --model fake"));
+}
+
+}  // namespace mesa_anyjev::daemon

@@ -1,0 +1,150 @@
+#include "server/metrics/metrics.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace mesa_anyjev::metrics {
+namespace {
+
+// 1 ms .. 60 s: from a cache hit on the fake to a long prompt on a busy GPU.
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+      0.25,  0.5,    1,     2.5,  5,     10,   30, 60};
+  return *buckets;
+}
+
+const char* CodeName(int code) {
+  static const char* kNames[] = {
+      "OK",        "CANCELLED",          "UNKNOWN",
+      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+      "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+      "FAILED_PRECONDITION", "ABORTED",      "OUT_OF_RANGE",
+      "UNIMPLEMENTED",    "INTERNAL",          "UNAVAILABLE",
+      "DATA_LOSS",        "UNAUTHENTICATED"};
+  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
+}
+
+}  // namespace
+
+const char* MethodName(Method method) {
+  switch (method) {
+    case Method::kGetModelInfo:
+      return "GetModelInfo";
+    case Method::kTokenize:
+      return "Tokenize";
+    case Method::kLogprobs:
+      return "Logprobs";
+    case Method::kHiddenStates:
+      return "HiddenStates";
+    case Method::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+ServerMetrics::ServerMetrics(const std::string& version,
+                             const std::string& commit)
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
+  BuildGauge()
+      .Name("mesa_anyjev_build_info")
+      .Help("Always 1; the labels say which build is running.")
+      .Register(*registry_)
+      .Add({{"version", version}, {"commit", commit}})
+      .Set(1);
+  requests_ = &BuildCounter()
+                   .Name("mesa_anyjev_requests_total")
+                   .Help("Finished RPCs by method and gRPC status code.")
+                   .Register(*registry_);
+  durations_ = &BuildHistogram()
+                    .Name("mesa_anyjev_request_duration_seconds")
+                    .Help("Time from arrival to status, by method.")
+                    .Register(*registry_);
+  for (int m = 0; m < static_cast<int>(Method::kCount); ++m) {
+    const char* name = MethodName(static_cast<Method>(m));
+    duration_by_method_[m] = &durations_->Add({{"method", name}}, LatencyBuckets());
+    // Pre-initialise the common outcomes so rate() has a zero to start from.
+    requests_->Add({{"method", name}, {"code", "OK"}});
+  }
+  rejected_ = &BuildCounter()
+                   .Name("mesa_anyjev_rejected_total")
+                   .Help("Calls refused before reaching the queue, by reason.")
+                   .Register(*registry_);
+  for (const char* reason :
+       {"queue_full", "draining", "loading", "unauthenticated"}) {
+    rejected_->Add({{"reason", reason}});
+  }
+  skipped_ = &BuildCounter()
+                  .Name("mesa_anyjev_skipped_total")
+                  .Help("Accepted calls dropped before the model ran, by reason.")
+                  .Register(*registry_);
+  for (const char* reason : {"deadline", "cancelled"}) {
+    skipped_->Add({{"reason", reason}});
+  }
+  queue_depth_ = &BuildGauge()
+                      .Name("mesa_anyjev_queue_depth")
+                      .Help("Calls waiting for the model.")
+                      .Register(*registry_)
+                      .Add({});
+  inflight_ = &BuildGauge()
+                   .Name("mesa_anyjev_inflight_requests")
+                   .Help("RPCs between arrival and status.")
+                   .Register(*registry_)
+                   .Add({});
+  model_loaded_ = &BuildGauge()
+                       .Name("mesa_anyjev_model_loaded")
+                       .Help("1 once the model answered its warm-up call.")
+                       .Register(*registry_)
+                       .Add({});
+  load_seconds_ = &BuildGauge()
+                       .Name("mesa_anyjev_model_load_duration_seconds")
+                       .Help("Time the model took to load and warm up.")
+                       .Register(*registry_)
+                       .Add({});
+  tokens_ = &BuildCounter()
+                 .Name("mesa_anyjev_tokens_processed_total")
+                 .Help("Prompt tokens handed to the model.")
+                 .Register(*registry_)
+                 .Add({});
+  queue_wait_ = &BuildHistogram()
+                     .Name("mesa_anyjev_queue_wait_seconds")
+                     .Help("Time accepted calls waited for the engine thread.")
+                     .Register(*registry_)
+                     .Add({}, LatencyBuckets());
+  compute_ = &BuildHistogram()
+                  .Name("mesa_anyjev_forward_duration_seconds")
+                  .Help("Time the engine thread spent running one job.")
+                  .Register(*registry_)
+                  .Add({}, LatencyBuckets());
+}
+
+void ServerMetrics::RecordRequest(Method method, int code, absl::Duration took) {
+  const int m = static_cast<int>(method);
+  requests_->Add({{"method", MethodName(method)}, {"code", CodeName(code)}})
+      .Increment();
+  duration_by_method_[m]->Observe(absl::ToDoubleSeconds(took));
+}
+
+void ServerMetrics::RecordRejected(const std::string& reason) {
+  rejected_->Add({{"reason", reason}}).Increment();
+}
+
+void ServerMetrics::OnQueueDepth(int64_t depth) {
+  queue_depth_->Set(static_cast<double>(depth));
+}
+
+void ServerMetrics::OnQueueWait(absl::Duration wait) {
+  queue_wait_->Observe(absl::ToDoubleSeconds(wait));
+}
+
+void ServerMetrics::OnSkipped(const std::string& reason) {
+  skipped_->Add({{"reason", reason}}).Increment();
+}
+
+void ServerMetrics::OnRun(absl::Duration took) {
+  compute_->Observe(absl::ToDoubleSeconds(took));
+}
+
+}  // namespace mesa_anyjev::metrics

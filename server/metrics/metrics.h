@@ -1,0 +1,61 @@
+// All Prometheus families of mesa-anyjevd in one struct that is passed in,
+// never a global. Names follow docs/operations.md: mesa_anyjev_ prefix, base
+// units, label values from closed sets only.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/engine/scheduler.h"
+
+namespace mesa_anyjev::metrics {
+
+// The RPC methods the daemon serves; the `method` label takes only these.
+enum class Method { kGetModelInfo, kTokenize, kLogprobs, kHiddenStates, kCount };
+const char* MethodName(Method method);
+
+class ServerMetrics : public engine::SchedulerObserver {
+ public:
+  ServerMetrics(const std::string& version, const std::string& commit);
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // One finished call: `code` is the gRPC status code number (0..16).
+  void RecordRequest(Method method, int code, absl::Duration took);
+  void AddInflight(double delta) { inflight_->Increment(delta); }
+  void RecordRejected(const std::string& reason);  // queue_full|draining|loading|unauthenticated
+  void SetModelLoaded(bool loaded) { model_loaded_->Set(loaded ? 1 : 0); }
+  void SetModelLoadSeconds(double seconds) { load_seconds_->Set(seconds); }
+  void AddTokens(double tokens) { tokens_->Increment(tokens); }
+
+  // engine::SchedulerObserver
+  void OnQueueDepth(int64_t depth) override;
+  void OnQueueWait(absl::Duration wait) override;
+  void OnSkipped(const std::string& reason) override;
+  void OnRun(absl::Duration took) override;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Histogram>* durations_;
+  std::array<prometheus::Histogram*, static_cast<int>(Method::kCount)>
+      duration_by_method_{};
+  prometheus::Family<prometheus::Counter>* rejected_;
+  prometheus::Family<prometheus::Counter>* skipped_;
+  prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* inflight_;
+  prometheus::Gauge* model_loaded_;
+  prometheus::Gauge* load_seconds_;
+  prometheus::Counter* tokens_;
+  prometheus::Histogram* queue_wait_;
+  prometheus::Histogram* compute_;
+};
+
+}  // namespace mesa_anyjev::metrics

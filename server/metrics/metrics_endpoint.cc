@@ -1,0 +1,50 @@
+#include "server/metrics/metrics_endpoint.h"
+
+#include <httplib.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/host_port.h"
+#include "prometheus/text_serializer.h"
+
+namespace mesa_anyjev::metrics {
+
+MetricsEndpoint::MetricsEndpoint(std::shared_ptr<prometheus::Registry> registry)
+    : registry_(std::move(registry)),
+      server_(std::make_unique<httplib::Server>()) {}
+
+MetricsEndpoint::~MetricsEndpoint() { Stop(); }
+
+absl::StatusOr<int> MetricsEndpoint::Start(const std::string& listen) {
+  auto host_port = util::ParseHostPort(listen);
+  if (!host_port.ok()) return host_port.status();
+  server_->Get("/metrics", [this](const httplib::Request&,
+                                  httplib::Response& response) {
+    response.set_content(prometheus::TextSerializer().Serialize(
+                             registry_->Collect()),
+                         "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // A bare host for httplib: "[::1]" -> "::1".
+  const std::string& host = host_port->host;
+  int port = host_port->port;
+  if (port == 0) {
+    port = server_->bind_to_any_port(host);
+    if (port < 0) port = 0;
+  } else if (!server_->bind_to_port(host, port)) {
+    port = 0;
+  }
+  if (port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("server.metrics_listen: cannot bind ", listen));
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return port;
+}
+
+void MetricsEndpoint::Stop() {
+  if (thread_.joinable()) {
+    server_->stop();
+    thread_.join();
+  }
+}
+
+}  // namespace mesa_anyjev::metrics

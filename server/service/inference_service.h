@@ -1,0 +1,71 @@
+// mesa.anyjev.v1.Inference on gRPC's callback API. Handlers check auth and
+// state, validate, hand the work to the engine's scheduler and return; the
+// engine thread finishes the call. No handler blocks while the model runs.
+#pragma once
+
+#include <atomic>
+
+#include "absl/time/time.h"
+#include "common/backend.h"
+#include "common/config/config.h"
+#include "mesa/anyjev/v1/inference.grpc.pb.h"
+#include "server/engine/scheduler.h"
+#include "server/metrics/metrics.h"
+#include "server/service/bearer_auth.h"
+#include "server/service/serving_state.h"
+
+namespace mesa_anyjev::service {
+
+struct InferenceOptions {
+  config::LimitsConfig limits;
+  absl::Duration default_deadline = absl::Seconds(30);
+  absl::Duration max_deadline = absl::Seconds(120);
+  int64_t max_send_bytes = 64 << 20;
+};
+
+class InferenceService final
+    : public ::mesa::anyjev::v1::Inference::CallbackService {
+ public:
+  InferenceService(InferenceOptions options, engine::Scheduler* scheduler,
+                   metrics::ServerMetrics* metrics, const BearerAuth* auth,
+                   const ServingStateFlag* state);
+
+  // The backend once loaded; calls before it get UNAVAILABLE.
+  void SetBackend(Backend* backend) { backend_.store(backend); }
+
+  grpc::ServerUnaryReactor* GetModelInfo(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::GetModelInfoRequest* request,
+      ::mesa::anyjev::v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* Tokenize(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::TokenizeRequest* request,
+      ::mesa::anyjev::v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Logprobs(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::LogprobsRequest* request,
+      ::mesa::anyjev::v1::LogprobsResponse* response) override;
+  grpc::ServerUnaryReactor* HiddenStates(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::HiddenStatesRequest* request,
+      ::mesa::anyjev::v1::HiddenStatesResponse* response) override;
+
+ private:
+  class Call;
+  // Auth, then state; returns the backend to use or why the call is refused.
+  absl::StatusOr<Backend*> Admit(const grpc::CallbackServerContext& context);
+  absl::Time Deadline(const grpc::CallbackServerContext& context) const;
+  // Hands `run` to the engine; the call finishes on the engine thread, or at
+  // once with RESOURCE_EXHAUSTED / UNAVAILABLE when the queue refuses it.
+  void Submit(Call* call, absl::Time deadline,
+              std::function<absl::Status(const CallControl&)> run);
+
+  const InferenceOptions options_;
+  engine::Scheduler* const scheduler_;
+  metrics::ServerMetrics* const metrics_;
+  const BearerAuth* const auth_;
+  const ServingStateFlag* const state_;
+  std::atomic<Backend*> backend_{nullptr};
+};
+
+}  // namespace mesa_anyjev::service

@@ -1,0 +1,12 @@
+// The one place absl::Status becomes grpc::Status (architecture.md section 5).
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+
+namespace mesa_anyjev::service {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace mesa_anyjev::service

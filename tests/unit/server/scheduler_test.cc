@@ -1,0 +1,142 @@
+// The bounded queue: refusal when full, arrival order, and work whose
+// deadline passed or whose caller cancelled never running.
+#include "server/engine/scheduler.h"
+
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+
+namespace mesa_anyjev::engine {
+namespace {
+
+struct Recorder : SchedulerObserver {
+  std::mutex mu;
+  std::vector<std::string> skipped;
+  int64_t max_depth = 0;
+  void OnSkipped(const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mu);
+    skipped.push_back(reason);
+  }
+  void OnQueueDepth(int64_t depth) override {
+    std::lock_guard<std::mutex> lock(mu);
+    max_depth = std::max(max_depth, depth);
+  }
+};
+
+Job MakeJob(std::function<absl::Status(const CallControl&)> run,
+            std::function<void(absl::Status)> done) {
+  Job job;
+  job.run = std::move(run);
+  job.done = std::move(done);
+  return job;
+}
+
+TEST_CASE("scheduler refuses at once when the queue is full", "[scheduler]") {
+  Recorder recorder;
+  Scheduler scheduler(/*capacity=*/2, &recorder);
+  scheduler.Start();
+  absl::Notification release, running;
+  std::atomic<int> finished{0};
+  auto blocker = MakeJob(
+      [&](const CallControl&) {
+        running.Notify();
+        release.WaitForNotification();
+        return absl::OkStatus();
+      },
+      [&](absl::Status) { ++finished; });
+  REQUIRE(scheduler.TrySubmit(std::move(blocker)).ok());
+  running.WaitForNotification();  // the engine thread is busy now
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(scheduler
+                .TrySubmit(MakeJob([](const CallControl&) { return absl::OkStatus(); },
+                                   [&](absl::Status) { ++finished; }))
+                .ok());
+  }
+  absl::Status full = scheduler.TrySubmit(
+      MakeJob([](const CallControl&) { return absl::OkStatus(); },
+              [&](absl::Status) { FAIL("a refused job must not complete"); }));
+  CHECK(absl::IsResourceExhausted(full));
+  CHECK_THAT(std::string(full.message()), Catch::Contains("server.queue_capacity"));
+  release.Notify();
+  scheduler.Stop();
+  CHECK(finished == 3);
+  CHECK(recorder.max_depth == 2);
+}
+
+TEST_CASE("scheduler runs jobs in arrival order", "[scheduler]") {
+  Scheduler scheduler(/*capacity=*/16, nullptr);
+  std::vector<int> order;
+  for (int i = 0; i < 10; ++i) {
+    REQUIRE(scheduler
+                .TrySubmit(MakeJob(
+                    [&order, i](const CallControl&) {
+                      order.push_back(i);
+                      return absl::OkStatus();
+                    },
+                    [](absl::Status status) { CHECK(status.ok()); }))
+                .ok());
+  }
+  scheduler.Start();
+  scheduler.Stop();  // drains everything accepted
+  CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+}
+
+TEST_CASE("expired and cancelled jobs never run", "[scheduler]") {
+  Recorder recorder;
+  Scheduler scheduler(/*capacity=*/4, &recorder);
+  std::atomic<bool> cancelled{true};
+  std::vector<absl::StatusCode> codes;
+  bool ran = false;
+  Job expired = MakeJob(
+      [&](const CallControl&) {
+        ran = true;
+        return absl::OkStatus();
+      },
+      [&](absl::Status status) { codes.push_back(status.code()); });
+  expired.deadline = absl::Now() - absl::Milliseconds(1);
+  Job gone = MakeJob(
+      [&](const CallControl&) {
+        ran = true;
+        return absl::OkStatus();
+      },
+      [&](absl::Status status) { codes.push_back(status.code()); });
+  gone.cancelled = &cancelled;
+  REQUIRE(scheduler.TrySubmit(std::move(expired)).ok());
+  REQUIRE(scheduler.TrySubmit(std::move(gone)).ok());
+  scheduler.Start();
+  scheduler.Stop();
+  CHECK_FALSE(ran);
+  CHECK(codes == std::vector<absl::StatusCode>{absl::StatusCode::kDeadlineExceeded,
+                                                absl::StatusCode::kCancelled});
+  CHECK(recorder.skipped == std::vector<std::string>{"deadline", "cancelled"});
+}
+
+TEST_CASE("a stopped scheduler refuses new work as UNAVAILABLE", "[scheduler]") {
+  Scheduler scheduler(/*capacity=*/4, nullptr);
+  scheduler.Start();
+  scheduler.Stop();
+  absl::Status status = scheduler.TrySubmit(
+      MakeJob([](const CallControl&) { return absl::OkStatus(); }, [](absl::Status) {}));
+  CHECK(absl::IsUnavailable(status));
+}
+
+TEST_CASE("an exception in model code becomes INTERNAL", "[scheduler]") {
+  Scheduler scheduler(/*capacity=*/4, nullptr);
+  absl::Status seen;
+  REQUIRE(scheduler
+              .TrySubmit(MakeJob(
+                  [](const CallControl&) -> absl::Status {
+                    throw std::runtime_error("CUDA out of memory");
+                  },
+                  [&](absl::Status status) { seen = status; }))
+              .ok());
+  scheduler.Start();
+  scheduler.Stop();
+  CHECK(absl::IsInternal(seen));
+  CHECK_THAT(std::string(seen.message()), Catch::Contains("CUDA out of memory"));
+}
+
+}  // namespace
+}  // namespace mesa_anyjev::engine
