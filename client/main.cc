@@ -18,6 +18,7 @@ using mesa_anyjev::config::Override;
 int Main(int argc, char** argv) {
   CLI::App app{"mesa-anyjev: typed decisions with probabilities from an LLM"};
   app.require_subcommand(0, 1);
+  app.fallthrough();  // global flags may follow the subcommand
   std::string config_path;
   std::vector<std::string> sets;
   bool version = false, json = false;

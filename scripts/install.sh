@@ -12,7 +12,7 @@ DEB_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
   prometheus-cpp-dev libcpp-httplib-dev catch2 libeigen3-dev nlohmann-json3-dev
   libyaml-cpp-dev libpcre2-dev libutf8proc-dev libcli11-dev libspdlog-dev libfmt-dev
-  libcurl4-openssl-dev libssl-dev python3-venv python3-dev curl
+  libcurl4-openssl-dev libssl-dev openssl python3-venv python3-dev curl
 )
 
 log() { printf '[install] %s\n' "$*"; }

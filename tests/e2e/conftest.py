@@ -1,0 +1,167 @@
+"""End-to-end fixtures: the real mesa-anyjevd binary on a free loopback port,
+the real mesa-anyjev CLI, and a Python grpcio client generated from our
+proto at session start (an independent client, not our C++ one)."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+
+DAEMON = os.environ.get("MESA_ANYJEVD", "build/server/mesa-anyjevd")
+CLI = os.environ.get("MESA_ANYJEV_CLI", "build/client/mesa-anyjev")
+PROTO_DIR = os.environ.get("MESA_ANYJEV_PROTO_DIR", "proto")
+
+
+def _generate_stubs():
+    from grpc_tools import protoc
+    import grpc_tools
+
+    out = tempfile.mkdtemp(prefix="mesa-anyjev-stubs-")
+    include = str(Path(grpc_tools.__file__).parent / "_proto")
+    protos = [str(p.relative_to(PROTO_DIR)) for p in Path(PROTO_DIR).rglob("*.proto")]
+    rc = protoc.main(["protoc", f"-I{PROTO_DIR}", f"-I{include}",
+                      f"--python_out={out}", f"--grpc_python_out={out}", *protos])
+    assert rc == 0, "protoc failed on our proto files"
+    sys.path.insert(0, out)
+
+
+_generate_stubs()
+from mesa.anyjev.v1 import inference_pb2, inference_pb2_grpc  # noqa: E402
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
+
+pb = inference_pb2
+
+
+class Daemon:
+    """One mesa-anyjevd process: started with port 0, port read back from
+    --port-file, stderr kept for assertions."""
+
+    def __init__(self, tmp: Path, args=(), env=None, wait_serving=True):
+        self.tmp = tmp
+        self.port_file = tmp / "port"
+        self.metrics_port_file = tmp / "metrics-port"
+        self.log_path = tmp / "daemon.log"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
+        full_env.update(env or {})
+        cmd = [DAEMON, "--model", "fake", "--listen", "127.0.0.1:0",
+               "--port-file", str(self.port_file),
+               "--metrics-listen", "127.0.0.1:0",
+               "--set", f"server.metrics_port_file={self.metrics_port_file}", *args]
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
+        self.port = self._read_port(self.port_file)
+        self.metrics_port = self._read_port(self.metrics_port_file)
+        self.address = f"127.0.0.1:{self.port}"
+        self.channel = grpc.insecure_channel(self.address)
+        self.stub = inference_pb2_grpc.InferenceStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.channel)
+        if wait_serving:
+            self.wait_for("SERVING")
+
+    def _read_port(self, path: Path, timeout=30.0) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if path.exists() and path.read_text().strip():
+                return int(path.read_text())
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited {self.proc.returncode}: {self.output()}")
+            time.sleep(0.02)
+        raise AssertionError(f"no port in {path}: {self.output()}")
+
+    def health_status(self, service=""):
+        reply = self.health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+    def wait_for(self, status, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.health_status() == status:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"health never reached {status}: {self.output()}")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def signal(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=60.0) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.channel.close()
+        self.log.close()
+
+
+@pytest.fixture
+def start_daemon(tmp_path):
+    started = []
+
+    def start(*args, env=None, wait_serving=True, name=None):
+        d = tmp_path / (name or f"d{len(started)}")
+        d.mkdir()
+        daemon = Daemon(d, args=args, env=env, wait_serving=wait_serving)
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        daemon.stop()
+
+
+@pytest.fixture
+def daemon(start_daemon):
+    return start_daemon()
+
+
+def run_cli(*args, env=None, timeout=60):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
+    full_env.update(env or {})
+    return subprocess.run([CLI, *args], capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+SYSTEM = ("You are a decision function. You will be given a state and one question. "
+          "Reply with the answer label only: no words, no punctuation, no explanation.")
+
+
+def choice_group(state, question, options, label_ids=()):
+    """A prompt group as the decision code will build it: the state prefix
+    shared, one suffix per cyclic shift (fake model: no chat template)."""
+    prefix = f"{SYSTEM}\n\nState:\n{state}\n\nQuestion: {question}\nOptions:\n"
+    suffixes = []
+    k = len(options)
+    for shift in range(k):
+        lines = [f"{chr(65 + j)}. {options[(j + shift) % k]}" for j in range(k)]
+        suffixes.append("\n".join(lines) + "\nAnswer with the letter only.\nAnswer:")
+    return pb.PromptGroup(prefix=pb.Segment(text=prefix.encode()),
+                          suffixes=[pb.Segment(text=s.encode()) for s in suffixes],
+                          label_ids=list(label_ids))
+
+
+def label_ids(stub, labels):
+    reply = stub.Tokenize(pb.TokenizeRequest(texts=[l.encode() for l in labels]), timeout=10)
+    ids = [list(item.ids) for item in reply.items]
+    assert all(len(i) == 1 for i in ids), ids
+    return [i[0] for i in ids]
