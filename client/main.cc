@@ -23,7 +23,8 @@ int Main(int argc, char** argv) {
   std::vector<std::string> sets;
   bool version = false, json = false;
   app.add_option("--config", config_path, "YAML configuration file");
-  app.add_option("--set", sets, "override any key: section.field=value (repeatable)");
+  app.add_option("--set", sets,
+                 "override any key: section.field=value (repeatable)");
   app.add_flag("--version", version, "print the version and exit");
 
   std::string address;
@@ -32,7 +33,8 @@ int Main(int argc, char** argv) {
                         "daemon host:port (default: client.address)");
     command->add_flag("--json", json, "print JSON for machines");
   };
-  CLI::App* health = app.add_subcommand("health", "is the daemon SERVING? exit 0 if so");
+  CLI::App* health =
+      app.add_subcommand("health", "is the daemon SERVING? exit 0 if so");
   add_address(health);
   CLI::App* info = app.add_subcommand("info", "what the daemon serves");
   add_address(info);
@@ -69,7 +71,8 @@ int Main(int argc, char** argv) {
     options.flags.push_back(*std::move(parsed));
   }
   if (!address.empty()) {
-    options.flags.push_back(Override{"client.address", address, "flag --address"});
+    options.flags.push_back(
+        Override{"client.address", address, "flag --address"});
   }
   auto config = mesa_anyjev::config::LoadConfig(options);
   if (!config.ok()) {

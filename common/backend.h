@@ -21,18 +21,18 @@ struct Capabilities {
   bool hidden_states = false;  // HiddenStates is served (L2 possible)
   bool early_stop = false;     // the forward stops at the deepest layer asked
   int32_t max_choice_k = 26;
-  int32_t logprob_top_k = 0;   // cap on top-k (0: the whole vocabulary)
+  int32_t logprob_top_k = 0;  // cap on top-k (0: the whole vocabulary)
   int32_t n_layers = 0;
   int32_t hidden_size = 0;
   int32_t vocab_size = 0;
 };
 
 struct ModelIdentity {
-  std::string name;      // "fake", "Qwen/Qwen3-8B"
-  std::string identity;  // sha256 hex: the fingerprint bundles are bound to
-  std::string dtype;     // "float32", "bfloat16"
-  std::string device;    // "cpu", "cuda:0"
-  std::string attention; // attention implementation
+  std::string name;       // "fake", "Qwen/Qwen3-8B"
+  std::string identity;   // sha256 hex: the fingerprint bundles are bound to
+  std::string dtype;      // "float32", "bfloat16"
+  std::string device;     // "cpu", "cuda:0"
+  std::string attention;  // attention implementation
 };
 
 // One shared prefix and several suffixes: prompt i = prefix + suffixes[i].

@@ -41,20 +41,24 @@ grpc::ByteBuffer EncodeHealthRequest(const std::string& service) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
-absl::StatusOr<std::string> DecodeHealthResponse(const grpc::ByteBuffer& buffer) {
+absl::StatusOr<std::string> DecodeHealthResponse(
+    const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) return absl::InternalError("health: bad reply");
+  if (!buffer.Dump(&slices).ok())
+    return absl::InternalError("health: bad reply");
   std::string bytes;
   for (const auto& slice : slices) {
     bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   }
   google::protobuf::io::CodedInputStream in(
-      reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
+      reinterpret_cast<const uint8_t*>(bytes.data()),
+      static_cast<int>(bytes.size()));
   uint32_t status = 0;  // UNKNOWN when the field is absent (proto3 default)
   while (uint32_t tag = in.ReadTag()) {
     if (tag == ((1 << 3) | 0)) {
       if (!in.ReadVarint32(&status)) break;
-    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
+    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in,
+                                                                      tag)) {
       return absl::InternalError("health: malformed reply");
     }
   }
@@ -67,8 +71,8 @@ absl::StatusOr<std::string> DecodeHealthResponse(const grpc::ByteBuffer& buffer)
 
 absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
     const config::ClientConfig& config) {
-  ASSIGN_OR_RETURN(auto token,
-                   util::LoadSecret(config.token_env, config.token_file, "client"));
+  ASSIGN_OR_RETURN(auto token, util::LoadSecret(config.token_env,
+                                                config.token_file, "client"));
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (config.tls_ca.empty()) {
     credentials = grpc::InsecureChannelCredentials();
@@ -92,14 +96,17 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
 DaemonClient::DaemonClient(std::shared_ptr<grpc::Channel> channel,
                            std::optional<std::string> token,
                            absl::Duration timeout)
-    : channel_(std::move(channel)), token_(std::move(token)), timeout_(timeout) {}
+    : channel_(std::move(channel)),
+      token_(std::move(token)),
+      timeout_(timeout) {}
 
 namespace {
 
 void Prepare(grpc::ClientContext& context, absl::Duration timeout,
              const std::optional<std::string>& token) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  if (token.has_value()) context.AddMetadata("authorization", "Bearer " + *token);
+  if (token.has_value())
+    context.AddMetadata("authorization", "Bearer " + *token);
 }
 
 }  // namespace
@@ -127,7 +134,8 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
   grpc::ClientContext context;
   Prepare(context, timeout_, token_);
   v1::ModelInfo info;
-  grpc::Status status = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
+  grpc::Status status =
+      stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
   if (!status.ok()) return FromGrpc(status, "GetModelInfo");
   DaemonInfo out;
   out.identity = {info.name(), info.identity(), info.dtype(), info.device(),

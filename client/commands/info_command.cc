@@ -55,7 +55,8 @@ void PrintTable(const std::string& address, const DaemonInfo& info) {
                            (caps.early_stop ? " (early stop)" : ""));
   row("limits", "groups " + std::to_string(limits.max_groups) + ", suffixes " +
                     std::to_string(limits.max_suffixes) + ", prompt tokens " +
-                    std::to_string(limits.max_prompt_tokens) + ", total tokens " +
+                    std::to_string(limits.max_prompt_tokens) +
+                    ", total tokens " +
                     std::to_string(limits.max_total_tokens) + ", layers " +
                     std::to_string(limits.max_layers) + ", top-k " +
                     std::to_string(limits.max_top_k));

@@ -9,32 +9,32 @@
 namespace mesa_anyjev::config {
 
 struct ServerConfig {
-  std::string listen = "127.0.0.1:50151";  // host:port; port 0 picks one
-  std::string port_file;                   // write the bound port here
+  std::string listen = "127.0.0.1:50151";         // host:port; port 0 picks one
+  std::string port_file;                          // write the bound port here
   std::string metrics_listen = "127.0.0.1:9464";  // host:port; "" = off
-  std::string metrics_port_file;           // write the bound metrics port here
-  int32_t queue_capacity = 64;             // accepted calls waiting for the model
-  double default_deadline_s = 30.0;        // for calls that carry none
-  double max_deadline_s = 120.0;           // longer deadlines are cut to this
-  double drain_deadline_s = 30.0;          // SIGTERM: time for accepted calls
+  std::string metrics_port_file;     // write the bound metrics port here
+  int32_t queue_capacity = 64;       // accepted calls waiting for the model
+  double default_deadline_s = 30.0;  // for calls that carry none
+  double max_deadline_s = 120.0;     // longer deadlines are cut to this
+  double drain_deadline_s = 30.0;    // SIGTERM: time for accepted calls
   // SIGTERM: health reads NOT_SERVING and new calls get UNAVAILABLE for this
   // long before the listener closes, so load balancers see the drain.
   double drain_grace_s = 0.0;
   int64_t max_receive_message_bytes = 16 << 20;
   int64_t max_send_message_bytes = 64 << 20;
-  int32_t max_concurrent_streams = 64;     // per connection
-  bool reflection = true;                  // grpc.reflection.v1alpha
-  std::string tls_cert;                    // PEM; with tls_key turns TLS on
+  int32_t max_concurrent_streams = 64;  // per connection
+  bool reflection = true;               // grpc.reflection.v1alpha
+  std::string tls_cert;                 // PEM; with tls_key turns TLS on
   std::string tls_key;
 };
 
 struct ModelConfig {
-  std::string path = "fake";     // checkpoint directory or "fake"
-  std::string dtype = "float32"; // float32 | bfloat16
-  std::string device = "cpu";    // cpu | cuda | cuda:N
-  int32_t threads = 0;           // intra-op threads; 0 = all cores
-  double fake_delay_s = 0.0;     // fake model: service time per call (tests)
-  double fake_load_s = 0.0;      // fake model: time to "load" (tests)
+  std::string path = "fake";      // checkpoint directory or "fake"
+  std::string dtype = "float32";  // float32 | bfloat16
+  std::string device = "cpu";     // cpu | cuda | cuda:N
+  int32_t threads = 0;            // intra-op threads; 0 = all cores
+  double fake_delay_s = 0.0;      // fake model: service time per call (tests)
+  double fake_load_s = 0.0;       // fake model: time to "load" (tests)
 };
 
 struct LimitsConfig {

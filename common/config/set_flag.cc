@@ -9,8 +9,9 @@ namespace mesa_anyjev::config {
 absl::StatusOr<Override> ParseSetFlag(std::string_view text) {
   const size_t eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config: flag --set '", std::string(text), "': expected section.field=value"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: flag --set '", std::string(text),
+                     "': expected section.field=value"));
   }
   const std::string key(text.substr(0, eq));
   return Override{key, std::string(text.substr(eq + 1)),

@@ -8,16 +8,17 @@
 #define MESA_STATUS_CONCAT_INNER_(a, b) a##b
 #define MESA_STATUS_CONCAT_(a, b) MESA_STATUS_CONCAT_INNER_(a, b)
 
-#define RETURN_IF_ERROR(expr)                         \
-  do {                                                \
-    ::absl::Status mesa_status_ = (expr);             \
-    if (!mesa_status_.ok()) {                         \
-      return mesa_status_;                            \
-    }                                                 \
+#define RETURN_IF_ERROR(expr)             \
+  do {                                    \
+    ::absl::Status mesa_status_ = (expr); \
+    if (!mesa_status_.ok()) {             \
+      return mesa_status_;                \
+    }                                     \
   } while (false)
 
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  MESA_ASSIGN_OR_RETURN_IMPL_(MESA_STATUS_CONCAT_(mesa_statusor_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN(lhs, expr)                                          \
+  MESA_ASSIGN_OR_RETURN_IMPL_(MESA_STATUS_CONCAT_(mesa_statusor_, __LINE__), \
+                              lhs, expr)
 
 #define MESA_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
   auto statusor = (expr);                                \

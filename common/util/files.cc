@@ -33,7 +33,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return buffer.str();
 }
 
-absl::Status WriteFileAtomic(const std::string& path, std::string_view content) {
+absl::Status WriteFileAtomic(const std::string& path,
+                             std::string_view content) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : ".";
@@ -44,7 +45,8 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view content) 
   if (fd < 0) return Errno("cannot create a temporary file beside", path);
   size_t written = 0;
   while (written < content.size()) {
-    const ssize_t n = write(fd, content.data() + written, content.size() - written);
+    const ssize_t n =
+        write(fd, content.data() + written, content.size() - written);
     if (n < 0) {
       if (errno == EINTR) continue;
       close(fd);

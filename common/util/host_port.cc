@@ -8,9 +8,8 @@ namespace mesa_anyjev::util {
 
 absl::StatusOr<HostPort> ParseHostPort(std::string_view text) {
   auto bad = [&](std::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", std::string(text), "' is not host:port (",
-                     std::string(why), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", std::string(text), "' is not host:port (", std::string(why), ")"));
   };
   const size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) return bad("no ':port'");
@@ -23,8 +22,8 @@ absl::StatusOr<HostPort> ParseHostPort(std::string_view text) {
   }
   if (host.empty()) return bad("empty host");
   int port = -1;
-  const auto [end, ec] =
-      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  const auto [end, ec] = std::from_chars(
+      port_text.data(), port_text.data() + port_text.size(), port);
   if (port_text.empty() || ec != std::errc() ||
       end != port_text.data() + port_text.size() || port < 0 || port > 65535) {
     return bad("port must be an integer in [0, 65535]");

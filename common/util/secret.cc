@@ -28,8 +28,8 @@ absl::StatusOr<std::optional<std::string>> LoadSecret(
   if (file.empty()) return std::nullopt;
   struct stat info {};
   if (::stat(file.c_str(), &info) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": cannot read ", file, ": ", std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": cannot read ", file, ": ", std::strerror(errno)));
   }
   if ((info.st_mode & 077) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -46,7 +46,8 @@ absl::StatusOr<std::optional<std::string>> LoadSecret(
   buffer << in.rdbuf();
   std::string value(absl::StripTrailingAsciiWhitespace(buffer.str()));
   if (value.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", file, " is empty"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", file, " is empty"));
   }
   return value;
 }

@@ -95,8 +95,8 @@ absl::Status Daemon::StartServing() {
   ASSIGN_OR_RETURN(auto credentials, Credentials(config_.server));
   ASSIGN_OR_RETURN(auto listen, util::ParseHostPort(config_.server.listen));
 
-  metrics_ = std::make_unique<metrics::ServerMetrics>(util::kVersion,
-                                                      util::kCommit);
+  metrics_ =
+      std::make_unique<metrics::ServerMetrics>(util::kVersion, util::kCommit);
   metrics_->SetModelLoaded(false);
   scheduler_ = std::make_unique<engine::Scheduler>(
       config_.server.queue_capacity, metrics_.get());
@@ -127,14 +127,14 @@ absl::Status Daemon::StartServing() {
   // connections idle for five (reliability-anchors.md 2.4).
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             30'000);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 30'000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 300'000);
   builder.RegisterService(inference_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("server.listen: cannot listen on ", config_.server.listen));
+    return absl::UnavailableError(absl::StrCat(
+        "server.listen: cannot listen on ", config_.server.listen));
   }
   auto* health = server_->GetHealthCheckService();
   health->SetServingStatus(false);
@@ -181,8 +181,8 @@ absl::Status Daemon::LoadAndWarmUp() {
   RETURN_IF_ERROR(scheduler_->TrySubmit(std::move(job)));
   done.WaitForNotification();
   if (!result.ok()) {
-    return absl::Status(result.code(),
-                        absl::StrCat("warm-up call failed: ", result.message()));
+    return absl::Status(
+        result.code(), absl::StrCat("warm-up call failed: ", result.message()));
   }
   return absl::OkStatus();
 }
@@ -204,7 +204,8 @@ void Daemon::Drain() {
   }
   if (scheduler_) scheduler_->Stop();
   if (metrics_endpoint_) metrics_endpoint_->Stop();
-  spdlog::info("drained in {:.2f} s", absl::ToDoubleSeconds(absl::Now() - start));
+  spdlog::info("drained in {:.2f} s",
+               absl::ToDoubleSeconds(absl::Now() - start));
 }
 
 }  // namespace mesa_anyjev::daemon

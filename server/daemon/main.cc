@@ -24,20 +24,27 @@ int Main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("mesa-anyjevd"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
-  CLI::App app{"mesa-anyjevd: serves logprobs, hidden states and decisions "
-               "of a resident LLM over gRPC"};
+  CLI::App app{
+      "mesa-anyjevd: serves logprobs, hidden states and decisions "
+      "of a resident LLM over gRPC"};
   std::string config_path, model, listen, port_file, metrics_listen;
   std::vector<std::string> sets;
   bool version = false, print_config = false;
   app.add_option("--config", config_path, "YAML configuration file");
-  app.add_option("--model", model, "checkpoint directory, or 'fake' (model.path)");
-  app.add_option("--listen", listen, "host:port for gRPC; port 0 picks one (server.listen)");
-  app.add_option("--port-file", port_file, "write the bound gRPC port here (server.port_file)");
-  app.add_option("--metrics-listen", metrics_listen,
-                 "host:port for /metrics; '' turns it off (server.metrics_listen)");
-  app.add_option("--set", sets, "override any key: section.field=value (repeatable)");
+  app.add_option("--model", model,
+                 "checkpoint directory, or 'fake' (model.path)");
+  app.add_option("--listen", listen,
+                 "host:port for gRPC; port 0 picks one (server.listen)");
+  app.add_option("--port-file", port_file,
+                 "write the bound gRPC port here (server.port_file)");
+  app.add_option(
+      "--metrics-listen", metrics_listen,
+      "host:port for /metrics; '' turns it off (server.metrics_listen)");
+  app.add_option("--set", sets,
+                 "override any key: section.field=value (repeatable)");
   app.add_flag("--version", version, "print the version and exit");
-  app.add_flag("--print-config", print_config, "print the effective configuration and exit");
+  app.add_flag("--print-config", print_config,
+               "print the effective configuration and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -61,7 +68,8 @@ int Main(int argc, char** argv) {
   };
   if (app.count("--model")) flag("model.path", model, "--model");
   if (app.count("--listen")) flag("server.listen", listen, "--listen");
-  if (app.count("--port-file")) flag("server.port_file", port_file, "--port-file");
+  if (app.count("--port-file"))
+    flag("server.port_file", port_file, "--port-file");
   if (app.count("--metrics-listen")) {
     flag("server.metrics_listen", metrics_listen, "--metrics-listen");
   }

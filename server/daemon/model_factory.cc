@@ -20,9 +20,9 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
   }
   std::error_code error;
   if (!std::filesystem::is_directory(model.path, error)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.path: '", model.path,
-        "' is neither \"fake\" nor a checkpoint directory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.path: '", model.path,
+                     "' is neither \"fake\" nor a checkpoint directory"));
   }
   return absl::UnimplementedError(absl::StrCat(
       "model.path: '", model.path,

@@ -25,7 +25,9 @@ Scheduler::Scheduler(int32_t capacity, SchedulerObserver* observer)
 
 Scheduler::~Scheduler() { Stop(); }
 
-void Scheduler::Start() { thread_ = std::thread([this] { Loop(); }); }
+void Scheduler::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 absl::Status Scheduler::TrySubmit(Job job) {
   int64_t depth = 0;

@@ -35,7 +35,8 @@ class SchedulerObserver {
   virtual ~SchedulerObserver() = default;
   virtual void OnQueueDepth(int64_t /*depth*/) {}
   virtual void OnQueueWait(absl::Duration /*wait*/) {}
-  virtual void OnSkipped(const std::string& /*reason*/) {}  // deadline|cancelled
+  virtual void OnSkipped(const std::string& /*reason*/) {
+  }  // deadline|cancelled
   virtual void OnRun(absl::Duration /*took*/) {}
 };
 

@@ -8,19 +8,29 @@ namespace {
 // 1 ms .. 60 s: from a cache hit on the fake to a long prompt on a busy GPU.
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
-      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-      0.25,  0.5,    1,     2.5,  5,     10,   30, 60};
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+      0.5,   1,      2.5,   5,    10,    30,   60};
   return *buckets;
 }
 
 const char* CodeName(int code) {
-  static const char* kNames[] = {
-      "OK",        "CANCELLED",          "UNKNOWN",
-      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED",      "OUT_OF_RANGE",
-      "UNIMPLEMENTED",    "INTERNAL",          "UNAVAILABLE",
-      "DATA_LOSS",        "UNAUTHENTICATED"};
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
   return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
 }
 
@@ -64,7 +74,8 @@ ServerMetrics::ServerMetrics(const std::string& version,
                     .Register(*registry_);
   for (int m = 0; m < static_cast<int>(Method::kCount); ++m) {
     const char* name = MethodName(static_cast<Method>(m));
-    duration_by_method_[m] = &durations_->Add({{"method", name}}, LatencyBuckets());
+    duration_by_method_[m] =
+        &durations_->Add({{"method", name}}, LatencyBuckets());
     // Pre-initialise the common outcomes so rate() has a zero to start from.
     requests_->Add({{"method", name}, {"code", "OK"}});
   }
@@ -76,10 +87,11 @@ ServerMetrics::ServerMetrics(const std::string& version,
        {"queue_full", "draining", "loading", "unauthenticated"}) {
     rejected_->Add({{"reason", reason}});
   }
-  skipped_ = &BuildCounter()
-                  .Name("mesa_anyjev_skipped_total")
-                  .Help("Accepted calls dropped before the model ran, by reason.")
-                  .Register(*registry_);
+  skipped_ =
+      &BuildCounter()
+           .Name("mesa_anyjev_skipped_total")
+           .Help("Accepted calls dropped before the model ran, by reason.")
+           .Register(*registry_);
   for (const char* reason : {"deadline", "cancelled"}) {
     skipped_->Add({{"reason", reason}});
   }
@@ -120,7 +132,8 @@ ServerMetrics::ServerMetrics(const std::string& version,
                   .Add({}, LatencyBuckets());
 }
 
-void ServerMetrics::RecordRequest(Method method, int code, absl::Duration took) {
+void ServerMetrics::RecordRequest(Method method, int code,
+                                  absl::Duration took) {
   const int m = static_cast<int>(method);
   requests_->Add({{"method", MethodName(method)}, {"code", CodeName(code)}})
       .Increment();

@@ -18,7 +18,13 @@
 namespace mesa_anyjev::metrics {
 
 // The RPC methods the daemon serves; the `method` label takes only these.
-enum class Method { kGetModelInfo, kTokenize, kLogprobs, kHiddenStates, kCount };
+enum class Method {
+  kGetModelInfo,
+  kTokenize,
+  kLogprobs,
+  kHiddenStates,
+  kCount
+};
 const char* MethodName(Method method);
 
 class ServerMetrics : public engine::SchedulerObserver {
@@ -30,7 +36,9 @@ class ServerMetrics : public engine::SchedulerObserver {
   // One finished call: `code` is the gRPC status code number (0..16).
   void RecordRequest(Method method, int code, absl::Duration took);
   void AddInflight(double delta) { inflight_->Increment(delta); }
-  void RecordRejected(const std::string& reason);  // queue_full|draining|loading|unauthenticated
+  void RecordRejected(
+      const std::string&
+          reason);  // queue_full|draining|loading|unauthenticated
   void SetModelLoaded(bool loaded) { model_loaded_->Set(loaded ? 1 : 0); }
   void SetModelLoadSeconds(double seconds) { load_seconds_->Set(seconds); }
   void AddTokens(double tokens) { tokens_->Increment(tokens); }

@@ -17,12 +17,12 @@ MetricsEndpoint::~MetricsEndpoint() { Stop(); }
 absl::StatusOr<int> MetricsEndpoint::Start(const std::string& listen) {
   auto host_port = util::ParseHostPort(listen);
   if (!host_port.ok()) return host_port.status();
-  server_->Get("/metrics", [this](const httplib::Request&,
-                                  httplib::Response& response) {
-    response.set_content(prometheus::TextSerializer().Serialize(
-                             registry_->Collect()),
-                         "text/plain; version=0.0.4; charset=utf-8");
-  });
+  server_->Get(
+      "/metrics", [this](const httplib::Request&, httplib::Response& response) {
+        response.set_content(
+            prometheus::TextSerializer().Serialize(registry_->Collect()),
+            "text/plain; version=0.0.4; charset=utf-8");
+      });
   // A bare host for httplib: "[::1]" -> "::1".
   const std::string& host = host_port->host;
   int port = host_port->port;

@@ -3,11 +3,11 @@
 // The token is compared in constant time and never logged.
 #pragma once
 
+#include <grpcpp/server_context.h>
+
 #include <array>
 #include <optional>
 #include <string>
-
-#include <grpcpp/server_context.h>
 
 #include "absl/status/status.h"
 

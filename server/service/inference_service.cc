@@ -123,8 +123,8 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
     call->Complete(backend.status());
     return call;
   }
-  auto ids = ParseTokenizeRequest(*request, (*backend)->tokenizer(),
-                                  options_.limits);
+  auto ids =
+      ParseTokenizeRequest(*request, (*backend)->tokenizer(), options_.limits);
   if (ids.ok()) {
     for (const auto& item : *ids) {
       response->add_items()->mutable_ids()->Add(item.begin(), item.end());
@@ -144,9 +144,8 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     return call;
   }
   Backend* model = *backend;
-  absl::Status status = CheckTopK(request->top_k(),
-                                  model->capabilities().vocab_size,
-                                  options_.limits);
+  absl::Status status = CheckTopK(
+      request->top_k(), model->capabilities().vocab_size, options_.limits);
   auto parsed = status.ok() ? ParseGroups(request->groups(), model->tokenizer(),
                                           options_.limits, /*want_labels=*/true)
                             : absl::StatusOr<ParsedGroups>(status);
@@ -187,8 +186,8 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
   }
   Backend* model = *backend;
   if (!model->capabilities().hidden_states) {
-    call->Complete(absl::FailedPreconditionError(
-        "this model serves no hidden states"));
+    call->Complete(
+        absl::FailedPreconditionError("this model serves no hidden states"));
     return call;
   }
   auto parsed = ParseGroups(request->groups(), model->tokenizer(),
@@ -197,22 +196,23 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     call->Complete(parsed.status());
     return call;
   }
-  auto layers = ParseLayers(request->layers(), model->capabilities(),
-                            options_.limits, parsed->n_prompts,
-                            options_.max_send_bytes);
+  auto layers =
+      ParseLayers(request->layers(), model->capabilities(), options_.limits,
+                  parsed->n_prompts, options_.max_send_bytes);
   if (!layers.ok()) {
     call->Complete(layers.status());
     return call;
   }
   metrics_->AddTokens(static_cast<double>(parsed->n_tokens));
-  Submit(call, Deadline(*context),
-         [model, groups = std::move(parsed->groups), layers = *std::move(layers),
-          response](const CallControl& control) -> absl::Status {
-           auto result = model->HiddenStates(groups, layers, control);
-           if (!result.ok()) return result.status();
-           FillHiddenStates(*result, response);
-           return absl::OkStatus();
-         });
+  Submit(
+      call, Deadline(*context),
+      [model, groups = std::move(parsed->groups), layers = *std::move(layers),
+       response](const CallControl& control) -> absl::Status {
+        auto result = model->HiddenStates(groups, layers, control);
+        if (!result.ok()) return result.status();
+        FillHiddenStates(*result, response);
+        return absl::OkStatus();
+      });
   return call;
 }
 

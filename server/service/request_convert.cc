@@ -18,7 +18,8 @@ absl::Status Invalid(const std::string& field, const std::string& what) {
 }
 
 absl::Status Prefixed(const std::string& field, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
+  return absl::Status(status.code(),
+                      absl::StrCat(field, ": ", status.message()));
 }
 
 absl::StatusOr<std::vector<TokenId>> ParseSegment(
@@ -28,9 +29,10 @@ absl::StatusOr<std::vector<TokenId>> ParseSegment(
     case v1::Segment::kText: {
       const std::string& text = segment.text();
       if (static_cast<int64_t>(text.size()) > limits.max_text_bytes) {
-        return Invalid(field + ".text",
-                       absl::StrCat(text.size(), " bytes exceed limits.max_text_bytes=",
-                                    limits.max_text_bytes));
+        return Invalid(
+            field + ".text",
+            absl::StrCat(text.size(), " bytes exceed limits.max_text_bytes=",
+                         limits.max_text_bytes));
       }
       auto ids = tokenizer.Encode(text);
       if (!ids.ok()) return Prefixed(field + ".text", ids.status());
@@ -39,9 +41,10 @@ absl::StatusOr<std::vector<TokenId>> ParseSegment(
     case v1::Segment::kIds: {
       const auto& ids = segment.ids().ids();
       if (ids.size() > limits.max_prompt_tokens) {
-        return Invalid(field + ".ids",
-                       absl::StrCat(ids.size(), " ids exceed limits.max_prompt_tokens=",
-                                    limits.max_prompt_tokens));
+        return Invalid(
+            field + ".ids",
+            absl::StrCat(ids.size(), " ids exceed limits.max_prompt_tokens=",
+                         limits.max_prompt_tokens));
       }
       for (int i = 0; i < ids.size(); ++i) {
         if (ids[i] < 0 || ids[i] >= tokenizer.vocab_size()) {
@@ -63,7 +66,8 @@ absl::StatusOr<std::vector<TokenId>> ParseSegment(
 absl::StatusOr<std::vector<std::vector<TokenId>>> ParseTokenizeRequest(
     const v1::TokenizeRequest& request, const text::Tokenizer& tokenizer,
     const config::LimitsConfig& limits) {
-  if (request.texts_size() == 0) return Invalid("texts", "at least one text is required");
+  if (request.texts_size() == 0)
+    return Invalid("texts", "at least one text is required");
   if (request.texts_size() > limits.max_texts) {
     return Invalid("texts", absl::StrCat(request.texts_size(),
                                          " texts exceed limits.max_texts=",
@@ -90,7 +94,8 @@ absl::StatusOr<ParsedGroups> ParseGroups(
     const google::protobuf::RepeatedPtrField<v1::PromptGroup>& groups,
     const text::Tokenizer& tokenizer, const config::LimitsConfig& limits,
     bool want_labels) {
-  if (groups.empty()) return Invalid("groups", "at least one prompt group is required");
+  if (groups.empty())
+    return Invalid("groups", "at least one prompt group is required");
   if (groups.size() > limits.max_groups) {
     return Invalid("groups", absl::StrCat(groups.size(),
                                           " groups exceed limits.max_groups=",
@@ -113,8 +118,8 @@ absl::StatusOr<ParsedGroups> ParseGroups(
                                   limits.max_suffixes));
     }
     PromptGroup group;
-    ASSIGN_OR_RETURN(group.prefix,
-                     ParseSegment(in.prefix(), field + ".prefix", tokenizer, limits));
+    ASSIGN_OR_RETURN(group.prefix, ParseSegment(in.prefix(), field + ".prefix",
+                                                tokenizer, limits));
     parsed.n_tokens += static_cast<int64_t>(group.prefix.size());
     for (int s = 0; s < in.suffixes_size(); ++s) {
       const std::string sfield = absl::StrCat(field, ".suffixes[", s, "]");
@@ -126,17 +131,19 @@ absl::StatusOr<ParsedGroups> ParseGroups(
         return Invalid(sfield, "the prompt (prefix + suffix) is empty");
       }
       if (prompt_tokens > limits.max_prompt_tokens) {
-        return Invalid(sfield, absl::StrCat("prompt of ", prompt_tokens,
-                                            " tokens exceeds limits.max_prompt_tokens=",
-                                            limits.max_prompt_tokens));
+        return Invalid(sfield,
+                       absl::StrCat("prompt of ", prompt_tokens,
+                                    " tokens exceeds limits.max_prompt_tokens=",
+                                    limits.max_prompt_tokens));
       }
       parsed.n_tokens += static_cast<int64_t>(suffix.size());
       group.suffixes.push_back(std::move(suffix));
     }
     if (parsed.n_tokens > limits.max_total_tokens) {
-      return Invalid("groups", absl::StrCat("the request's ", parsed.n_tokens,
-                                            "+ tokens exceed limits.max_total_tokens=",
-                                            limits.max_total_tokens));
+      return Invalid("groups",
+                     absl::StrCat("the request's ", parsed.n_tokens,
+                                  "+ tokens exceed limits.max_total_tokens=",
+                                  limits.max_total_tokens));
     }
     if (want_labels) {
       if (in.label_ids_size() > limits.max_label_ids) {
@@ -165,9 +172,10 @@ absl::Status CheckTopK(int32_t top_k, int32_t vocab_size,
                        const config::LimitsConfig& limits) {
   const int32_t cap = std::min(limits.max_top_k, vocab_size);
   if (top_k < 0 || top_k > cap) {
-    return Invalid("top_k", absl::StrCat(top_k, " is outside [0, ", cap,
-                                         "] (limits.max_top_k=", limits.max_top_k,
-                                         ", vocab_size=", vocab_size, ")"));
+    return Invalid("top_k",
+                   absl::StrCat(top_k, " is outside [0, ", cap,
+                                "] (limits.max_top_k=", limits.max_top_k,
+                                ", vocab_size=", vocab_size, ")"));
   }
   return absl::OkStatus();
 }
@@ -176,7 +184,8 @@ absl::StatusOr<std::vector<int32_t>> ParseLayers(
     const google::protobuf::RepeatedField<int32_t>& layers,
     const Capabilities& capabilities, const config::LimitsConfig& limits,
     int64_t n_prompts, int64_t max_send_bytes) {
-  if (layers.empty()) return Invalid("layers", "at least one layer is required");
+  if (layers.empty())
+    return Invalid("layers", "at least one layer is required");
   if (layers.size() > limits.max_layers) {
     return Invalid("layers", absl::StrCat(layers.size(),
                                           " layers exceed limits.max_layers=",
@@ -194,11 +203,12 @@ absl::StatusOr<std::vector<int32_t>> ParseLayers(
   const int64_t bytes = n_prompts * static_cast<int64_t>(resolved.size()) *
                         capabilities.hidden_size * 4;
   if (bytes > max_send_bytes - 4096) {
-    return Invalid("layers", absl::StrCat(
-        n_prompts, " prompts x ", resolved.size(), " layers x hidden ",
-        capabilities.hidden_size, " x 4 bytes = ", bytes,
-        " bytes exceed server.max_send_message_bytes=", max_send_bytes,
-        "; split the request"));
+    return Invalid("layers",
+                   absl::StrCat(n_prompts, " prompts x ", resolved.size(),
+                                " layers x hidden ", capabilities.hidden_size,
+                                " x 4 bytes = ", bytes,
+                                " bytes exceed server.max_send_message_bytes=",
+                                max_send_bytes, "; split the request"));
   }
   return resolved;
 }

@@ -11,7 +11,9 @@ enum class ServingState { kLoading, kServing, kDraining };
 class ServingStateFlag {
  public:
   ServingState get() const { return state_.load(std::memory_order_acquire); }
-  void set(ServingState state) { state_.store(state, std::memory_order_release); }
+  void set(ServingState state) {
+    state_.store(state, std::memory_order_release);
+  }
 
  private:
   std::atomic<ServingState> state_{ServingState::kLoading};

@@ -96,7 +96,9 @@ def test_cancelled_call_stops_and_frees_the_engine(start_daemon):
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline:
         metrics = daemon.metrics()
-        if counter(metrics, "mesa_anyjev_requests_total", code="CANCELLED", method="Logprobs") == 1:
+        # The status is recorded before gRPC releases the call, so wait for both.
+        if counter(metrics, "mesa_anyjev_requests_total", code="CANCELLED", method="Logprobs") == 1 \
+                and counter(metrics, "mesa_anyjev_inflight_requests") == 0:
             break
         time.sleep(0.05)
     assert time.monotonic() - cancelled_at < 2

@@ -4,10 +4,10 @@
 // numbers computed in plain C++, and the /metrics endpoint scraped in the
 // same process (the civetweb trap of toolchain.md does not apply to httplib).
 #include <ATen/ATen.h>
-#include <torch/version.h>
 #include <google/protobuf/stubs/common.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <cstdio>
@@ -29,7 +29,9 @@ namespace {
 namespace v1 = ::mesa::anyjev::v1;
 
 // logits[v] = sin(0.37 * v * n) for a prompt of n tokens.
-double Logit(int64_t v, int64_t n) { return std::sin(0.37 * double(v) * double(n)); }
+double Logit(int64_t v, int64_t n) {
+  return std::sin(0.37 * double(v) * double(n));
+}
 
 // A backend whose numbers come from libtorch.
 class TorchBackend final : public Backend {
@@ -49,9 +51,11 @@ class TorchBackend final : public Backend {
     for (const PromptGroup& group : groups) {
       auto& prompts = out.emplace_back();
       for (const auto& suffix : group.suffixes) {
-        const int64_t n = static_cast<int64_t>(group.prefix.size() + suffix.size());
-        at::Tensor logits = at::sin(at::arange(capabilities_.vocab_size, at::kDouble) *
-                                    (0.37 * double(n)));
+        const int64_t n =
+            static_cast<int64_t>(group.prefix.size() + suffix.size());
+        at::Tensor logits =
+            at::sin(at::arange(capabilities_.vocab_size, at::kDouble) *
+                    (0.37 * double(n)));
         at::Tensor logprobs = at::log_softmax(logits, /*dim=*/0);
         PromptLogprobs prompt;
         prompt.n_tokens = static_cast<int32_t>(n);
@@ -63,9 +67,9 @@ class TorchBackend final : public Backend {
     }
     return out;
   }
-  absl::StatusOr<HiddenStatesResult> HiddenStates(const std::vector<PromptGroup>&,
-                                                  const std::vector<int32_t>&,
-                                                  const CallControl&) override {
+  absl::StatusOr<HiddenStatesResult> HiddenStates(
+      const std::vector<PromptGroup>&, const std::vector<int32_t>&,
+      const CallControl&) override {
     return absl::UnimplementedError("not in this probe");
   }
 
@@ -90,7 +94,8 @@ int Run() {
   at::Tensor b = at::rand({64, 64}, at::kDouble);
   at::Tensor c = at::matmul(a, b);
   double expected = 0;
-  for (int k = 0; k < 64; ++k) expected += a[3][k].item<double>() * b[k][5].item<double>();
+  for (int k = 0; k < 64; ++k)
+    expected += a[3][k].item<double>() * b[k][5].item<double>();
   Check(std::abs(c[3][5].item<double>() - expected) < 1e-9, "libtorch matmul");
 
   metrics::ServerMetrics server_metrics("test", "test");
@@ -100,14 +105,17 @@ int Run() {
   service::ServingStateFlag state;
   state.set(service::ServingState::kServing);
   TorchBackend backend;
-  service::InferenceService inference({}, &scheduler, &server_metrics, &auth, &state);
+  service::InferenceService inference({}, &scheduler, &server_metrics, &auth,
+                                      &state);
   inference.SetBackend(&backend);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
   builder.RegisterService(&inference);
   auto server = builder.BuildAndStart();
-  Check(server != nullptr && port > 0, absl::StrCat("gRPC server on port ", port));
+  Check(server != nullptr && port > 0,
+        absl::StrCat("gRPC server on port ", port));
   metrics::MetricsEndpoint endpoint(server_metrics.registry());
   auto metrics_port = endpoint.Start("127.0.0.1:0");
   Check(metrics_port.ok(), "metrics endpoint bound");
@@ -122,10 +130,12 @@ int Run() {
   group->add_suffixes()->set_text("A. two\nB. one");
   for (TokenId id : {0, 7, 300}) group->add_label_ids(id);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
   v1::LogprobsResponse response;
   grpc::Status status = stub->Logprobs(&context, request, &response);
-  Check(status.ok(), absl::StrCat("Logprobs over gRPC: ", status.error_message()));
+  Check(status.ok(),
+        absl::StrCat("Logprobs over gRPC: ", status.error_message()));
   if (status.ok()) {
     double worst = 0;
     for (const auto& prompt : response.groups(0).prompts()) {
@@ -140,18 +150,20 @@ int Run() {
       const double lse = max_logit + std::log(sum);
       const int64_t ids[] = {0, 7, 300};
       for (int i = 0; i < 3; ++i) {
-        worst = std::max(worst, std::abs(prompt.label_logprobs(i) - (Logit(ids[i], n) - lse)));
+        worst = std::max(worst, std::abs(prompt.label_logprobs(i) -
+                                         (Logit(ids[i], n) - lse)));
       }
     }
     Check(response.groups(0).prompts_size() == 2 && worst < 1e-12,
-          absl::StrCat("libtorch log_softmax served over gRPC, max error ", worst));
+          absl::StrCat("libtorch log_softmax served over gRPC, max error ",
+                       worst));
   }
   if (metrics_port.ok()) {
     httplib::Client http("127.0.0.1", *metrics_port);
     auto scraped = http.Get("/metrics");
     Check(scraped && scraped->status == 200 &&
-              scraped->body.find("mesa_anyjev_requests_total{code=\"OK\",method=\"Logprobs\"} 1") !=
-                  std::string::npos,
+              scraped->body.find("mesa_anyjev_requests_total{code=\"OK\","
+                                 "method=\"Logprobs\"} 1") != std::string::npos,
           "/metrics scraped in the libtorch process");
   }
   server->Shutdown();

@@ -15,7 +15,8 @@ namespace mesa_anyjev::util {
 namespace {
 
 std::filesystem::path TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "mesa-util-XXXXXX").string();
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "mesa-util-XXXXXX").string();
   REQUIRE(mkdtemp(pattern.data()) != nullptr);
   return pattern;
 }
@@ -29,8 +30,8 @@ TEST_CASE("ParseHostPort accepts host:port and [v6]:port", "[util]") {
   REQUIRE(b.ok());
   CHECK(b->host == "::1");
   CHECK(b->port == 50151);
-  for (const char* bad : {"localhost", "host:", ":80", "h:65536", "h:-1", "h:8x",
-                          "::1:80"}) {
+  for (const char* bad :
+       {"localhost", "host:", ":80", "h:65536", "h:-1", "h:8x", "::1:80"}) {
     INFO(bad);
     CHECK(absl::IsInvalidArgument(ParseHostPort(bad).status()));
   }
@@ -49,7 +50,8 @@ TEST_CASE("LoadSecret reads env, refuses loose files, never echoes the value",
   unsetenv("MESA_TEST_SECRET");
   auto unset = LoadSecret("MESA_TEST_SECRET", "", "auth");
   CHECK(absl::IsInvalidArgument(unset.status()));
-  CHECK_THAT(std::string(unset.status().message()), Catch::Contains("MESA_TEST_SECRET"));
+  CHECK_THAT(std::string(unset.status().message()),
+             Catch::Contains("MESA_TEST_SECRET"));
 
   const auto dir = TempDir();
   const std::string file = (dir / "token").string();
@@ -64,7 +66,8 @@ TEST_CASE("LoadSecret reads env, refuses loose files, never echoes the value",
   auto tight = LoadSecret("", file, "auth");
   REQUIRE(tight.ok());
   CHECK(**tight == "file-token-value");
-  CHECK(absl::IsInvalidArgument(LoadSecret("", (dir / "missing").string(), "auth").status()));
+  CHECK(absl::IsInvalidArgument(
+      LoadSecret("", (dir / "missing").string(), "auth").status()));
   std::filesystem::remove_all(dir);
 }
 
@@ -78,12 +81,14 @@ TEST_CASE("WriteFileAtomic replaces whole content and leaves no temp files",
   REQUIRE(read.ok());
   CHECK(*read == "45678\n");
   int entries = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) {
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator(dir)) {
     ++entries;
   }
   CHECK(entries == 1);
   CHECK(absl::IsNotFound(ReadFile((dir / "nope").string()).status()));
-  CHECK_FALSE(WriteFileAtomic((dir / "no" / "such" / "dir").string(), "x").ok());
+  CHECK_FALSE(
+      WriteFileAtomic((dir / "no" / "such" / "dir").string(), "x").ok());
   std::filesystem::remove_all(dir);
 }
 

@@ -50,15 +50,17 @@ TEST_CASE("scheduler refuses at once when the queue is full", "[scheduler]") {
   running.WaitForNotification();  // the engine thread is busy now
   for (int i = 0; i < 2; ++i) {
     REQUIRE(scheduler
-                .TrySubmit(MakeJob([](const CallControl&) { return absl::OkStatus(); },
-                                   [&](absl::Status) { ++finished; }))
+                .TrySubmit(
+                    MakeJob([](const CallControl&) { return absl::OkStatus(); },
+                            [&](absl::Status) { ++finished; }))
                 .ok());
   }
   absl::Status full = scheduler.TrySubmit(
       MakeJob([](const CallControl&) { return absl::OkStatus(); },
               [&](absl::Status) { FAIL("a refused job must not complete"); }));
   CHECK(absl::IsResourceExhausted(full));
-  CHECK_THAT(std::string(full.message()), Catch::Contains("server.queue_capacity"));
+  CHECK_THAT(std::string(full.message()),
+             Catch::Contains("server.queue_capacity"));
   release.Notify();
   scheduler.Stop();
   CHECK(finished == 3);
@@ -108,17 +110,20 @@ TEST_CASE("expired and cancelled jobs never run", "[scheduler]") {
   scheduler.Start();
   scheduler.Stop();
   CHECK_FALSE(ran);
-  CHECK(codes == std::vector<absl::StatusCode>{absl::StatusCode::kDeadlineExceeded,
-                                                absl::StatusCode::kCancelled});
+  CHECK(codes ==
+        std::vector<absl::StatusCode>{absl::StatusCode::kDeadlineExceeded,
+                                      absl::StatusCode::kCancelled});
   CHECK(recorder.skipped == std::vector<std::string>{"deadline", "cancelled"});
 }
 
-TEST_CASE("a stopped scheduler refuses new work as UNAVAILABLE", "[scheduler]") {
+TEST_CASE("a stopped scheduler refuses new work as UNAVAILABLE",
+          "[scheduler]") {
   Scheduler scheduler(/*capacity=*/4, nullptr);
   scheduler.Start();
   scheduler.Stop();
   absl::Status status = scheduler.TrySubmit(
-      MakeJob([](const CallControl&) { return absl::OkStatus(); }, [](absl::Status) {}));
+      MakeJob([](const CallControl&) { return absl::OkStatus(); },
+              [](absl::Status) {}));
   CHECK(absl::IsUnavailable(status));
 }
 
@@ -135,7 +140,8 @@ TEST_CASE("an exception in model code becomes INTERNAL", "[scheduler]") {
   scheduler.Start();
   scheduler.Stop();
   CHECK(absl::IsInternal(seen));
-  CHECK_THAT(std::string(seen.message()), Catch::Contains("CUDA out of memory"));
+  CHECK_THAT(std::string(seen.message()),
+             Catch::Contains("CUDA out of memory"));
 }
 
 }  // namespace
