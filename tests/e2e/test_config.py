@@ -67,3 +67,12 @@ def test_cli_uses_the_same_loader():
     assert out.returncode == 2
     out = run_cli("--version")
     assert out.returncode == 0
+
+
+def test_example_config_is_the_defaults():
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "config",
+                           "mesa-anyjevd.example.yaml")
+    with_file = daemon("--config", example, "--print-config")
+    defaults = daemon("--print-config")
+    assert with_file.returncode == 0, with_file.stderr
+    assert with_file.stdout == defaults.stdout
