@@ -17,6 +17,14 @@ absl::Status Invalid(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
 
+// "<field>: <n> <what> exceed <limit_name>=<limit>" when n > limit.
+absl::Status CheckAtMost(const std::string& field, int64_t n, const char* what,
+                         const char* limit_name, int64_t limit) {
+  if (n <= limit) return absl::OkStatus();
+  return Invalid(
+      field, absl::StrCat(n, " ", what, " exceed ", limit_name, "=", limit));
+}
+
 absl::Status Prefixed(const std::string& field, const absl::Status& status) {
   return absl::Status(status.code(),
                       absl::StrCat(field, ": ", status.message()));
@@ -28,24 +36,18 @@ absl::StatusOr<std::vector<TokenId>> ParseSegment(
   switch (segment.kind_case()) {
     case v1::Segment::kText: {
       const std::string& text = segment.text();
-      if (static_cast<int64_t>(text.size()) > limits.max_text_bytes) {
-        return Invalid(
-            field + ".text",
-            absl::StrCat(text.size(), " bytes exceed limits.max_text_bytes=",
-                         limits.max_text_bytes));
-      }
+      RETURN_IF_ERROR(
+          CheckAtMost(field + ".text", static_cast<int64_t>(text.size()),
+                      "bytes", "limits.max_text_bytes", limits.max_text_bytes));
       auto ids = tokenizer.Encode(text);
       if (!ids.ok()) return Prefixed(field + ".text", ids.status());
       return ids;
     }
     case v1::Segment::kIds: {
       const auto& ids = segment.ids().ids();
-      if (ids.size() > limits.max_prompt_tokens) {
-        return Invalid(
-            field + ".ids",
-            absl::StrCat(ids.size(), " ids exceed limits.max_prompt_tokens=",
-                         limits.max_prompt_tokens));
-      }
+      RETURN_IF_ERROR(CheckAtMost(field + ".ids", ids.size(), "ids",
+                                  "limits.max_prompt_tokens",
+                                  limits.max_prompt_tokens));
       for (int i = 0; i < ids.size(); ++i) {
         if (ids[i] < 0 || ids[i] >= tokenizer.vocab_size()) {
           return Invalid(absl::StrCat(field, ".ids[", i, "]"),
@@ -68,21 +70,16 @@ absl::StatusOr<std::vector<std::vector<TokenId>>> ParseTokenizeRequest(
     const config::LimitsConfig& limits) {
   if (request.texts_size() == 0)
     return Invalid("texts", "at least one text is required");
-  if (request.texts_size() > limits.max_texts) {
-    return Invalid("texts", absl::StrCat(request.texts_size(),
-                                         " texts exceed limits.max_texts=",
-                                         limits.max_texts));
-  }
+  RETURN_IF_ERROR(CheckAtMost("texts", request.texts_size(), "texts",
+                              "limits.max_texts", limits.max_texts));
   std::vector<std::vector<TokenId>> out;
   out.reserve(request.texts_size());
   for (int i = 0; i < request.texts_size(); ++i) {
     const std::string field = absl::StrCat("texts[", i, "]");
     const std::string& text = request.texts(i);
-    if (static_cast<int64_t>(text.size()) > limits.max_text_bytes) {
-      return Invalid(field, absl::StrCat(text.size(),
-                                         " bytes exceed limits.max_text_bytes=",
-                                         limits.max_text_bytes));
-    }
+    RETURN_IF_ERROR(CheckAtMost(field, static_cast<int64_t>(text.size()),
+                                "bytes", "limits.max_text_bytes",
+                                limits.max_text_bytes));
     auto ids = tokenizer.Encode(text);
     if (!ids.ok()) return Prefixed(field, ids.status());
     out.push_back(*std::move(ids));
@@ -96,11 +93,8 @@ absl::StatusOr<ParsedGroups> ParseGroups(
     bool want_labels) {
   if (groups.empty())
     return Invalid("groups", "at least one prompt group is required");
-  if (groups.size() > limits.max_groups) {
-    return Invalid("groups", absl::StrCat(groups.size(),
-                                          " groups exceed limits.max_groups=",
-                                          limits.max_groups));
-  }
+  RETURN_IF_ERROR(CheckAtMost("groups", groups.size(), "groups",
+                              "limits.max_groups", limits.max_groups));
   ParsedGroups parsed;
   parsed.groups.reserve(groups.size());
   for (int g = 0; g < groups.size(); ++g) {
@@ -111,12 +105,9 @@ absl::StatusOr<ParsedGroups> ParseGroups(
                      "at least one suffix is required (an empty one makes the "
                      "prefix a prompt of its own)");
     }
-    if (in.suffixes_size() > limits.max_suffixes) {
-      return Invalid(field + ".suffixes",
-                     absl::StrCat(in.suffixes_size(),
-                                  " suffixes exceed limits.max_suffixes=",
-                                  limits.max_suffixes));
-    }
+    RETURN_IF_ERROR(CheckAtMost(field + ".suffixes", in.suffixes_size(),
+                                "suffixes", "limits.max_suffixes",
+                                limits.max_suffixes));
     PromptGroup group;
     ASSIGN_OR_RETURN(group.prefix, ParseSegment(in.prefix(), field + ".prefix",
                                                 tokenizer, limits));
@@ -146,12 +137,9 @@ absl::StatusOr<ParsedGroups> ParseGroups(
                                   limits.max_total_tokens));
     }
     if (want_labels) {
-      if (in.label_ids_size() > limits.max_label_ids) {
-        return Invalid(field + ".label_ids",
-                       absl::StrCat(in.label_ids_size(),
-                                    " ids exceed limits.max_label_ids=",
-                                    limits.max_label_ids));
-      }
+      RETURN_IF_ERROR(CheckAtMost(field + ".label_ids", in.label_ids_size(),
+                                  "ids", "limits.max_label_ids",
+                                  limits.max_label_ids));
       for (int i = 0; i < in.label_ids_size(); ++i) {
         const int32_t id = in.label_ids(i);
         if (id < 0 || id >= tokenizer.vocab_size()) {
@@ -186,11 +174,8 @@ absl::StatusOr<std::vector<int32_t>> ParseLayers(
     int64_t n_prompts, int64_t max_send_bytes) {
   if (layers.empty())
     return Invalid("layers", "at least one layer is required");
-  if (layers.size() > limits.max_layers) {
-    return Invalid("layers", absl::StrCat(layers.size(),
-                                          " layers exceed limits.max_layers=",
-                                          limits.max_layers));
-  }
+  RETURN_IF_ERROR(CheckAtMost("layers", layers.size(), "layers",
+                              "limits.max_layers", limits.max_layers));
   std::vector<int32_t> resolved;
   for (int i = 0; i < layers.size(); ++i) {
     auto layer = ResolveLayer(layers[i], capabilities.n_layers);
