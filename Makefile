@@ -47,3 +47,11 @@ format:
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# Not a test: our tokenizer against Hugging Face tokenizers on one thread,
+# same corpora, same run (docs/benchmarks.md records the figures).
+.PHONY: bench-tokenizer
+bench-tokenizer: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target tokenizer_bench mesa-anyjev
+	@$(PYTHON) bench/bench_tokenizer.py --bench $(BUILD_DIR)/bench/tokenizer_bench \
+	  --cli $(BUILD_DIR)/client/mesa-anyjev

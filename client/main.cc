@@ -38,6 +38,17 @@ int Main(int argc, char** argv) {
   add_address(health);
   CLI::App* info = app.add_subcommand("info", "what the daemon serves");
   add_address(info);
+  mesa_anyjev::client::TokenizeOptions tokenize_options;
+  CLI::App* tokenize = app.add_subcommand(
+      "tokenize",
+      "JSON lines {\"text\": ...} on stdin -> {\"ids\": [...]} on stdout "
+      "(offline, with a checkpoint's tokenizer.json)");
+  tokenize
+      ->add_option("--tokenizer", tokenize_options.tokenizer_dir,
+                   "checkpoint directory holding tokenizer.json (or the file)")
+      ->required();
+  tokenize->add_flag("--decode", tokenize_options.decode,
+                     "read {\"ids\": [...]} lines, write {\"text\": ...}");
 
   try {
     app.parse(argc, argv);
@@ -82,6 +93,9 @@ int Main(int argc, char** argv) {
   const mesa_anyjev::client::OutputOptions output{json};
   if (health->parsed()) return mesa_anyjev::client::RunHealth(*config, output);
   if (info->parsed()) return mesa_anyjev::client::RunInfo(*config, output);
+  if (tokenize->parsed()) {
+    return mesa_anyjev::client::RunTokenize(tokenize_options);
+  }
   return 2;
 }
 

@@ -2,6 +2,8 @@
 // 1 a check failed or the daemon answered an error, 2 usage or config error.
 #pragma once
 
+#include <string>
+
 #include "common/config/config.h"
 
 namespace mesa_anyjev::client {
@@ -12,5 +14,13 @@ struct OutputOptions {
 
 int RunHealth(const config::Config& config, const OutputOptions& output);
 int RunInfo(const config::Config& config, const OutputOptions& output);
+
+struct TokenizeOptions {
+  std::string tokenizer_dir;  // holds tokenizer.json (or names the file)
+  bool decode = false;        // ids -> text instead of text -> ids
+};
+
+// Offline: JSON lines on stdin, JSON lines on stdout; no daemon involved.
+int RunTokenize(const TokenizeOptions& options);
 
 }  // namespace mesa_anyjev::client

@@ -30,11 +30,15 @@ struct ServerConfig {
 
 struct ModelConfig {
   std::string path = "fake";      // checkpoint directory or "fake"
+  std::string name;               // model id ("Qwen/Qwen3-8B"); "" = dir name
   std::string dtype = "float32";  // float32 | bfloat16
   std::string device = "cpu";     // cpu | cuda | cuda:N
-  int32_t threads = 0;            // intra-op threads; 0 = all cores
-  double fake_delay_s = 0.0;      // fake model: service time per call (tests)
-  double fake_load_s = 0.0;       // fake model: time to "load" (tests)
+  // eager: transformers' eager attention (matmul, float32 softmax), exact;
+  // sdpa: libtorch's fused scaled_dot_product_attention.
+  std::string attention = "eager";
+  int32_t threads = 0;        // intra-op threads; 0 = all cores
+  double fake_delay_s = 0.0;  // fake model: service time per call (tests)
+  double fake_load_s = 0.0;   // fake model: time to "load" (tests)
 };
 
 struct LimitsConfig {

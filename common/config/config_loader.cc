@@ -102,6 +102,7 @@ constexpr Field MakeField(std::string_view key,
       #section "." #name, choices)
 
 constexpr const char* kDtypes[] = {"float32", "bfloat16"};
+constexpr const char* kAttentions[] = {"eager", "sdpa"};
 constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warn",
                                       "error"};
 
@@ -124,8 +125,10 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(server, tls_key),
 
     MESA_CONFIG_FIELD(model, path),
+    MESA_CONFIG_FIELD(model, name),
     MESA_CONFIG_ENUM(model, dtype, kDtypes),
     MESA_CONFIG_FIELD(model, device),
+    MESA_CONFIG_ENUM(model, attention, kAttentions),
     MESA_CONFIG_FIELD(model, threads),
     MESA_CONFIG_FIELD(model, fake_delay_s),
     MESA_CONFIG_FIELD(model, fake_load_s),

@@ -30,51 +30,6 @@ std::vector<std::string> LabelStrings() {
 
 }  // namespace
 
-int64_t FirstInvalidUtf8(std::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    uint32_t cp = 0;
-    uint32_t min = 0;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-      min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-      min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-      min = 0x10000;
-    } else {
-      return static_cast<int64_t>(i);  // stray continuation or 0xF8..0xFF
-    }
-    if (i + len > n) {
-      return static_cast<int64_t>(i);
-    }
-    for (size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) {
-        return static_cast<int64_t>(i);
-      }
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return static_cast<int64_t>(i);
-    }
-    i += len;
-  }
-  return -1;
-}
-
 FakeTokenizer::FakeTokenizer() {
   texts_.reserve(kVocabSize);
   for (int b = 0; b < kNumByteTokens; ++b) {

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/text/tokenizer.h"
+#include "common/text/utf8.h"  // FirstInvalidUtf8, used by callers too
 
 namespace mesa_anyjev::text {
 
@@ -60,10 +61,5 @@ class FakeTokenizer : public Tokenizer {
   // Texts of every id; bytes are one-character strings.
   std::vector<std::string> texts_;
 };
-
-// Byte offset of the first invalid UTF-8 sequence in `text`, or -1 when the
-// text is valid (overlong forms, surrogates and values above U+10FFFF are
-// invalid).
-int64_t FirstInvalidUtf8(std::string_view text);
 
 }  // namespace mesa_anyjev::text

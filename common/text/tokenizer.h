@@ -27,7 +27,9 @@ class Tokenizer {
   virtual absl::StatusOr<std::string> Decode(
       absl::Span<const TokenId> ids) const = 0;
 
-  // Number of ids the model's output layer covers.
+  // Number of ids the tokenizer knows (largest id + 1). A model's output
+  // layer may be wider: Qwen3's tokenizer knows 151,669, its embedding has
+  // 151,936 rows.
   virtual int32_t vocab_size() const = 0;
 };
 

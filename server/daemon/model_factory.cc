@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/fake_backend.h"
+#include "common/status/status_macros.h"
+#include "server/engine/qwen3_backend.h"
 
 namespace mesa_anyjev::daemon {
 
@@ -24,9 +26,8 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
         absl::StrCat("model.path: '", model.path,
                      "' is neither \"fake\" nor a checkpoint directory"));
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "model.path: '", model.path,
-      "': loading Qwen3 checkpoints is not built yet; serve --model fake"));
+  ASSIGN_OR_RETURN(auto backend, engine::Qwen3Backend::Load(model));
+  return std::unique_ptr<Backend>(std::move(backend));
 }
 
 }  // namespace mesa_anyjev::daemon

@@ -146,9 +146,11 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
   Backend* model = *backend;
   absl::Status status = CheckTopK(
       request->top_k(), model->capabilities().vocab_size, options_.limits);
-  auto parsed = status.ok() ? ParseGroups(request->groups(), model->tokenizer(),
-                                          options_.limits, /*want_labels=*/true)
-                            : absl::StatusOr<ParsedGroups>(status);
+  auto parsed =
+      status.ok()
+          ? ParseGroups(request->groups(), model->tokenizer(), options_.limits,
+                        /*label_vocab=*/model->capabilities().vocab_size)
+          : absl::StatusOr<ParsedGroups>(status);
   if (parsed.ok() && request->top_k() == 0) {
     for (const PromptGroup& group : parsed->groups) {
       if (group.label_ids.empty()) {
@@ -191,7 +193,7 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     return call;
   }
   auto parsed = ParseGroups(request->groups(), model->tokenizer(),
-                            options_.limits, /*want_labels=*/false);
+                            options_.limits, /*label_vocab=*/0);
   if (!parsed.ok()) {
     call->Complete(parsed.status());
     return call;

@@ -90,7 +90,7 @@ absl::StatusOr<std::vector<std::vector<TokenId>>> ParseTokenizeRequest(
 absl::StatusOr<ParsedGroups> ParseGroups(
     const google::protobuf::RepeatedPtrField<v1::PromptGroup>& groups,
     const text::Tokenizer& tokenizer, const config::LimitsConfig& limits,
-    bool want_labels) {
+    int32_t label_vocab) {
   if (groups.empty())
     return Invalid("groups", "at least one prompt group is required");
   RETURN_IF_ERROR(CheckAtMost("groups", groups.size(), "groups",
@@ -136,16 +136,16 @@ absl::StatusOr<ParsedGroups> ParseGroups(
                                   "+ tokens exceed limits.max_total_tokens=",
                                   limits.max_total_tokens));
     }
-    if (want_labels) {
+    if (label_vocab > 0) {
       RETURN_IF_ERROR(CheckAtMost(field + ".label_ids", in.label_ids_size(),
                                   "ids", "limits.max_label_ids",
                                   limits.max_label_ids));
       for (int i = 0; i < in.label_ids_size(); ++i) {
         const int32_t id = in.label_ids(i);
-        if (id < 0 || id >= tokenizer.vocab_size()) {
+        if (id < 0 || id >= label_vocab) {
           return Invalid(absl::StrCat(field, ".label_ids[", i, "]"),
                          absl::StrCat("token id ", id, " is outside [0, ",
-                                      tokenizer.vocab_size(), ")"));
+                                      label_vocab, ")"));
         }
       }
       group.label_ids.assign(in.label_ids().begin(), in.label_ids().end());

@@ -25,11 +25,14 @@ absl::StatusOr<std::vector<std::vector<TokenId>>> ParseTokenizeRequest(
     const v1::TokenizeRequest& request, const text::Tokenizer& tokenizer,
     const config::LimitsConfig& limits);
 
-// `want_labels`: Logprobs reads label_ids; HiddenStates ignores them.
+// Prompt token ids must be the tokenizer's; label ids may be any row of the
+// model's output layer (`label_vocab`, which can be larger: Qwen3 pads its
+// 151,669 tokens to 151,936 rows). label_vocab 0: label_ids are ignored
+// (HiddenStates).
 absl::StatusOr<ParsedGroups> ParseGroups(
     const google::protobuf::RepeatedPtrField<v1::PromptGroup>& groups,
     const text::Tokenizer& tokenizer, const config::LimitsConfig& limits,
-    bool want_labels);
+    int32_t label_vocab);
 
 absl::Status CheckTopK(int32_t top_k, int32_t vocab_size,
                        const config::LimitsConfig& limits);

@@ -49,7 +49,8 @@ class Daemon:
         self.log_path = tmp / "daemon.log"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
         full_env.update(env or {})
-        cmd = [DAEMON, "--model", "fake", "--listen", "127.0.0.1:0",
+        model = [] if "--model" in args else ["--model", "fake"]
+        cmd = [DAEMON, *model, "--listen", "127.0.0.1:0",
                "--port-file", str(self.port_file),
                "--metrics-listen", "127.0.0.1:0",
                "--set", f"server.metrics_port_file={self.metrics_port_file}", *args]

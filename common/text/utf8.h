@@ -1,0 +1,34 @@
+// UTF-8 helpers for the tokenizers: validation with the offending offset,
+// code point iteration over text already validated, and the lossy
+// conversion the byte-level decoder applies to decoded bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mesa_anyjev::text {
+
+// Byte offset of the first invalid UTF-8 sequence in `text`, or -1 when the
+// text is valid (overlong forms, surrogates and values above U+10FFFF are
+// invalid).
+int64_t FirstInvalidUtf8(std::string_view text);
+
+// The code point that starts at `text[*pos]`; advances `*pos` past it.
+// `text` must be valid UTF-8 and `*pos` a character boundary.
+char32_t NextCodePoint(std::string_view text, size_t* pos);
+
+// The code point that ends just before `text[*pos]`; moves `*pos` back to
+// its first byte. Same preconditions as NextCodePoint, and `*pos` > 0.
+char32_t PrevCodePoint(std::string_view text, size_t* pos);
+
+// Appends the UTF-8 encoding of `cp` (a scalar value) to `out`.
+void AppendUtf8(char32_t cp, std::string* out);
+
+// `bytes` as valid UTF-8: each maximal ill-formed subsequence becomes one
+// U+FFFD (Unicode's "maximal subpart" practice, as Rust's
+// String::from_utf8_lossy and Python's errors="replace" do).
+std::string Utf8Lossy(std::string_view bytes);
+
+}  // namespace mesa_anyjev::text

@@ -1,0 +1,46 @@
+// The daemon's Backend over a local Qwen3 checkpoint: the byte-level BPE
+// tokenizer of the checkpoint and the libtorch model. Runs on the engine
+// thread only (the scheduler's), so it holds no locks. libtorch stays out of
+// this header.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/backend.h"
+#include "common/config/config.h"
+
+namespace mesa_anyjev::engine {
+
+class Qwen3Backend final : public Backend {
+ public:
+  // Loads `model.path` (tokenizer.json + config.json + safetensors).
+  static absl::StatusOr<std::unique_ptr<Qwen3Backend>> Load(
+      const config::ModelConfig& model);
+  ~Qwen3Backend() override;
+
+  const ModelIdentity& identity() const override { return identity_; }
+  const Capabilities& capabilities() const override { return capabilities_; }
+  const text::Tokenizer& tokenizer() const override;
+
+  absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
+      const std::vector<PromptGroup>& groups, int32_t top_k,
+      const CallControl& control) override;
+  absl::StatusOr<HiddenStatesResult> HiddenStates(
+      const std::vector<PromptGroup>& groups,
+      const std::vector<int32_t>& layers, const CallControl& control) override;
+
+  int64_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  struct State;
+  explicit Qwen3Backend(std::unique_ptr<State> state);
+
+  std::unique_ptr<State> state_;
+  ModelIdentity identity_;
+  Capabilities capabilities_;
+  int64_t weight_bytes_ = 0;
+};
+
+}  // namespace mesa_anyjev::engine

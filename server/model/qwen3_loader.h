@@ -1,0 +1,35 @@
+// Loads a Hugging Face Qwen3 checkpoint directory into a Qwen3Model: every
+// tensor checked against config.json (nothing missing, nothing unexpected,
+// shapes exact), converted once into the configured dtype and device. The
+// checkpoint's files are unmapped when this returns, so resident memory is the
+// weights themselves.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/model/qwen3_model.h"
+
+namespace mesa_anyjev::model {
+
+struct Qwen3LoadOptions {
+  std::string dtype = "float32";  // float32 | bfloat16
+  std::string device = "cpu";     // cpu | cuda | cuda:N
+  Attention attention = Attention::kEager;
+};
+
+struct LoadedQwen3 {
+  std::unique_ptr<Qwen3Model> model;
+  std::string
+      fingerprint;  // sha256 over config.json and the safetensors headers
+  int64_t weight_bytes = 0;  // bytes of the converted weights
+};
+
+absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,
+                                      const Qwen3LoadOptions& options);
+
+// "eager" | "sdpa" -> Attention; anything else is INVALID_ARGUMENT.
+absl::StatusOr<Attention> ParseAttention(const std::string& name);
+
+}  // namespace mesa_anyjev::model

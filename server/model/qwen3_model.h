@@ -1,0 +1,83 @@
+// Qwen3ForCausalLM's forward in libtorch, as transformers computes it, keyed
+// by the same tensor names. One thread owns a model (the engine's); nothing
+// here takes locks. The forward runs only as deep as the deepest block asked
+// for and applies lm_head only where log-probabilities are wanted.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/model/qwen3_config.h"
+
+namespace mesa_anyjev::model {
+
+struct Qwen3LayerWeights {
+  at::Tensor input_layernorm;           // [H]
+  at::Tensor q_proj, k_proj, v_proj;    // [heads*D, H], [kv*D, H], [kv*D, H]
+  at::Tensor o_proj;                    // [H, heads*D]
+  at::Tensor q_norm, k_norm;            // [D]
+  at::Tensor post_attention_layernorm;  // [H]
+  at::Tensor gate_proj, up_proj;        // [I, H]
+  at::Tensor down_proj;                 // [H, I]
+};
+
+struct Qwen3Weights {
+  at::Tensor embed_tokens;  // [V, H]
+  std::vector<Qwen3LayerWeights> layers;
+  at::Tensor norm;     // [H]
+  at::Tensor lm_head;  // [V, H]; the embedding itself when tied
+};
+
+// How attention is computed. kEager is transformers' eager path (matmul,
+// float32 softmax) and the exact default; kSdpa is libtorch's fused
+// scaled_dot_product_attention (flash / memory-efficient kernels on CUDA).
+enum class Attention { kEager, kSdpa };
+const char* AttentionName(Attention attention);
+
+struct ForwardRequest {
+  at::Tensor tokens;  // [B, T] int64 on the model's device, right-padded
+  std::vector<int64_t> lengths;  // real tokens of each row, 1..T
+  std::vector<int32_t> layers;   // capture after these blocks (0..n), any order
+  bool final_norm = false;       // also return norm(h_n) for lm_head
+};
+
+struct ForwardResult {
+  at::Tensor hidden;  // [B, layers.size(), H] float32 at each row's last token
+  at::Tensor final;   // [B, H] model dtype: norm(h_n) at the last token
+  int32_t blocks_run = 0;
+};
+
+class Qwen3Model {
+ public:
+  Qwen3Model(Qwen3Config config, Qwen3Weights weights, Attention attention);
+
+  const Qwen3Config& config() const { return config_; }
+  Attention attention() const { return attention_; }
+  at::ScalarType dtype() const { return weights_.embed_tokens.scalar_type(); }
+  at::Device device() const { return weights_.embed_tokens.device(); }
+
+  // Layer numbering of decision-method.md 7.1: 0 = embeddings, b = after
+  // block b (no final norm), n = after the final norm.
+  ForwardResult Forward(const ForwardRequest& request) const;
+
+  // [B, H] -> [B, V] float32 log-softmax of lm_head over the whole vocabulary.
+  at::Tensor LogSoftmax(const at::Tensor& final) const;
+
+ private:
+  at::Tensor Block(const Qwen3LayerWeights& w, const at::Tensor& x,
+                   const at::Tensor& cos, const at::Tensor& sin,
+                   const at::Tensor& causal) const;
+  at::Tensor SelfAttention(const Qwen3LayerWeights& w, const at::Tensor& x,
+                           const at::Tensor& cos, const at::Tensor& sin,
+                           const at::Tensor& causal) const;
+
+  Qwen3Config config_;
+  Qwen3Weights weights_;
+  Attention attention_;
+  at::Tensor inv_freq_;  // [D/2] float32
+};
+
+}  // namespace mesa_anyjev::model

@@ -1,0 +1,82 @@
+"""mesa-anyjevd serving a real (tiny, random) Qwen3 checkpoint over gRPC:
+GetModelInfo, Tokenize, Logprobs and HiddenStates answer from the model and
+agree with transformers and tokenizers."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from make_tiny_qwen3 import make  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+from transformers import Qwen3ForCausalLM  # noqa: E402
+
+from conftest import pb  # noqa: E402
+
+SYSTEM = "You are a decision function."
+PREFIX = (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"
+          "State:\nA table of protein structures.\n\nQuestion: What is it about?\nOptions:\n")
+SUFFIXES = ["A. genes\nB. proteins\nAnswer with the letter only.<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+            "A. proteins\nB. genes\nAnswer with the letter only.<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make(tmp_path_factory.mktemp("served") / "tiny-qwen3", heads=4, kv_heads=2, tied=False)
+
+
+def test_served_model_matches_transformers(start_daemon, checkpoint):
+    daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3")
+    info = daemon.stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=30)
+    assert (info.name, info.n_layers, info.hidden_size, info.vocab_size) == ("tiny/qwen3", 3, 64, 151936)
+    assert (info.dtype, info.device, info.attention) == ("float32", "cpu", "eager")
+    assert len(info.identity) == 64 and info.hidden_states and info.early_stop
+
+    hf_tok = Tokenizer.from_file(str(checkpoint / "tokenizer.json"))
+    texts = [PREFIX, *SUFFIXES, "A", " Yes", "naïve café 你好 🙂"]
+    reply = daemon.stub.Tokenize(pb.TokenizeRequest(texts=[t.encode() for t in texts]), timeout=30)
+    for text, item in zip(texts, reply.items):
+        assert list(item.ids) == hf_tok.encode(text, add_special_tokens=False).ids, text
+
+    a, b = hf_tok.token_to_id("A"), hf_tok.token_to_id("B")
+    group = pb.PromptGroup(prefix=pb.Segment(text=PREFIX.encode()),
+                           suffixes=[pb.Segment(text=s.encode()) for s in SUFFIXES], label_ids=[a, b])
+    logprobs = daemon.stub.Logprobs(pb.LogprobsRequest(groups=[group], top_k=5), timeout=60)
+    hidden = daemon.stub.HiddenStates(pb.HiddenStatesRequest(groups=[group], layers=[0, 2, -1]),
+                                      timeout=60)
+    assert list(hidden.layers) == [0, 2, 3]
+    got_hidden = np.frombuffer(hidden.hidden.data, "<f4").reshape(list(hidden.hidden.shape))
+
+    model = Qwen3ForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, attn_implementation="eager")
+    with torch.no_grad():
+        for i, suffix in enumerate(SUFFIXES):
+            ids = hf_tok.encode(PREFIX + suffix, add_special_tokens=False).ids
+            out = model(torch.tensor([ids]), output_hidden_states=True)
+            want = out.logits[0, -1].float().log_softmax(-1).numpy()
+            prompt = logprobs.groups[0].prompts[i]
+            assert prompt.n_tokens == len(ids)
+            np.testing.assert_allclose(list(prompt.label_logprobs), want[[a, b]], atol=1e-4)
+            assert [t.id for t in prompt.top] == np.argsort(-want)[:5].tolist()
+            for j, layer in enumerate([0, 2, 3]):
+                ref = out.hidden_states[layer][0, -1].numpy()
+                assert np.linalg.norm(got_hidden[i, j] - ref) / np.linalg.norm(ref) < 1e-4
+    assert "mesa_anyjev_model_loaded 1" in daemon.metrics()
+
+
+def test_broken_checkpoint_is_refused_at_start(tmp_path, checkpoint):
+    import shutil
+    import subprocess
+    from conftest import DAEMON
+    broken = tmp_path / "broken"
+    shutil.copytree(checkpoint, broken)
+    data = bytearray((broken / "model.safetensors").read_bytes())
+    (broken / "model.safetensors").write_bytes(bytes(data[:-100]))  # truncated
+    out = subprocess.run([DAEMON, "--model", str(broken), "--listen", "127.0.0.1:0",
+                          "--metrics-listen", ""], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert "model.safetensors" in out.stderr

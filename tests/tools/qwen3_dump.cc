@@ -1,0 +1,127 @@
+// Test tool: loads a Qwen3 checkpoint through the daemon's Qwen3Backend and
+// answers one JSON request on stdin with what the backend computes, for the
+// transformers parity tests (tests/e2e/test_qwen3_parity.py).
+//
+//   qwen3_dump DIR [dtype] [attention] < {"prompts": [[ids]], "layers": [..],
+//                                         "label_ids": [..], "top_k": k}
+//   -> {"hidden": [p][l][h], "label_logprobs": [p][i], "top": [p][[id, lp]],
+//       "identity": "...", "weight_bytes": n}
+#include <ATen/ATen.h>
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/text/bpe_tokenizer.h"
+#include "server/engine/qwen3_backend.h"
+#include "server/model/qwen3_loader.h"
+
+namespace {
+
+// VmRSS of this process in bytes.
+int64_t ResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      int64_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+    status.ignore(1 << 20, '\n');
+  }
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using nlohmann::json;
+  if (argc < 2) {
+    std::cerr << "usage: qwen3_dump DIR [dtype] [attention] < request.json\n";
+    return 2;
+  }
+  mesa_anyjev::config::ModelConfig config;
+  config.path = argv[1];
+  if (argc > 2) config.dtype = argv[2];
+  if (argc > 3) config.attention = argv[3];
+  const json request = json::parse(std::cin);
+  if (request.value("measure_rss", false)) {
+    // Resident memory that the tokenizer and the weights add, each alone,
+    // after libtorch's runtime is warm.
+    (void)at::ones({8, 8}).matmul(at::ones({8, 8})).sum().item<float>();
+    const int64_t rss0 = ResidentBytes();
+    auto tokenizer = mesa_anyjev::text::BpeTokenizer::FromFile(
+        config.path + "/tokenizer.json");
+    const int64_t rss1 = ResidentBytes();
+    auto loaded = mesa_anyjev::model::LoadQwen3(config.path, {});
+    const int64_t rss2 = ResidentBytes();
+    if (!tokenizer.ok() || !loaded.ok()) {
+      std::cerr << "load failed\n";
+      return 1;
+    }
+    std::cout << json{{"tokenizer_rss", rss1 - rss0},
+                      {"weights_rss", rss2 - rss1},
+                      {"weight_bytes", loaded->weight_bytes}}
+                     .dump()
+              << "\n";
+    return 0;
+  }
+  auto backend = mesa_anyjev::engine::Qwen3Backend::Load(config);
+  if (!backend.ok()) {
+    std::cerr << backend.status().message() << "\n";
+    return 1;
+  }
+  std::vector<mesa_anyjev::PromptGroup> groups;
+  for (const auto& prompt : request.at("prompts")) {
+    mesa_anyjev::PromptGroup group;
+    group.prefix = prompt.get<std::vector<int32_t>>();
+    group.suffixes = {{}};
+    group.label_ids = request.value("label_ids", std::vector<int32_t>{});
+    groups.push_back(std::move(group));
+  }
+  const mesa_anyjev::CallControl control;
+  json out = {{"identity", (*backend)->identity().identity},
+              {"weight_bytes", (*backend)->weight_bytes()},
+              {"n_layers", (*backend)->capabilities().n_layers}};
+  const auto layers = request.value("layers", std::vector<int32_t>{});
+  if (!layers.empty()) {
+    auto hidden = (*backend)->HiddenStates(groups, layers, control);
+    if (!hidden.ok()) {
+      std::cerr << hidden.status().message() << "\n";
+      return 1;
+    }
+    json rows = json::array();
+    const size_t h = static_cast<size_t>(hidden->hidden_size);
+    for (int32_t p = 0; p < hidden->n_prompts; ++p) {
+      json per_layer = json::array();
+      for (size_t l = 0; l < layers.size(); ++l) {
+        const float* begin = hidden->values.data() +
+                             (static_cast<size_t>(p) * layers.size() + l) * h;
+        per_layer.push_back(std::vector<float>(begin, begin + h));
+      }
+      rows.push_back(per_layer);
+    }
+    out["hidden"] = rows;
+  }
+  if (request.contains("label_ids") || request.value("top_k", 0) > 0) {
+    auto logprobs =
+        (*backend)->Logprobs(groups, request.value("top_k", 0), control);
+    if (!logprobs.ok()) {
+      std::cerr << logprobs.status().message() << "\n";
+      return 1;
+    }
+    json labels = json::array(), top = json::array();
+    for (const auto& group : *logprobs) {
+      labels.push_back(group[0].label_logprobs);
+      json entries = json::array();
+      for (const auto& t : group[0].top) entries.push_back({t.id, t.logprob});
+      top.push_back(entries);
+    }
+    out["label_logprobs"] = labels;
+    out["top"] = top;
+  }
+  std::cout << out.dump() << "\n";
+  return 0;
+}
