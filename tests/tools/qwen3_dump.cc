@@ -2,12 +2,14 @@
 // answers one JSON request on stdin with what the backend computes, for the
 // transformers parity tests (tests/e2e/test_qwen3_parity.py).
 //
-//   qwen3_dump DIR [dtype] [attention] < {"prompts": [[ids]], "layers": [..],
+//   qwen3_dump DIR [dtype] [attention] [device]
+//                                     < {"prompts": [[ids]], "layers": [..],
 //                                         "label_ids": [..], "top_k": k}
 //   -> {"hidden": [p][l][h], "label_logprobs": [p][i], "top": [p][[id, lp]],
 //       "identity": "...", "weight_bytes": n}
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -39,13 +41,15 @@ int64_t ResidentBytes() {
 int main(int argc, char** argv) {
   using nlohmann::json;
   if (argc < 2) {
-    std::cerr << "usage: qwen3_dump DIR [dtype] [attention] < request.json\n";
+    std::cerr << "usage: qwen3_dump DIR [dtype] [attention] [device] "
+                 "< request.json\n";
     return 2;
   }
   mesa_anyjev::config::ModelConfig config;
   config.path = argv[1];
   if (argc > 2) config.dtype = argv[2];
   if (argc > 3) config.attention = argv[3];
+  if (argc > 4) config.device = argv[4];
   const json request = json::parse(std::cin);
   if (request.value("measure_rss", false)) {
     // Resident memory that the tokenizer and the weights add, each alone,
@@ -72,6 +76,36 @@ int main(int argc, char** argv) {
   if (!backend.ok()) {
     std::cerr << backend.status().message() << "\n";
     return 1;
+  }
+  if (request.contains("time_prefill")) {
+    // Prefill throughput: `batch` prompts of `tokens` ids, logprobs of one
+    // label at the last position, `repeat` times after one warm-up.
+    const json& t = request["time_prefill"];
+    const int tokens = t.value("tokens", 512), batch = t.value("batch", 1);
+    const int repeat = t.value("repeat", 5);
+    std::vector<mesa_anyjev::PromptGroup> prompts(static_cast<size_t>(batch));
+    for (int b = 0; b < batch; ++b) {
+      for (int i = 0; i < tokens; ++i) {
+        prompts[b].prefix.push_back((i * 7919 + b * 104729) % 151000);
+      }
+      prompts[b].suffixes = {{}};
+      prompts[b].label_ids = {32};
+    }
+    const mesa_anyjev::CallControl control;
+    if (!(*backend)->Logprobs(prompts, 0, control).ok()) return 1;
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < repeat; ++r) {
+      if (!(*backend)->Logprobs(prompts, 0, control).ok()) return 1;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count() /
+        repeat;
+    std::cout << json{{"seconds_per_forward", seconds},
+                      {"tokens_per_second", tokens * batch / seconds}}
+                     .dump()
+              << "\n";
+    return 0;
   }
   std::vector<mesa_anyjev::PromptGroup> groups;
   for (const auto& prompt : request.at("prompts")) {
