@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/text/chat_template.h"
 #include "common/text/tokenizer.h"
 
 namespace mesa_anyjev {
@@ -81,6 +82,9 @@ class Backend {
   virtual const ModelIdentity& identity() const = 0;
   virtual const Capabilities& capabilities() const = 0;
   virtual const text::Tokenizer& tokenizer() const = 0;
+  // How prompts are rendered for this model (Qwen3's chat format, or the
+  // decision method's no-template fallback).
+  virtual const text::ChatTemplate& chat_template() const = 0;
 
   // Full-vocabulary log-softmax at the last position of each prompt, gathered
   // at the group's label ids, plus the top_k entries. Result: one vector per

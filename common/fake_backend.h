@@ -74,6 +74,11 @@ class FakeBackend : public Backend {
   const ModelIdentity& identity() const override { return identity_; }
   const Capabilities& capabilities() const override { return capabilities_; }
   const text::Tokenizer& tokenizer() const override { return tokenizer_; }
+  // No chat template: prompts use the fallback "{system}\n\n{user}\nAnswer:",
+  // as the reference's fake backend does.
+  const text::ChatTemplate& chat_template() const override {
+    return chat_template_;
+  }
   const text::FakeTokenizer& fake_tokenizer() const { return tokenizer_; }
 
   // Full-vocabulary log-softmax: the bare label token of each displayed label
@@ -114,6 +119,7 @@ class FakeBackend : public Backend {
 
   const FakeBackendOptions options_;
   const text::FakeTokenizer tokenizer_;
+  const text::ChatTemplate chat_template_ = text::ChatTemplate::None();
   ModelIdentity identity_;
   Capabilities capabilities_;
   std::atomic<int64_t> prompts_seen_{0};

@@ -41,6 +41,14 @@ struct ModelConfig {
   double fake_load_s = 0.0;   // fake model: time to "load" (tests)
 };
 
+struct EngineConfig {
+  // Tokens of one forward batch (rows x padded length); a longer prompt runs
+  // alone.
+  int64_t batch_tokens = 8192;
+  // Keys and values of recent prompt prefixes kept for reuse (LRU).
+  int64_t prefix_cache_bytes = int64_t{1} << 30;
+};
+
 struct LimitsConfig {
   int32_t max_groups = 64;
   int32_t max_suffixes = 32;
@@ -76,6 +84,7 @@ struct LogConfig {
 struct Config {
   ServerConfig server;
   ModelConfig model;
+  EngineConfig engine;
   LimitsConfig limits;
   AuthConfig auth;
   ClientConfig client;

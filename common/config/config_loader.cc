@@ -133,6 +133,9 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(model, fake_delay_s),
     MESA_CONFIG_FIELD(model, fake_load_s),
 
+    MESA_CONFIG_FIELD(engine, batch_tokens),
+    MESA_CONFIG_FIELD(engine, prefix_cache_bytes),
+
     MESA_CONFIG_FIELD(limits, max_groups),
     MESA_CONFIG_FIELD(limits, max_suffixes),
     MESA_CONFIG_FIELD(limits, max_prompt_tokens),
@@ -200,7 +203,9 @@ constexpr size_t FieldsIn(std::string_view section) {
   return count;
 }
 
-static_assert(MemberCount<Config>() == 6, "a new section needs kFields lines");
+static_assert(MemberCount<Config>() == 7, "a new section needs kFields lines");
+static_assert(MemberCount<EngineConfig>() == FieldsIn("engine"),
+              "every EngineConfig member needs a line in kFields");
 static_assert(MemberCount<ServerConfig>() == FieldsIn("server"),
               "every ServerConfig member needs a line in kFields");
 static_assert(MemberCount<ModelConfig>() == FieldsIn("model"),
@@ -762,6 +767,10 @@ class Validator {
                    std::numeric_limits<int32_t>::max());
     SecondsUpToAnHour("model.fake_delay_s", m.fake_delay_s);
     SecondsUpToAnHour("model.fake_load_s", m.fake_load_s);
+    Range<int64_t>("engine.batch_tokens", config_.engine.batch_tokens, 1,
+                   int64_t{1} << 24);
+    Range<int64_t>("engine.prefix_cache_bytes",
+                   config_.engine.prefix_cache_bytes, 0, int64_t{1} << 40);
 
     Positive("client.timeout_s", config_.client.timeout_s);
     if (config_.client.address.empty()) Error("client.address", "is empty");

@@ -162,7 +162,8 @@ absl::Status Daemon::StartServing() {
 }
 
 absl::Status Daemon::LoadAndWarmUp() {
-  ASSIGN_OR_RETURN(backend_, LoadModel(config_.model, shutdown_));
+  ASSIGN_OR_RETURN(backend_, LoadModel(config_.model, config_.engine,
+                                       metrics_.get(), shutdown_));
   inference_->SetBackend(backend_.get());
   // Readiness means the model answers: one real call through the engine.
   ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));

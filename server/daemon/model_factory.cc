@@ -10,7 +10,8 @@
 namespace mesa_anyjev::daemon {
 
 absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
-    const config::ModelConfig& model, const absl::Notification& stop) {
+    const config::ModelConfig& model, const config::EngineConfig& engine,
+    engine::EngineObserver* observer, const absl::Notification& stop) {
   if (model.path == "fake") {
     // The fake "loads" for fake_load_s so tests can watch NOT_SERVING.
     if (stop.WaitForNotificationWithTimeout(absl::Seconds(model.fake_load_s))) {
@@ -26,7 +27,8 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
         absl::StrCat("model.path: '", model.path,
                      "' is neither \"fake\" nor a checkpoint directory"));
   }
-  ASSIGN_OR_RETURN(auto backend, engine::Qwen3Backend::Load(model));
+  ASSIGN_OR_RETURN(auto backend,
+                   engine::Qwen3Backend::Load(model, engine, observer));
   return std::unique_ptr<Backend>(std::move(backend));
 }
 

@@ -13,40 +13,24 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/text/bpe_tokenizer.h"
+#include "server/engine/prefix_cache.h"
 #include "server/model/qwen3_loader.h"
 
 namespace mesa_anyjev::engine {
 namespace {
 
-// Tokens per forward batch (rows x padded length). TODO(issue 4): the engine
-// forms batches under a configured token budget and shares prefixes.
-constexpr int64_t kBatchTokens = 8192;
-
 struct Prompt {
-  std::vector<TokenId> ids;
+  std::vector<TokenId>
+      ids;         // what the forward runs: a suffix, or a whole prompt
+  size_t row = 0;  // index among all prompts (groups, then suffixes)
   size_t group = 0;
   size_t index = 0;  // suffix index within the group
 };
 
-std::vector<Prompt> Flatten(const std::vector<PromptGroup>& groups) {
-  std::vector<Prompt> prompts;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    for (size_t s = 0; s < groups[g].suffixes.size(); ++s) {
-      Prompt p;
-      p.ids = groups[g].prefix;
-      p.ids.insert(p.ids.end(), groups[g].suffixes[s].begin(),
-                   groups[g].suffixes[s].end());
-      p.group = g;
-      p.index = s;
-      prompts.push_back(std::move(p));
-    }
-  }
-  return prompts;
-}
-
-// Batches of prompt indices, longest first, each under kBatchTokens once
+// Batches of prompt indices, longest first, each under `budget` tokens once
 // padded (a single longer prompt forms a batch of its own).
-std::vector<std::vector<size_t>> Batches(const std::vector<Prompt>& prompts) {
+std::vector<std::vector<size_t>> Batches(const std::vector<Prompt>& prompts,
+                                         int64_t budget) {
   std::vector<size_t> order(prompts.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -59,7 +43,7 @@ std::vector<std::vector<size_t>> Batches(const std::vector<Prompt>& prompts) {
         static_cast<int64_t>(batches.back().size() + 1) *
                 static_cast<int64_t>(
                     prompts[batches.back().front()].ids.size()) >
-            std::max(kBatchTokens, len)) {
+            std::max(budget, len)) {
       batches.emplace_back();
     }
     batches.back().push_back(i);
@@ -74,11 +58,21 @@ absl::Status Stopped(const CallControl& control) {
   return absl::DeadlineExceededError("the deadline passed during the forward");
 }
 
+at::Tensor Row(const std::vector<TokenId>& ids, at::Device device) {
+  return at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong)
+      .view({1, -1})
+      .to(device);
+}
+
 }  // namespace
 
 struct Qwen3Backend::State {
   std::unique_ptr<text::BpeTokenizer> tokenizer;
+  text::ChatTemplate chat_template = text::ChatTemplate::None();
   std::unique_ptr<model::Qwen3Model> model;
+  std::unique_ptr<PrefixCache> cache;
+  EngineObserver* observer = nullptr;
+  int64_t batch_tokens = 8192;
 
   // Right-padded [B, T] int64 tokens and lengths of the prompts in `batch`.
   model::ForwardRequest Request(const std::vector<Prompt>& prompts,
@@ -99,12 +93,89 @@ struct Qwen3Backend::State {
     request.tokens = tokens.to(model->device());
     return request;
   }
+
+  // The prefix's keys and values through `depth` blocks: the longest cached
+  // prefix extended by the rest, kept for the next caller.
+  model::PrefixState PrefixFor(const std::vector<TokenId>& ids, int32_t depth) {
+    std::optional<model::PrefixState> hit = cache->Lookup(ids, depth);
+    const int64_t reused = hit.has_value() ? hit->length : 0;
+    if (reused == static_cast<int64_t>(ids.size())) return *std::move(hit);
+    const std::vector<TokenId> rest(ids.begin() + reused, ids.end());
+    const absl::Time start = absl::Now();
+    model::PrefixState state = model->Prefill(
+        Row(rest, model->device()), depth, hit.has_value() ? &*hit : nullptr);
+    if (observer != nullptr) {
+      observer->OnBatch(1, static_cast<int64_t>(rest.size()),
+                        absl::Now() - start);
+    }
+    cache->Insert(ids, state);
+    return state;
+  }
+
+  // Runs every prompt of `groups` through `depth` blocks and hands each
+  // forward's rows to `emit(prompt, result, row)`. A group's prefix runs once
+  // and its suffixes attend to it; prompts without a prefix, or whose suffix
+  // is empty, run whole.
+  template <typename Emit>
+  absl::Status Run(const std::vector<PromptGroup>& groups,
+                   model::ForwardRequest shape, int32_t depth,
+                   const CallControl& control, Emit emit) {
+    std::vector<Prompt> whole;
+    size_t row = 0;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const PromptGroup& group = groups[g];
+      std::vector<Prompt> shared;
+      for (size_t s = 0; s < group.suffixes.size(); ++s, ++row) {
+        Prompt p{group.suffixes[s], row, g, s};
+        if (group.prefix.empty() || group.suffixes[s].empty()) {
+          p.ids.insert(p.ids.begin(), group.prefix.begin(), group.prefix.end());
+          whole.push_back(std::move(p));
+        } else {
+          shared.push_back(std::move(p));
+        }
+      }
+      if (shared.empty()) continue;
+      if (control.ShouldStop(absl::Now())) return Stopped(control);
+      const model::PrefixState prefix = PrefixFor(group.prefix, depth);
+      RETURN_IF_ERROR(Forward(shared, shape, &prefix, control, emit));
+    }
+    return Forward(whole, shape, nullptr, control, emit);
+  }
+
+  template <typename Emit>
+  absl::Status Forward(const std::vector<Prompt>& prompts,
+                       const model::ForwardRequest& shape,
+                       const model::PrefixState* prefix,
+                       const CallControl& control, Emit& emit) {
+    for (const auto& batch : Batches(prompts, batch_tokens)) {
+      if (control.ShouldStop(absl::Now())) return Stopped(control);
+      model::ForwardRequest request = Request(prompts, batch);
+      request.layers = shape.layers;
+      request.final_norm = shape.final_norm;
+      const absl::Time start = absl::Now();
+      const model::ForwardResult result = model->Forward(request, prefix);
+      int64_t tokens = 0;
+      for (int64_t len : request.lengths) tokens += len;
+      for (size_t r = 0; r < batch.size(); ++r) {
+        emit(prompts[batch[r]], result, static_cast<int64_t>(r));
+      }
+      if (observer != nullptr) {
+        observer->OnBatch(static_cast<int64_t>(batch.size()), tokens,
+                          absl::Now() - start);
+      }
+    }
+    return absl::OkStatus();
+  }
 };
 
 absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
-    const config::ModelConfig& config) {
+    const config::ModelConfig& config, const config::EngineConfig& engine,
+    EngineObserver* observer) {
   const std::filesystem::path dir(config.path);
   auto state = std::make_unique<State>();
+  // A checkpoint whose chat template we do not render exactly is refused.
+  ASSIGN_OR_RETURN(state->chat_template,
+                   text::ChatTemplate::FromFile(dir.string()));
   ASSIGN_OR_RETURN(state->tokenizer, text::BpeTokenizer::FromFile(
                                          (dir / "tokenizer.json").string()));
   const int threads =
@@ -119,6 +190,10 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   ASSIGN_OR_RETURN(model::LoadedQwen3 loaded,
                    model::LoadQwen3(config.path, options));
   state->model = std::move(loaded.model);
+  state->cache =
+      std::make_unique<PrefixCache>(engine.prefix_cache_bytes, observer);
+  state->observer = observer;
+  state->batch_tokens = engine.batch_tokens;
 
   auto backend =
       std::unique_ptr<Qwen3Backend>(new Qwen3Backend(std::move(state)));
@@ -152,39 +227,45 @@ const text::Tokenizer& Qwen3Backend::tokenizer() const {
   return *state_->tokenizer;
 }
 
+const text::ChatTemplate& Qwen3Backend::chat_template() const {
+  return state_->chat_template;
+}
+
 absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
     const std::vector<PromptGroup>& groups, int32_t top_k,
     const CallControl& control) {
   c10::InferenceMode guard;
-  const std::vector<Prompt> prompts = Flatten(groups);
   std::vector<std::vector<PromptLogprobs>> out(groups.size());
-  for (size_t g = 0; g < groups.size(); ++g)
+  for (size_t g = 0; g < groups.size(); ++g) {
     out[g].resize(groups[g].suffixes.size());
-  for (const auto& batch : Batches(prompts)) {
-    if (control.ShouldStop(absl::Now())) return Stopped(control);
-    model::ForwardRequest request = state_->Request(prompts, batch);
-    request.final_norm = true;
-    const model::ForwardResult result = state_->model->Forward(request);
-    const at::Tensor logprobs = state_->model->LogSoftmax(result.final).cpu();
-    at::Tensor top_values, top_ids;
-    if (top_k > 0) {
-      std::tie(top_values, top_ids) = logprobs.topk(top_k, /*dim=*/-1);
-    }
-    for (size_t r = 0; r < batch.size(); ++r) {
-      const Prompt& p = prompts[batch[r]];
-      PromptLogprobs& dst = out[p.group][p.index];
-      const at::Tensor row = logprobs[static_cast<int64_t>(r)];
-      const float* values = row.data_ptr<float>();
-      for (TokenId id : groups[p.group].label_ids) {
-        dst.label_logprobs.push_back(values[id]);
-      }
-      for (int32_t k = 0; k < top_k; ++k) {
-        dst.top.push_back({static_cast<TokenId>(top_ids[r][k].item<int64_t>()),
-                           top_values[r][k].item<double>()});
-      }
-      dst.n_tokens = static_cast<int32_t>(p.ids.size());
-    }
   }
+  model::ForwardRequest shape;
+  shape.final_norm = true;
+  const int32_t n = capabilities_.n_layers;
+  // lm_head only at the last position of each prompt, once per batch (rows
+  // arrive in order, starting at 0).
+  at::Tensor batch_logprobs;
+  auto emit = [&](const Prompt& p, const model::ForwardResult& result,
+                  int64_t r) {
+    if (r == 0) batch_logprobs = state_->model->LogSoftmax(result.final).cpu();
+    const at::Tensor logprobs = batch_logprobs[r];
+    const float* values = logprobs.data_ptr<float>();
+    PromptLogprobs& dst = out[p.group][p.index];
+    for (TokenId id : groups[p.group].label_ids) {
+      dst.label_logprobs.push_back(values[id]);
+    }
+    if (top_k > 0) {
+      const auto [top_values, top_ids] = logprobs.topk(top_k);
+      for (int64_t k = 0; k < top_k; ++k) {
+        dst.top.push_back({static_cast<TokenId>(top_ids[k].item<int64_t>()),
+                           top_values[k].item<double>()});
+      }
+    }
+    dst.n_tokens =
+        static_cast<int32_t>(groups[p.group].prefix.size() +
+                             groups[p.group].suffixes[p.index].size());
+  };
+  RETURN_IF_ERROR(state_->Run(groups, shape, n, control, emit));
   return out;
 }
 
@@ -192,27 +273,27 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
     const std::vector<PromptGroup>& groups, const std::vector<int32_t>& layers,
     const CallControl& control) {
   c10::InferenceMode guard;
-  const std::vector<Prompt> prompts = Flatten(groups);
   HiddenStatesResult out;
   out.layers = layers;
-  out.n_prompts = static_cast<int32_t>(prompts.size());
+  for (const PromptGroup& group : groups) {
+    out.n_prompts += static_cast<int32_t>(group.suffixes.size());
+  }
   out.hidden_size = capabilities_.hidden_size;
   const size_t row_values =
       layers.size() * static_cast<size_t>(out.hidden_size);
-  out.values.resize(prompts.size() * row_values);
-  for (const auto& batch : Batches(prompts)) {
-    if (control.ShouldStop(absl::Now())) return Stopped(control);
-    model::ForwardRequest request = state_->Request(prompts, batch);
-    request.layers = layers;
-    const at::Tensor hidden =
-        state_->model->Forward(request).hidden.cpu().contiguous();  // [B, L, H]
-    for (size_t r = 0; r < batch.size(); ++r) {
-      // Flattened prompt order is group order then suffix order.
-      std::memcpy(out.values.data() + batch[r] * row_values,
-                  hidden[static_cast<int64_t>(r)].data_ptr<float>(),
-                  row_values * sizeof(float));
-    }
-  }
+  out.values.resize(static_cast<size_t>(out.n_prompts) * row_values);
+  model::ForwardRequest shape;
+  shape.layers = layers;
+  // Early stop: the forward (and the prefix) run only as deep as needed.
+  int32_t depth = 0;
+  for (int32_t layer : layers) depth = std::max(depth, layer);
+  auto emit = [&](const Prompt& p, const model::ForwardResult& result,
+                  int64_t r) {
+    const at::Tensor hidden = result.hidden[r].cpu().contiguous();  // [L, H]
+    std::memcpy(out.values.data() + p.row * row_values,
+                hidden.data_ptr<float>(), row_values * sizeof(float));
+  };
+  RETURN_IF_ERROR(state_->Run(groups, shape, depth, control, emit));
   return out;
 }
 

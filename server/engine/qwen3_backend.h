@@ -1,7 +1,8 @@
 // The daemon's Backend over a local Qwen3 checkpoint: the byte-level BPE
-// tokenizer of the checkpoint and the libtorch model. Runs on the engine
-// thread only (the scheduler's), so it holds no locks. libtorch stays out of
-// this header.
+// tokenizer of the checkpoint and the libtorch model. A prompt group's prefix
+// is computed once (or found in the prefix cache) and its suffixes attend to
+// its keys and values. Runs on the engine thread only (the scheduler's), so
+// it holds no locks. libtorch stays out of this header.
 #pragma once
 
 #include <memory>
@@ -10,19 +11,23 @@
 #include "absl/status/statusor.h"
 #include "common/backend.h"
 #include "common/config/config.h"
+#include "server/engine/engine_observer.h"
 
 namespace mesa_anyjev::engine {
 
 class Qwen3Backend final : public Backend {
  public:
   // Loads `model.path` (tokenizer.json + config.json + safetensors).
+  // `observer` (may be null) hears about batches and the prefix cache.
   static absl::StatusOr<std::unique_ptr<Qwen3Backend>> Load(
-      const config::ModelConfig& model);
+      const config::ModelConfig& model, const config::EngineConfig& engine,
+      EngineObserver* observer);
   ~Qwen3Backend() override;
 
   const ModelIdentity& identity() const override { return identity_; }
   const Capabilities& capabilities() const override { return capabilities_; }
   const text::Tokenizer& tokenizer() const override;
+  const text::ChatTemplate& chat_template() const override;
 
   absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
       const std::vector<PromptGroup>& groups, int32_t top_k,

@@ -30,7 +30,6 @@ void Scheduler::Start() {
 }
 
 absl::Status Scheduler::TrySubmit(Job job) {
-  int64_t depth = 0;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
@@ -43,9 +42,11 @@ absl::Status Scheduler::TrySubmit(Job job) {
                        "(server.queue_capacity); retry later"));
     }
     queue_.push_back(Queued{std::move(job), absl::Now()});
-    depth = static_cast<int64_t>(queue_.size());
+    // Under the lock, so the gauge can never end on a stale value.
+    if (observer_ != nullptr) {
+      observer_->OnQueueDepth(static_cast<int64_t>(queue_.size()));
+    }
   }
-  if (observer_ != nullptr) observer_->OnQueueDepth(depth);
   return absl::OkStatus();
 }
 
@@ -68,20 +69,18 @@ void Scheduler::Loop() {
   };
   while (true) {
     Queued item;
-    int64_t depth = 0;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stopping and drained
       item = std::move(queue_.front());
       queue_.pop_front();
-      depth = static_cast<int64_t>(queue_.size());
+      if (observer_ != nullptr) {
+        observer_->OnQueueDepth(static_cast<int64_t>(queue_.size()));
+      }
     }
     const absl::Time start = absl::Now();
-    if (observer_ != nullptr) {
-      observer_->OnQueueDepth(depth);
-      observer_->OnQueueWait(start - item.enqueued);
-    }
+    if (observer_ != nullptr) observer_->OnQueueWait(start - item.enqueued);
     const CallControl control{item.job.deadline, item.job.cancelled};
     absl::Status status;
     if (control.cancelled != nullptr && control.cancelled->load()) {

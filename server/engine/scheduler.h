@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/backend.h"
+#include "server/engine/engine_observer.h"
 
 namespace mesa_anyjev::engine {
 
@@ -29,16 +30,8 @@ struct Job {
   std::function<void(absl::Status)> done;
 };
 
-// What the scheduler reports; the metrics layer implements it.
-class SchedulerObserver {
- public:
-  virtual ~SchedulerObserver() = default;
-  virtual void OnQueueDepth(int64_t /*depth*/) {}
-  virtual void OnQueueWait(absl::Duration /*wait*/) {}
-  virtual void OnSkipped(const std::string& /*reason*/) {
-  }  // deadline|cancelled
-  virtual void OnRun(absl::Duration /*took*/) {}
-};
+// The scheduler reports through the engine's observer.
+using SchedulerObserver = EngineObserver;
 
 class Scheduler {
  public:

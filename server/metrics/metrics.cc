@@ -115,19 +115,73 @@ ServerMetrics::ServerMetrics(const std::string& version,
                        .Help("Time the model took to load and warm up.")
                        .Register(*registry_)
                        .Add({});
+  prompt_tokens_ = &BuildCounter()
+                        .Name("mesa_anyjev_prompt_tokens_total")
+                        .Help("Prompt tokens in accepted requests.")
+                        .Register(*registry_)
+                        .Add({});
   tokens_ = &BuildCounter()
                  .Name("mesa_anyjev_tokens_processed_total")
-                 .Help("Prompt tokens handed to the model.")
+                 .Help("Tokens the model ran (cached prefixes not counted).")
                  .Register(*registry_)
                  .Add({});
+  prompts_ = &BuildCounter()
+                  .Name("mesa_anyjev_prompts_processed_total")
+                  .Help("Rows the model ran (prompts, suffixes, prefixes).")
+                  .Register(*registry_)
+                  .Add({});
+  batch_size_ = &BuildHistogram()
+                     .Name("mesa_anyjev_batch_size")
+                     .Help("Rows in one forward batch.")
+                     .Register(*registry_)
+                     .Add({}, prometheus::Histogram::BucketBoundaries{
+                                  1, 2, 4, 8, 16, 32, 64, 128});
+  batch_tokens_ = &BuildHistogram()
+                       .Name("mesa_anyjev_batch_tokens")
+                       .Help("Real tokens in one forward batch.")
+                       .Register(*registry_)
+                       .Add({}, prometheus::Histogram::BucketBoundaries{
+                                    16, 64, 256, 1024, 4096, 16384, 65536});
+  forward_ = &BuildHistogram()
+                  .Name("mesa_anyjev_forward_duration_seconds")
+                  .Help("Time of one forward batch (or prefix prefill).")
+                  .Register(*registry_)
+                  .Add({}, LatencyBuckets());
+  auto& lookups = BuildCounter()
+                      .Name("mesa_anyjev_prefix_cache_lookups_total")
+                      .Help("Prefix cache lookups by result (hit, miss).")
+                      .Register(*registry_);
+  cache_hits_ = &lookups.Add({{"result", "hit"}});
+  cache_misses_ = &lookups.Add({{"result", "miss"}});
+  cache_reused_ = &BuildCounter()
+                       .Name("mesa_anyjev_prefix_cache_reused_tokens_total")
+                       .Help("Prefix tokens served from the cache.")
+                       .Register(*registry_)
+                       .Add({});
+  cache_evictions_ = &BuildCounter()
+                          .Name("mesa_anyjev_prefix_cache_evictions_total")
+                          .Help("Prefix cache entries evicted (LRU).")
+                          .Register(*registry_)
+                          .Add({});
+  cache_bytes_ =
+      &BuildGauge()
+           .Name("mesa_anyjev_prefix_cache_bytes")
+           .Help("Bytes of keys and values held by the prefix cache.")
+           .Register(*registry_)
+           .Add({});
+  cache_entries_ = &BuildGauge()
+                        .Name("mesa_anyjev_prefix_cache_entries")
+                        .Help("Prefixes held by the prefix cache.")
+                        .Register(*registry_)
+                        .Add({});
   queue_wait_ = &BuildHistogram()
                      .Name("mesa_anyjev_queue_wait_seconds")
                      .Help("Time accepted calls waited for the engine thread.")
                      .Register(*registry_)
                      .Add({}, LatencyBuckets());
   compute_ = &BuildHistogram()
-                  .Name("mesa_anyjev_forward_duration_seconds")
-                  .Help("Time the engine thread spent running one job.")
+                  .Name("mesa_anyjev_job_duration_seconds")
+                  .Help("Time the engine thread spent on one call.")
                   .Register(*registry_)
                   .Add({}, LatencyBuckets());
 }
@@ -158,6 +212,31 @@ void ServerMetrics::OnSkipped(const std::string& reason) {
 
 void ServerMetrics::OnRun(absl::Duration took) {
   compute_->Observe(absl::ToDoubleSeconds(took));
+}
+
+}  // namespace mesa_anyjev::metrics
+
+namespace mesa_anyjev::metrics {
+
+void ServerMetrics::OnBatch(int64_t prompts, int64_t tokens,
+                            absl::Duration took) {
+  prompts_->Increment(static_cast<double>(prompts));
+  tokens_->Increment(static_cast<double>(tokens));
+  batch_size_->Observe(static_cast<double>(prompts));
+  batch_tokens_->Observe(static_cast<double>(tokens));
+  forward_->Observe(absl::ToDoubleSeconds(took));
+}
+
+void ServerMetrics::OnPrefixLookup(bool hit, int64_t reused_tokens) {
+  (hit ? cache_hits_ : cache_misses_)->Increment();
+  cache_reused_->Increment(static_cast<double>(reused_tokens));
+}
+
+void ServerMetrics::OnPrefixEviction() { cache_evictions_->Increment(); }
+
+void ServerMetrics::OnPrefixCacheSize(int64_t bytes, int64_t entries) {
+  cache_bytes_->Set(static_cast<double>(bytes));
+  cache_entries_->Set(static_cast<double>(entries));
 }
 
 }  // namespace mesa_anyjev::metrics

@@ -27,7 +27,7 @@ enum class Method {
 };
 const char* MethodName(Method method);
 
-class ServerMetrics : public engine::SchedulerObserver {
+class ServerMetrics : public engine::EngineObserver {
  public:
   ServerMetrics(const std::string& version, const std::string& commit);
 
@@ -41,13 +41,17 @@ class ServerMetrics : public engine::SchedulerObserver {
           reason);  // queue_full|draining|loading|unauthenticated
   void SetModelLoaded(bool loaded) { model_loaded_->Set(loaded ? 1 : 0); }
   void SetModelLoadSeconds(double seconds) { load_seconds_->Set(seconds); }
-  void AddTokens(double tokens) { tokens_->Increment(tokens); }
+  void AddPromptTokens(double tokens) { prompt_tokens_->Increment(tokens); }
 
   // engine::SchedulerObserver
   void OnQueueDepth(int64_t depth) override;
   void OnQueueWait(absl::Duration wait) override;
   void OnSkipped(const std::string& reason) override;
   void OnRun(absl::Duration took) override;
+  void OnBatch(int64_t prompts, int64_t tokens, absl::Duration took) override;
+  void OnPrefixLookup(bool hit, int64_t reused_tokens) override;
+  void OnPrefixEviction() override;
+  void OnPrefixCacheSize(int64_t bytes, int64_t entries) override;
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -61,7 +65,18 @@ class ServerMetrics : public engine::SchedulerObserver {
   prometheus::Gauge* inflight_;
   prometheus::Gauge* model_loaded_;
   prometheus::Gauge* load_seconds_;
+  prometheus::Counter* prompt_tokens_;
   prometheus::Counter* tokens_;
+  prometheus::Counter* prompts_;
+  prometheus::Histogram* batch_size_;
+  prometheus::Histogram* batch_tokens_;
+  prometheus::Histogram* forward_;
+  prometheus::Counter* cache_hits_;
+  prometheus::Counter* cache_misses_;
+  prometheus::Counter* cache_reused_;
+  prometheus::Counter* cache_evictions_;
+  prometheus::Gauge* cache_bytes_;
+  prometheus::Gauge* cache_entries_;
   prometheus::Histogram* queue_wait_;
   prometheus::Histogram* compute_;
 };

@@ -55,10 +55,52 @@ Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights,
                                 static_cast<double>(d));
 }
 
-at::Tensor Qwen3Model::SelfAttention(const Qwen3LayerWeights& w,
-                                     const at::Tensor& x, const at::Tensor& cos,
-                                     const at::Tensor& sin,
-                                     const at::Tensor& causal) const {
+int64_t PrefixState::bytes() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    total += keys[i].numel() * static_cast<int64_t>(keys[i].element_size());
+    total += values[i].numel() * static_cast<int64_t>(values[i].element_size());
+  }
+  return total;
+}
+
+PrefixState PrefixState::Truncated(int64_t n) const {
+  PrefixState out;
+  out.length = std::min(n, length);
+  out.depth = depth;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.keys.push_back(keys[i].slice(2, 0, out.length));
+    out.values.push_back(values[i].slice(2, 0, out.length));
+  }
+  return out;
+}
+
+Qwen3Model::Context Qwen3Model::MakeContext(int64_t t, const PrefixState* past,
+                                            PrefixState* record) const {
+  const int64_t p = past == nullptr ? 0 : past->length;
+  // Rotary tables for positions p..p+t-1, in float32 as transformers
+  // computes them, then in the model's dtype: [T, D].
+  const at::Tensor positions = at::arange(p, p + t, at::kFloat).to(device());
+  const at::Tensor freqs = at::outer(positions, inv_freq_);
+  const at::Tensor emb = at::cat({freqs, freqs}, -1);
+  Context context;
+  context.cos = emb.cos().to(dtype());
+  context.sin = emb.sin().to(dtype());
+  // New token i (position p+i) sees every past key and new keys up to i.
+  // Right padding: a real query never sees a later key, so this mask alone
+  // keeps pads out of every real row.
+  context.masked =
+      at::ones({t, p + t},
+               at::TensorOptions().dtype(at::kBool).device(device()))
+          .triu(p + 1);
+  context.past = past;
+  context.record = record;
+  return context;
+}
+
+at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
+                                     const Context& context) const {
+  const Qwen3LayerWeights& w = weights_.layers[static_cast<size_t>(index)];
   const int64_t b = x.size(0), t = x.size(1), d = config_.head_dim;
   const int64_t heads = config_.num_attention_heads;
   const int64_t kv = config_.num_key_value_heads;
@@ -71,20 +113,33 @@ at::Tensor Qwen3Model::SelfAttention(const Qwen3LayerWeights& w,
       RmsNorm(at::linear(x, w.k_proj).view({b, t, kv, d}), w.k_norm, eps)
           .transpose(1, 2);
   at::Tensor v = at::linear(x, w.v_proj).view({b, t, kv, d}).transpose(1, 2);
-  q = q * cos + RotateHalf(q) * sin;
-  k = k * cos + RotateHalf(k) * sin;
+  q = q * context.cos + RotateHalf(q) * context.sin;
+  k = k * context.cos + RotateHalf(k) * context.sin;
+  if (context.past != nullptr && context.past->length > 0) {
+    // [1, kv, P, D] shared by every row -> [B, kv, P + T, D]
+    const auto& past_k = context.past->keys[static_cast<size_t>(index)];
+    const auto& past_v = context.past->values[static_cast<size_t>(index)];
+    k = at::cat({past_k.expand({b, kv, past_k.size(2), d}), k}, 2);
+    v = at::cat({past_v.expand({b, kv, past_v.size(2), d}), v}, 2);
+  }
+  if (context.record != nullptr) {
+    context.record->keys.push_back(k);
+    context.record->values.push_back(v);
+  }
   k = RepeatKv(k, heads / kv);
   v = RepeatKv(v, heads / kv);
   const double scaling = 1.0 / std::sqrt(static_cast<double>(d));
   at::Tensor out;
   if (attention_ == Attention::kSdpa) {
-    out = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
-                                           /*dropout_p=*/0.0,
-                                           /*is_causal=*/true, scaling);
+    // A boolean mask for SDPA says where attention is allowed.
+    out =
+        at::scaled_dot_product_attention(q, k, v, context.masked.logical_not(),
+                                         /*dropout_p=*/0.0,
+                                         /*is_causal=*/false, scaling);
   } else {
     at::Tensor scores = at::matmul(q, k.transpose(2, 3)) * scaling;
-    scores =
-        scores.masked_fill(causal, -std::numeric_limits<float>::infinity());
+    scores = scores.masked_fill(context.masked,
+                                -std::numeric_limits<float>::infinity());
     at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
     out = at::matmul(probs, v);
   }
@@ -92,12 +147,12 @@ at::Tensor Qwen3Model::SelfAttention(const Qwen3LayerWeights& w,
   return at::linear(out.transpose(1, 2).reshape({b, t, heads * d}), w.o_proj);
 }
 
-at::Tensor Qwen3Model::Block(const Qwen3LayerWeights& w, const at::Tensor& x,
-                             const at::Tensor& cos, const at::Tensor& sin,
-                             const at::Tensor& causal) const {
+at::Tensor Qwen3Model::Block(int32_t index, const at::Tensor& x,
+                             const Context& context) const {
+  const Qwen3LayerWeights& w = weights_.layers[static_cast<size_t>(index)];
   const double eps = config_.rms_norm_eps;
-  at::Tensor h = x + SelfAttention(w, RmsNorm(x, w.input_layernorm, eps), cos,
-                                   sin, causal);
+  at::Tensor h =
+      x + SelfAttention(index, RmsNorm(x, w.input_layernorm, eps), context);
   const at::Tensor n = RmsNorm(h, w.post_attention_layernorm, eps);
   return h + at::linear(at::silu(at::linear(n, w.gate_proj)) *
                             at::linear(n, w.up_proj),
@@ -105,29 +160,26 @@ at::Tensor Qwen3Model::Block(const Qwen3LayerWeights& w, const at::Tensor& x,
 }
 
 ForwardResult Qwen3Model::Forward(const ForwardRequest& request) const {
+  return Forward(request, nullptr);
+}
+
+ForwardResult Qwen3Model::Forward(const ForwardRequest& request,
+                                  const PrefixState* prefix) const {
   c10::InferenceMode guard;
   const int32_t n = static_cast<int32_t>(config_.num_hidden_layers);
   const int64_t b = request.tokens.size(0), t = request.tokens.size(1);
   int32_t depth = request.final_norm ? n : 0;
   for (int32_t layer : request.layers) depth = std::max(depth, layer);
+  TORCH_CHECK(prefix == nullptr || prefix->depth >= depth,
+              "prefix state covers ", prefix == nullptr ? 0 : prefix->depth,
+              " blocks, the request needs ", depth);
 
   std::vector<int64_t> last_index(request.lengths.size());
-  for (size_t i = 0; i < last_index.size(); ++i)
+  for (size_t i = 0; i < last_index.size(); ++i) {
     last_index[i] = request.lengths[i] - 1;
+  }
   const at::Tensor last = at::tensor(last_index, at::kLong).to(device());
-
-  // Rotary tables for positions 0..T-1, computed in float32 as transformers
-  // does, then cast to the model's dtype: [T, D].
-  const at::Tensor positions = at::arange(t, at::kFloat).to(device());
-  const at::Tensor freqs = at::outer(positions, inv_freq_);
-  const at::Tensor emb = at::cat({freqs, freqs}, -1);
-  const at::Tensor cos = emb.cos().to(dtype());
-  const at::Tensor sin = emb.sin().to(dtype());
-  // Right padding: a real query never sees a later key, so the causal mask
-  // alone keeps pads out of every real row.
-  const at::Tensor causal =
-      at::ones({t, t}, at::TensorOptions().dtype(at::kBool).device(device()))
-          .triu(1);
+  const Context context = MakeContext(t, prefix, /*record=*/nullptr);
 
   ForwardResult result;
   std::vector<at::Tensor> captured(request.layers.size());
@@ -139,7 +191,7 @@ ForwardResult Qwen3Model::Forward(const ForwardRequest& request) const {
   at::Tensor x = at::embedding(weights_.embed_tokens, request.tokens);
   capture(0, GatherLast(x, last));
   for (int32_t i = 0; i < depth; ++i) {
-    x = Block(weights_.layers[static_cast<size_t>(i)], x, cos, sin, causal);
+    x = Block(i, x, context);
     if (i + 1 < n) capture(i + 1, GatherLast(x, last));
   }
   result.blocks_run = depth;
@@ -155,6 +207,20 @@ ForwardResult Qwen3Model::Forward(const ForwardRequest& request) const {
     result.hidden = at::empty({b, 0, config_.hidden_size}, at::kFloat);
   }
   return result;
+}
+
+PrefixState Qwen3Model::Prefill(const at::Tensor& tokens, int32_t depth,
+                                const PrefixState* past) const {
+  c10::InferenceMode guard;
+  TORCH_CHECK(past == nullptr || past->depth >= depth,
+              "past state covers fewer blocks than asked");
+  PrefixState state;
+  state.length = (past == nullptr ? 0 : past->length) + tokens.size(1);
+  state.depth = depth;
+  const Context context = MakeContext(tokens.size(1), past, &state);
+  at::Tensor x = at::embedding(weights_.embed_tokens, tokens);
+  for (int32_t i = 0; i < depth; ++i) x = Block(i, x, context);
+  return state;
 }
 
 at::Tensor Qwen3Model::LogSoftmax(const at::Tensor& final) const {

@@ -37,8 +37,23 @@ struct Qwen3Weights {
 enum class Attention { kEager, kSdpa };
 const char* AttentionName(Attention attention);
 
+// Keys (after RoPE) and values of a prefix, per block, before the kv heads are
+// repeated: what a suffix attends to instead of recomputing the prefix.
+struct PrefixState {
+  std::vector<at::Tensor> keys;    // per block [1, kv, P, D]
+  std::vector<at::Tensor> values;  // per block [1, kv, P, D]
+  int64_t length = 0;              // P
+  int32_t depth = 0;               // blocks covered (keys.size())
+
+  int64_t bytes() const;
+  // The first `length` positions (a prefix of a prefix is exact: causal).
+  PrefixState Truncated(int64_t length) const;
+};
+
 struct ForwardRequest {
-  at::Tensor tokens;  // [B, T] int64 on the model's device, right-padded
+  // [B, T] int64 on the model's device, right-padded. With a prefix, these
+  // are the suffixes; positions start at prefix->length.
+  at::Tensor tokens;
   std::vector<int64_t> lengths;  // real tokens of each row, 1..T
   std::vector<int32_t> layers;   // capture after these blocks (0..n), any order
   bool final_norm = false;       // also return norm(h_n) for lm_head
@@ -62,17 +77,34 @@ class Qwen3Model {
   // Layer numbering of decision-method.md 7.1: 0 = embeddings, b = after
   // block b (no final norm), n = after the final norm.
   ForwardResult Forward(const ForwardRequest& request) const;
+  // The same with every row preceded by `prefix` (which must cover at least
+  // as many blocks as the request needs).
+  ForwardResult Forward(const ForwardRequest& request,
+                        const PrefixState* prefix) const;
+
+  // Runs `tokens` [1, T] through `depth` blocks after `past` (nullptr: from
+  // position 0) and returns past + these tokens' keys and values.
+  PrefixState Prefill(const at::Tensor& tokens, int32_t depth,
+                      const PrefixState* past) const;
 
   // [B, H] -> [B, V] float32 log-softmax of lm_head over the whole vocabulary.
   at::Tensor LogSoftmax(const at::Tensor& final) const;
 
  private:
-  at::Tensor Block(const Qwen3LayerWeights& w, const at::Tensor& x,
-                   const at::Tensor& cos, const at::Tensor& sin,
-                   const at::Tensor& causal) const;
-  at::Tensor SelfAttention(const Qwen3LayerWeights& w, const at::Tensor& x,
-                           const at::Tensor& cos, const at::Tensor& sin,
-                           const at::Tensor& causal) const;
+  // Per-block context: rotary tables for the new positions, the mask over
+  // [past + new] keys, the past keys/values, and where to record new ones.
+  struct Context {
+    at::Tensor cos, sin;  // [T, D]
+    at::Tensor masked;    // [T, P + T] bool, true = may not attend
+    const PrefixState* past = nullptr;
+    PrefixState* record = nullptr;
+  };
+  Context MakeContext(int64_t t, const PrefixState* past,
+                      PrefixState* record) const;
+  at::Tensor Block(int32_t index, const at::Tensor& x,
+                   const Context& context) const;
+  at::Tensor SelfAttention(int32_t index, const at::Tensor& x,
+                           const Context& context) const;
 
   Qwen3Config config_;
   Qwen3Weights weights_;

@@ -164,7 +164,7 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     call->Complete(parsed.status());
     return call;
   }
-  metrics_->AddTokens(static_cast<double>(parsed->n_tokens));
+  metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
   Submit(call, Deadline(*context),
          [model, groups = std::move(parsed->groups), top_k = request->top_k(),
           response](const CallControl& control) -> absl::Status {
@@ -205,7 +205,7 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     call->Complete(layers.status());
     return call;
   }
-  metrics_->AddTokens(static_cast<double>(parsed->n_tokens));
+  metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
   Submit(
       call, Deadline(*context),
       [model, groups = std::move(parsed->groups), layers = *std::move(layers),

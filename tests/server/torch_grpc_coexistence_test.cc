@@ -43,6 +43,9 @@ class TorchBackend final : public Backend {
   const ModelIdentity& identity() const override { return identity_; }
   const Capabilities& capabilities() const override { return capabilities_; }
   const text::Tokenizer& tokenizer() const override { return tokenizer_; }
+  const text::ChatTemplate& chat_template() const override {
+    return chat_template_;
+  }
 
   absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
       const std::vector<PromptGroup>& groups, int32_t,
@@ -75,6 +78,7 @@ class TorchBackend final : public Backend {
 
  private:
   text::FakeTokenizer tokenizer_;
+  text::ChatTemplate chat_template_ = text::ChatTemplate::None();
   ModelIdentity identity_;
   Capabilities capabilities_;
 };

@@ -21,6 +21,8 @@
 
 namespace {
 
+using nlohmann::json;
+
 // VmRSS of this process in bytes.
 int64_t ResidentBytes() {
   std::ifstream status("/proc/self/status");
@@ -34,6 +36,66 @@ int64_t ResidentBytes() {
     status.ignore(1 << 20, '\n');
   }
   return -1;
+}
+
+// Counts what the engine reports, for the cache tests.
+struct CountingObserver : mesa_anyjev::engine::EngineObserver {
+  int64_t hits = 0, misses = 0, tokens = 0;
+  void OnPrefixLookup(bool hit, int64_t) override { ++(hit ? hits : misses); }
+  void OnBatch(int64_t, int64_t t, absl::Duration) override { tokens += t; }
+};
+
+// One request: "prompts" (each a group of one whole prompt) or "groups"
+// ([{"prefix": ids, "suffixes": [ids]}]), "layers", "label_ids", "top_k".
+// Outputs are per prompt, groups in order then suffixes in order.
+absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
+                            const json& request) {
+  std::vector<mesa_anyjev::PromptGroup> groups;
+  const auto labels = request.value("label_ids", std::vector<int32_t>{});
+  for (const auto& prompt : request.value("prompts", json::array())) {
+    groups.push_back({prompt.get<std::vector<int32_t>>(), {{}}, labels});
+  }
+  for (const auto& g : request.value("groups", json::array())) {
+    groups.push_back({g.at("prefix").get<std::vector<int32_t>>(),
+                      g.at("suffixes").get<std::vector<std::vector<int32_t>>>(),
+                      labels});
+  }
+  const mesa_anyjev::CallControl control;
+  json out = json::object();
+  const auto layers = request.value("layers", std::vector<int32_t>{});
+  if (!layers.empty()) {
+    auto hidden = backend.HiddenStates(groups, layers, control);
+    if (!hidden.ok()) return hidden.status();
+    json rows = json::array();
+    const size_t h = static_cast<size_t>(hidden->hidden_size);
+    for (int32_t p = 0; p < hidden->n_prompts; ++p) {
+      json per_layer = json::array();
+      for (size_t l = 0; l < layers.size(); ++l) {
+        const float* begin = hidden->values.data() +
+                             (static_cast<size_t>(p) * layers.size() + l) * h;
+        per_layer.push_back(std::vector<float>(begin, begin + h));
+      }
+      rows.push_back(per_layer);
+    }
+    out["hidden"] = rows;
+  }
+  if (request.contains("label_ids") || request.value("top_k", 0) > 0) {
+    auto logprobs =
+        backend.Logprobs(groups, request.value("top_k", 0), control);
+    if (!logprobs.ok()) return logprobs.status();
+    json label_rows = json::array(), top = json::array();
+    for (const auto& group : *logprobs) {
+      for (const auto& prompt : group) {
+        label_rows.push_back(prompt.label_logprobs);
+        json entries = json::array();
+        for (const auto& t : prompt.top) entries.push_back({t.id, t.logprob});
+        top.push_back(entries);
+      }
+    }
+    out["label_logprobs"] = label_rows;
+    out["top"] = top;
+  }
+  return out;
 }
 
 }  // namespace
@@ -72,7 +134,13 @@ int main(int argc, char** argv) {
               << "\n";
     return 0;
   }
-  auto backend = mesa_anyjev::engine::Qwen3Backend::Load(config);
+  mesa_anyjev::config::EngineConfig engine;
+  engine.batch_tokens = request.value("batch_tokens", engine.batch_tokens);
+  engine.prefix_cache_bytes =
+      request.value("prefix_cache_bytes", engine.prefix_cache_bytes);
+  CountingObserver observer;
+  auto backend =
+      mesa_anyjev::engine::Qwen3Backend::Load(config, engine, &observer);
   if (!backend.ok()) {
     std::cerr << backend.status().message() << "\n";
     return 1;
@@ -107,55 +175,32 @@ int main(int argc, char** argv) {
               << "\n";
     return 0;
   }
-  std::vector<mesa_anyjev::PromptGroup> groups;
-  for (const auto& prompt : request.at("prompts")) {
-    mesa_anyjev::PromptGroup group;
-    group.prefix = prompt.get<std::vector<int32_t>>();
-    group.suffixes = {{}};
-    group.label_ids = request.value("label_ids", std::vector<int32_t>{});
-    groups.push_back(std::move(group));
-  }
-  const mesa_anyjev::CallControl control;
-  json out = {{"identity", (*backend)->identity().identity},
-              {"weight_bytes", (*backend)->weight_bytes()},
-              {"n_layers", (*backend)->capabilities().n_layers}};
-  const auto layers = request.value("layers", std::vector<int32_t>{});
-  if (!layers.empty()) {
-    auto hidden = (*backend)->HiddenStates(groups, layers, control);
-    if (!hidden.ok()) {
-      std::cerr << hidden.status().message() << "\n";
-      return 1;
-    }
-    json rows = json::array();
-    const size_t h = static_cast<size_t>(hidden->hidden_size);
-    for (int32_t p = 0; p < hidden->n_prompts; ++p) {
-      json per_layer = json::array();
-      for (size_t l = 0; l < layers.size(); ++l) {
-        const float* begin = hidden->values.data() +
-                             (static_cast<size_t>(p) * layers.size() + l) * h;
-        per_layer.push_back(std::vector<float>(begin, begin + h));
+  if (request.contains("calls")) {
+    json answers = json::array();
+    for (const json& call : request["calls"]) {
+      auto answer = Answer(**backend, call);
+      if (!answer.ok()) {
+        std::cerr << answer.status().message() << "\n";
+        return 1;
       }
-      rows.push_back(per_layer);
+      answers.push_back(*std::move(answer));
     }
-    out["hidden"] = rows;
+    std::cout << json{{"calls", answers},
+                      {"prefix_hits", observer.hits},
+                      {"prefix_misses", observer.misses},
+                      {"tokens_run", observer.tokens}}
+                     .dump()
+              << "\n";
+    return 0;
   }
-  if (request.contains("label_ids") || request.value("top_k", 0) > 0) {
-    auto logprobs =
-        (*backend)->Logprobs(groups, request.value("top_k", 0), control);
-    if (!logprobs.ok()) {
-      std::cerr << logprobs.status().message() << "\n";
-      return 1;
-    }
-    json labels = json::array(), top = json::array();
-    for (const auto& group : *logprobs) {
-      labels.push_back(group[0].label_logprobs);
-      json entries = json::array();
-      for (const auto& t : group[0].top) entries.push_back({t.id, t.logprob});
-      top.push_back(entries);
-    }
-    out["label_logprobs"] = labels;
-    out["top"] = top;
+  auto answer = Answer(**backend, request);
+  if (!answer.ok()) {
+    std::cerr << answer.status().message() << "\n";
+    return 1;
   }
-  std::cout << out.dump() << "\n";
+  (*answer)["identity"] = (*backend)->identity().identity;
+  (*answer)["weight_bytes"] = (*backend)->weight_bytes();
+  (*answer)["n_layers"] = (*backend)->capabilities().n_layers;
+  std::cout << answer->dump() << "\n";
   return 0;
 }

@@ -199,7 +199,8 @@ TEST_CASE("config: unknown keys are refused, named", "[config]") {
     const std::string message = LoadError(options);
     CHECK_THAT(message, Contains(options.config_path));
     CHECK_THAT(message, Contains("unknown section 'backend'"));
-    CHECK_THAT(message, Contains("server, model, limits, auth, client, log"));
+    CHECK_THAT(message,
+               Contains("server, model, engine, limits, auth, client, log"));
   }
   SECTION("unknown field in the environment") {
     LoadOptions options;
