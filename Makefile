@@ -55,3 +55,10 @@ bench-tokenizer: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target tokenizer_bench mesa-anyjev
 	@$(PYTHON) bench/bench_tokenizer.py --bench $(BUILD_DIR)/bench/tokenizer_bench \
 	  --cli $(BUILD_DIR)/client/mesa-anyjev
+
+# Our engine against transformers, side by side in one run on a generated
+# small Qwen3 (float32, same threads); prints ratios (docs/benchmarks.md).
+.PHONY: bench-engine
+bench-engine: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target qwen3_dump
+	@$(PYTHON) bench/bench_engine.py --dump $(BUILD_DIR)/tests/qwen3_dump $(BENCH_ARGS)

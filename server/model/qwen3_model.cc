@@ -49,6 +49,11 @@ Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights,
     : config_(std::move(config)),
       weights_(std::move(weights)),
       attention_(attention) {
+  for (Qwen3LayerWeights& w : weights_.layers) {
+    fused_.push_back({at::cat({w.q_proj, w.k_proj, w.v_proj}, 0),
+                      at::cat({w.gate_proj, w.up_proj}, 0)});
+    w.q_proj = w.k_proj = w.v_proj = w.gate_proj = w.up_proj = at::Tensor();
+  }
   const int64_t d = config_.head_dim;
   inv_freq_ = 1.0 / at::pow(config_.rope_theta,
                             at::arange(0, d, 2, at::kFloat).to(device()) /
@@ -105,14 +110,16 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   const int64_t heads = config_.num_attention_heads;
   const int64_t kv = config_.num_key_value_heads;
   const double eps = config_.rms_norm_eps;
-  // [B, T, heads*D] -> [B, heads, T, D], q/k normalised per head.
+  // [B, T, (heads + 2 kv) * D] -> q [B, heads, T, D], k and v [B, kv, T, D],
+  // q and k normalised per head.
+  const FusedLayer& f = fused_[static_cast<size_t>(index)];
+  const auto qkv =
+      at::linear(x, f.qkv_proj).split({heads * d, kv * d, kv * d}, -1);
   at::Tensor q =
-      RmsNorm(at::linear(x, w.q_proj).view({b, t, heads, d}), w.q_norm, eps)
-          .transpose(1, 2);
+      RmsNorm(qkv[0].reshape({b, t, heads, d}), w.q_norm, eps).transpose(1, 2);
   at::Tensor k =
-      RmsNorm(at::linear(x, w.k_proj).view({b, t, kv, d}), w.k_norm, eps)
-          .transpose(1, 2);
-  at::Tensor v = at::linear(x, w.v_proj).view({b, t, kv, d}).transpose(1, 2);
+      RmsNorm(qkv[1].reshape({b, t, kv, d}), w.k_norm, eps).transpose(1, 2);
+  at::Tensor v = qkv[2].reshape({b, t, kv, d}).transpose(1, 2);
   q = q * context.cos + RotateHalf(q) * context.sin;
   k = k * context.cos + RotateHalf(k) * context.sin;
   if (context.past != nullptr && context.past->length > 0) {
@@ -154,9 +161,10 @@ at::Tensor Qwen3Model::Block(int32_t index, const at::Tensor& x,
   at::Tensor h =
       x + SelfAttention(index, RmsNorm(x, w.input_layernorm, eps), context);
   const at::Tensor n = RmsNorm(h, w.post_attention_layernorm, eps);
-  return h + at::linear(at::silu(at::linear(n, w.gate_proj)) *
-                            at::linear(n, w.up_proj),
-                        w.down_proj);
+  const auto gate_up =
+      at::linear(n, fused_[static_cast<size_t>(index)].gate_up_proj)
+          .chunk(2, -1);
+  return h + at::linear(at::silu(gate_up[0]) * gate_up[1], w.down_proj);
 }
 
 ForwardResult Qwen3Model::Forward(const ForwardRequest& request) const {

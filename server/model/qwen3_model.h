@@ -106,8 +106,16 @@ class Qwen3Model {
   at::Tensor SelfAttention(int32_t index, const at::Tensor& x,
                            const Context& context) const;
 
+  // q/k/v and gate/up projections concatenated at load: one GEMM each
+  // instead of three and two (the separate tensors are released).
+  struct FusedLayer {
+    at::Tensor qkv_proj;      // [(heads + 2 kv) * D, H]
+    at::Tensor gate_up_proj;  // [2 I, H]
+  };
+
   Qwen3Config config_;
   Qwen3Weights weights_;
+  std::vector<FusedLayer> fused_;
   Attention attention_;
   at::Tensor inv_freq_;  // [D/2] float32
 };

@@ -48,8 +48,7 @@ struct CountingObserver : mesa_anyjev::engine::EngineObserver {
 // One request: "prompts" (each a group of one whole prompt) or "groups"
 // ([{"prefix": ids, "suffixes": [ids]}]), "layers", "label_ids", "top_k".
 // Outputs are per prompt, groups in order then suffixes in order.
-absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
-                            const json& request) {
+std::vector<mesa_anyjev::PromptGroup> Groups(const json& request) {
   std::vector<mesa_anyjev::PromptGroup> groups;
   const auto labels = request.value("label_ids", std::vector<int32_t>{});
   for (const auto& prompt : request.value("prompts", json::array())) {
@@ -60,6 +59,23 @@ absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
                       g.at("suffixes").get<std::vector<std::vector<int32_t>>>(),
                       labels});
   }
+  return groups;
+}
+
+// Runs a request's work and drops the results (for timing).
+absl::Status RunOnly(mesa_anyjev::Backend& backend, const json& request) {
+  const auto groups = Groups(request);
+  const mesa_anyjev::CallControl control;
+  const auto layers = request.value("layers", std::vector<int32_t>{});
+  if (!layers.empty()) {
+    return backend.HiddenStates(groups, layers, control).status();
+  }
+  return backend.Logprobs(groups, request.value("top_k", 0), control).status();
+}
+
+absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
+                            const json& request) {
+  const auto groups = Groups(request);
   const mesa_anyjev::CallControl control;
   json out = json::object();
   const auto layers = request.value("layers", std::vector<int32_t>{});
@@ -172,6 +188,28 @@ int main(int argc, char** argv) {
     std::cout << json{{"seconds_per_forward", seconds},
                       {"tokens_per_second", tokens * batch / seconds}}
                      .dump()
+              << "\n";
+    return 0;
+  }
+  if (request.contains("time")) {
+    // Seconds per pass over `calls`, best of `repeat` after one warm-up.
+    const json& t = request["time"];
+    const int repeat = t.value("repeat", 3);
+    double best = 1e300;
+    for (int r = 0; r <= repeat; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      for (const json& call : t.at("calls")) {
+        if (absl::Status s = RunOnly(**backend, call); !s.ok()) {
+          std::cerr << s.message() << "\n";
+          return 1;
+        }
+      }
+      const double seconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+      if (r > 0) best = std::min(best, seconds);
+    }
+    std::cout << json{{"seconds", best}, {"tokens_run", observer.tokens}}.dump()
               << "\n";
     return 0;
   }
