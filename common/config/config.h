@@ -59,6 +59,26 @@ struct LimitsConfig {
   int32_t max_label_ids = 64;
   int32_t max_texts = 256;
   int64_t max_text_bytes = 1 << 20;
+  int32_t max_decide_states = 256;    // states per Decide
+  int32_t max_decide_questions = 32;  // questions per Decide
+  int32_t max_fit_states = 4096;      // labelled states per Fit
+};
+
+// The daemon's decision engine (common/decision): its defaults and the
+// artifacts it starts with.
+struct DecisionsConfig {
+  // A heads/export file (decision-method.md 9) loaded after the model; a
+  // file that does not load stops the daemon. "" = start with none.
+  std::string artifacts;
+  // Threads that run Decide and Fit; each waits on the engine while the
+  // model runs, so gRPC threads never do.
+  int32_t workers = 4;
+  std::string prior = "batch";   // L0 label prior: batch | content_free | none
+  bool canonical_order = false;  // rotate options sorted by text
+  bool adaptive_shifts = false;  // the rotation budget for choice, K >= 3
+  // auto serves L2 from a head fit on a rewording or (random listing) the
+  // option set too, as anyjev does; false: only from a head of this key.
+  bool auto_routes_reworded = true;
 };
 
 struct AuthConfig {
@@ -86,6 +106,7 @@ struct Config {
   ModelConfig model;
   EngineConfig engine;
   LimitsConfig limits;
+  DecisionsConfig decisions;
   AuthConfig auth;
   ClientConfig client;
   LogConfig log;

@@ -103,6 +103,7 @@ constexpr Field MakeField(std::string_view key,
 
 constexpr const char* kDtypes[] = {"float32", "bfloat16"};
 constexpr const char* kAttentions[] = {"eager", "sdpa"};
+constexpr const char* kPriors[] = {"batch", "content_free", "none"};
 constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warn",
                                       "error"};
 
@@ -145,6 +146,16 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(limits, max_label_ids),
     MESA_CONFIG_FIELD(limits, max_texts),
     MESA_CONFIG_FIELD(limits, max_text_bytes),
+    MESA_CONFIG_FIELD(limits, max_decide_states),
+    MESA_CONFIG_FIELD(limits, max_decide_questions),
+    MESA_CONFIG_FIELD(limits, max_fit_states),
+
+    MESA_CONFIG_FIELD(decisions, artifacts),
+    MESA_CONFIG_FIELD(decisions, workers),
+    MESA_CONFIG_ENUM(decisions, prior, kPriors),
+    MESA_CONFIG_FIELD(decisions, canonical_order),
+    MESA_CONFIG_FIELD(decisions, adaptive_shifts),
+    MESA_CONFIG_FIELD(decisions, auto_routes_reworded),
 
     MESA_CONFIG_FIELD(auth, token_env),
     MESA_CONFIG_FIELD(auth, token_file),
@@ -203,7 +214,9 @@ constexpr size_t FieldsIn(std::string_view section) {
   return count;
 }
 
-static_assert(MemberCount<Config>() == 7, "a new section needs kFields lines");
+static_assert(MemberCount<Config>() == 8, "a new section needs kFields lines");
+static_assert(MemberCount<DecisionsConfig>() == FieldsIn("decisions"),
+              "every DecisionsConfig member needs a line in kFields");
 static_assert(MemberCount<EngineConfig>() == FieldsIn("engine"),
               "every EngineConfig member needs a line in kFields");
 static_assert(MemberCount<ServerConfig>() == FieldsIn("server"),
@@ -771,6 +784,7 @@ class Validator {
                    int64_t{1} << 24);
     Range<int64_t>("engine.prefix_cache_bytes",
                    config_.engine.prefix_cache_bytes, 0, int64_t{1} << 40);
+    Range<int64_t>("decisions.workers", config_.decisions.workers, 1, 256);
 
     Positive("client.timeout_s", config_.client.timeout_s);
     if (config_.client.address.empty()) Error("client.address", "is empty");

@@ -18,6 +18,7 @@
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/service/bearer_auth.h"
+#include "server/service/decisions_service.h"
 #include "server/service/inference_service.h"
 #include "server/service/serving_state.h"
 
@@ -25,6 +26,7 @@ namespace mesa_anyjev::daemon {
 namespace {
 
 constexpr char kInferenceService[] = "mesa.anyjev.v1.Inference";
+constexpr char kDecisionsService[] = "mesa.anyjev.v1.Decisions";
 
 // A config problem found while starting: exit code 2, not 1.
 bool IsConfigError(const absl::Status& status) {
@@ -109,6 +111,15 @@ absl::Status Daemon::StartServing() {
   options.max_send_bytes = config_.server.max_send_message_bytes;
   inference_ = std::make_unique<service::InferenceService>(
       options, scheduler_.get(), metrics_.get(), auth_.get(), state_.get());
+  service::DecisionsOptions decision_options;
+  decision_options.limits = config_.limits;
+  decision_options.decisions = config_.decisions;
+  decision_options.default_deadline = options.default_deadline;
+  decision_options.max_deadline = options.max_deadline;
+  decision_options.queue_capacity = config_.server.queue_capacity;
+  decisions_ = std::make_unique<service::DecisionsService>(
+      decision_options, scheduler_.get(), metrics_.get(), auth_.get(),
+      state_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   if (config_.server.reflection) {
@@ -131,6 +142,7 @@ absl::Status Daemon::StartServing() {
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 30'000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 300'000);
   builder.RegisterService(inference_.get());
+  builder.RegisterService(decisions_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -139,6 +151,7 @@ absl::Status Daemon::StartServing() {
   auto* health = server_->GetHealthCheckService();
   health->SetServingStatus(false);
   health->SetServingStatus(kInferenceService, false);
+  health->SetServingStatus(kDecisionsService, false);
   RETURN_IF_ERROR(WritePortFile(config_.server.port_file, port));
 
   int metrics_port = 0;
@@ -165,6 +178,7 @@ absl::Status Daemon::LoadAndWarmUp() {
   ASSIGN_OR_RETURN(backend_, LoadModel(config_.model, config_.engine,
                                        metrics_.get(), shutdown_));
   inference_->SetBackend(backend_.get());
+  RETURN_IF_ERROR(decisions_->SetBackend(backend_.get()));
   // Readiness means the model answers: one real call through the engine.
   ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));
   absl::Notification done;
@@ -203,6 +217,8 @@ void Daemon::Drain() {
     server_->Shutdown(absl::ToChronoTime(
         absl::Now() + absl::Seconds(config_.server.drain_deadline_s)));
   }
+  // Decision workers wait on engine jobs: stop them while the engine runs.
+  if (decisions_) decisions_->Stop();
   if (scheduler_) scheduler_->Stop();
   if (metrics_endpoint_) metrics_endpoint_->Stop();
   spdlog::info("drained in {:.2f} s",

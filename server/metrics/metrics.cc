@@ -46,6 +46,16 @@ const char* MethodName(Method method) {
       return "Logprobs";
     case Method::kHiddenStates:
       return "HiddenStates";
+    case Method::kDecide:
+      return "Decide";
+    case Method::kFit:
+      return "Fit";
+    case Method::kExportArtifacts:
+      return "ExportArtifacts";
+    case Method::kLoadArtifacts:
+      return "LoadArtifacts";
+    case Method::kResetPriors:
+      return "ResetPriors";
     case Method::kCount:
       break;
   }

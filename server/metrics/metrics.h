@@ -23,6 +23,11 @@ enum class Method {
   kTokenize,
   kLogprobs,
   kHiddenStates,
+  kDecide,
+  kFit,
+  kExportArtifacts,
+  kLoadArtifacts,
+  kResetPriors,
   kCount
 };
 const char* MethodName(Method method);

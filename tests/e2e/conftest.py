@@ -32,10 +32,12 @@ def _generate_stubs():
 
 
 _generate_stubs()
+from mesa.anyjev.v1 import decisions_pb2, decisions_pb2_grpc  # noqa: E402
 from mesa.anyjev.v1 import inference_pb2, inference_pb2_grpc  # noqa: E402
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 
 pb = inference_pb2
+dpb = decisions_pb2
 
 
 class Daemon:
@@ -61,6 +63,7 @@ class Daemon:
         self.address = f"127.0.0.1:{self.port}"
         self.channel = grpc.insecure_channel(self.address)
         self.stub = inference_pb2_grpc.InferenceStub(self.channel)
+        self.decisions = decisions_pb2_grpc.DecisionsStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
         if wait_serving:
             self.wait_for("SERVING")

@@ -199,8 +199,10 @@ TEST_CASE("config: unknown keys are refused, named", "[config]") {
     const std::string message = LoadError(options);
     CHECK_THAT(message, Contains(options.config_path));
     CHECK_THAT(message, Contains("unknown section 'backend'"));
-    CHECK_THAT(message,
-               Contains("server, model, engine, limits, auth, client, log"));
+    CHECK_THAT(
+        message,
+        Contains("server, model, engine, limits, decisions, auth, client, "
+                 "log"));
   }
   SECTION("unknown field in the environment") {
     LoadOptions options;
@@ -543,7 +545,15 @@ TEST_CASE("config: range limits", "[config]") {
       CHECK_THAT(FlagError(key, "0"),
                  Contains(absl::StrCat(key, ": 0 is out of range [1, ")));
     }
-    CHECK(count == 9);
+    CHECK(count == 12);
+  }
+  SECTION("decisions") {
+    CHECK_THAT(FlagError("decisions.workers", "0"),
+               Contains("decisions.workers: 0 is out of range [1, 256]"));
+    CHECK_THAT(FlagError("decisions.prior", "uniform"),
+               Contains("decisions.prior"));
+    FlagOk("decisions.prior", "content_free");
+    FlagOk("decisions.auto_routes_reworded", "false");
   }
   SECTION("client") {
     CHECK_THAT(FlagError("client.timeout_s", "0"),

@@ -1,0 +1,264 @@
+// The Decider (decision-method.md 4-9; anyjev 0.2.0 decider.Decider): from
+// states and typed questions to decisions at a level, over a Backend.
+//
+//   raw   one prompt in the caller's order, restricted softmax
+//   L0    cyclic shifts, a label prior (batch or content-free) divided out
+//         per (shift, position), combined by log-mean (or mean); noul reads
+//         its two phrasings, score one unpermuted prompt; optionally the
+//         rotation budget (adaptive shifts) and canonical order
+//   L1    L0 with the calibration set's frozen prior, then a temperature
+//   L2    a closed-form head on the hidden state after one block
+//   auto  L2 where a head routes, else L1 where an artifact exists, else L0
+//
+// It keeps, per question key, the running batch prior, the content-free
+// prior cache, L1 artifacts, L2 heads, adaptation statistics, observations
+// and adaptive-stop certificates; all of it is safe under concurrent
+// callers. Artifacts export to and load from the heads-file JSON of
+// decision-method.md 9, readable by the anyjev package.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/backend.h"
+#include "common/decision/decision.h"
+#include "common/decision/head_store.h"
+#include "common/decision/label_resolver.h"
+#include "common/decision/level.h"
+#include "common/decision/permute.h"
+#include "common/decision/prompt_builder.h"
+#include "common/decision/prompt_scorer.h"
+#include "common/decision/question.h"
+#include "common/decision/running_priors.h"
+#include "common/decision/stopping.h"
+#include "common/decision/temperature_scaler.h"
+#include "nlohmann/json.hpp"
+
+namespace mesa_anyjev::decision {
+
+enum class PriorMode { kBatch, kContentFree, kNone };
+enum class AdaptMode { kRouted, kAlways, kNever };
+enum class StopStat { kLogit, kProb };
+
+const char* PriorModeName(PriorMode mode);  // "batch", "content_free", "none"
+absl::StatusOr<PriorMode> ParsePriorMode(std::string_view name);
+absl::StatusOr<Combine> ParseCombine(std::string_view name);  // logmean|mean
+
+// The anyjev Decider's constructor arguments, with its defaults.
+struct DeciderOptions {
+  PriorMode prior = PriorMode::kBatch;
+  int min_prior_n = 8;
+  // Exponent on the prior; unset = 0.75 for batch, 1 for content_free.
+  std::optional<double> prior_strength;
+  std::optional<int> max_permutations;  // consecutive shifts 0..n-1
+  Combine combine = Combine::kLogMean;
+  std::vector<std::string> cf_probes = {"N/A", "", "[MASK]"};
+  bool record_content_free = false;
+  std::string system = std::string(kDefaultSystem);
+  bool canonical_order = false;
+  // The rotation budget (unordered choice, K >= 3, level != raw).
+  bool adaptive_shifts = false;
+  int adaptive_min_shifts = 2;
+  std::optional<double> adaptive_margin;
+  StopStat adaptive_stat = StopStat::kLogit;
+  double adaptive_target = 0.01;
+  int adaptive_wave = 2;
+  bool adaptive_spread_order = true;  // false: consecutive
+  AdaptMode adapt = AdaptMode::kRouted;
+  int adapt_min_n = 30;
+  // auto serves L2 from a head reached by rewording or re-listing too (the
+  // package's rule); false: only from a head fit on this exact key (the
+  // reference system's rule, since any noul routes to any noul head).
+  bool auto_routes_reworded = true;
+  // Prompts per backend call; larger requests are split.
+  int max_prompts_per_call = 256;
+};
+
+// Per-call overrides of DeciderOptions, and what to return.
+struct DecideOptions {
+  std::optional<PriorMode> prior;
+  std::optional<Combine> combine;
+  std::optional<bool> canonical_order;
+  std::optional<int> max_permutations;
+  std::optional<bool> adaptive_shifts;
+  std::optional<double> adaptive_margin;
+  // Refuse (FAILED_PRECONDITION) any question that would be served below.
+  std::optional<Level> require;
+  bool return_prompts = false;
+  bool return_details = false;  // p_pos_raw and prior in diagnostics
+};
+
+struct FitHeadOptions {
+  std::vector<int> layers;  // absolute or negative; empty = default blocks
+  std::vector<std::string> kinds = {"lda", "ridge"};
+  int n_folds = 5;
+  uint32_t seed = 0;
+  std::string listing = "auto";  // auto | random | canonical
+};
+
+struct ObserveOptions {
+  int fit_at = 30;
+  double refit_factor = 2.0;
+  FitHeadOptions fit;
+};
+
+class Decider {
+ public:
+  // `backend` outlives the decider.
+  explicit Decider(Backend* backend, DeciderOptions options = {});
+
+  // Decisions for every (state, question): result[state][question]. States
+  // are rendered texts. INVALID_ARGUMENT for a bad question (K over the
+  // model's max_choice_k, a label that is not one token);
+  // FAILED_PRECONDITION when a level cannot be served (no L1 artifact, no
+  // head, no hidden states) or `require` is not met, naming what is missing.
+  absl::StatusOr<std::vector<std::vector<Decision>>> Decide(
+      const std::vector<std::string>& states,
+      const std::vector<Question>& questions, Level level,
+      const DecideOptions& options = {}, const CallControl& control = {});
+
+  // The level `question` would be served at for `requested` (auto
+  // resolved), or FAILED_PRECONDITION naming what is missing.
+  absl::StatusOr<Level> ServedLevel(const Question& question,
+                                    Level requested) const;
+
+  // L1: L0 over the labelled states with a prior from them alone (the
+  // running prior set aside, then merged back), a temperature fit on those
+  // probabilities, the prior frozen with it. Returns the artifact JSON.
+  absl::StatusOr<nlohmann::ordered_json> Calibrate(
+      const Question& question, const std::vector<std::string>& states,
+      const std::vector<int>& labels, const CallControl& control = {});
+
+  // L2: a closed-form head on the hidden states of the labelled states;
+  // returns the heads-file entry.
+  absl::StatusOr<nlohmann::ordered_json> FitHead(
+      const Question& question, const std::vector<std::string>& states,
+      const std::vector<int>& labels, const FitHeadOptions& options = {},
+      const CallControl& control = {});
+
+  // Records one labelled state; fits the question's head when the count
+  // reaches next_fit (max(fit_at, 8, 2K), then x refit_factor). Returns the
+  // head entry when it fitted on this call.
+  absl::StatusOr<std::optional<nlohmann::ordered_json>> Observe(
+      const Question& question, const std::string& state, int label,
+      const ObserveOptions& options = {}, const CallControl& control = {});
+
+  // Certifies an adaptive-shift threshold for one unordered choice
+  // question (K >= 3) from unlabelled states (decision-method.md 5.9).
+  absl::StatusOr<StopCertificate> CalibrateAdaptive(
+      const Question& question, const std::vector<std::string>& states,
+      std::optional<double> target = std::nullopt, double delta = 0.05,
+      Level level = Level::kL0, const CallControl& control = {});
+
+  // One artifact for one question (L1 or a head): refused when fit on
+  // another model, when a head or a prior-carrying L1 artifact belongs to
+  // another layout, or when its method has no loader.
+  absl::Status LoadArtifact(const Question& question,
+                            const nlohmann::ordered_json& artifact);
+  // A whole heads/export file; refused when its model is another model.
+  // Returns the number of artifacts and heads loaded.
+  absl::StatusOr<int> LoadArtifacts(const nlohmann::ordered_json& file);
+  // {"model", "artifacts", "heads"[, "adaptation"][, "observations"]}.
+  nlohmann::ordered_json ExportArtifacts(bool include_observations) const;
+
+  void ResetPrior(const std::string& key) { priors_.Reset(key); }
+  void ResetAllPriors() { priors_.ResetAll(); }
+  // The batch prior accumulated for the question, [P, K], once it counts
+  // min_prior_n states.
+  std::optional<Matrix> RunningPrior(const Question& question) const {
+    return priors_.Prior(question.key(), options_.min_prior_n);
+  }
+  bool HasArtifact(const std::string& key) const;
+  bool HasHead(const std::string& key) const { return heads_.Has(key); }
+  std::optional<RoutedHead> Route(const Question& question) const {
+    return heads_.Route(question);
+  }
+  const DeciderOptions& options() const { return options_; }
+  const std::string& model_name() const { return backend_->identity().name; }
+
+ private:
+  struct Effective;  // DeciderOptions with one call's overrides applied
+  struct Observed;
+
+  Effective Resolve(const DecideOptions& call) const;
+  absl::StatusOr<ResolvedLabels> LabelsFor(const Question& question);
+  std::vector<std::vector<int>> Perms(const Question& question, Level level,
+                                      const Effective& eff) const;
+  double Strength(const Effective& eff) const;
+  std::shared_ptr<const TemperatureScaler> Artifact(
+      const std::string& key) const;
+  absl::Status CheckQuestion(const Question& question, Level served) const;
+
+  // raw, L0, L1 for all questions at once, except adaptive ones.
+  absl::StatusOr<std::vector<std::vector<Decision>>> RunReadout(
+      const std::vector<std::string>& states,
+      const std::vector<Question>& questions, Level level, const Effective& eff,
+      RunningPriors* priors, const CallControl& control);
+  absl::StatusOr<std::vector<Decision>> RunAdaptiveChoice(
+      const std::vector<std::string>& states, const Question& question,
+      Level level, const Effective& eff, RunningPriors* priors,
+      const CallControl& control,
+      std::vector<std::vector<std::pair<double, int>>>* record);
+  absl::StatusOr<std::vector<std::vector<Decision>>> RunHeads(
+      const std::vector<std::string>& states,
+      const std::vector<Question>& questions, const Effective& eff,
+      const CallControl& control);
+  // Dispatch of one concrete level (not auto) over its questions.
+  absl::StatusOr<std::vector<std::vector<Decision>>> RunLevel(
+      const std::vector<std::string>& states,
+      const std::vector<Question>& questions, Level level, const Effective& eff,
+      RunningPriors* priors, const CallControl& control);
+
+  // The content-free prior [P, K] of a question for these perms, scoring
+  // the probes in a call of their own when not cached.
+  absl::StatusOr<Matrix> ContentFreePriorFor(
+      const Question& question, const std::vector<std::vector<int>>& perms,
+      const ResolvedLabels& labels, const Effective& eff,
+      const CallControl& control);
+  std::string CfCacheKey(const Question& question,
+                         const std::vector<std::vector<int>>& perms) const;
+
+  // Hidden states [N, d] per layer of the states under `perms` (identity
+  // when empty).
+  absl::StatusOr<std::vector<Matrix>> Features(
+      const Question& question, const std::vector<std::string>& states,
+      const std::vector<int32_t>& layers,
+      const std::vector<std::vector<int>>& perms, const CallControl& control);
+
+  nlohmann::ordered_json HeadArtifact(const std::string& key,
+                                      const HeadEntry& entry) const;
+  // Stamps the entry's version from its exported form.
+  std::shared_ptr<const HeadEntry> Finish(const std::string& key,
+                                          HeadEntry entry) const;
+  // (threshold, statistic) of the adaptive stopping rule for a question.
+  std::pair<std::optional<double>, StopStat> StopRule(
+      const Question& question, const Effective& eff) const;
+  void DecorateDecision(const Question& question, const std::string& state,
+                        const ResolvedLabels& labels, const Effective& eff,
+                        Decision* decision) const;
+
+  Backend* const backend_;
+  const DeciderOptions options_;
+  const PromptScorer scorer_;
+  RunningPriors priors_;
+  HeadStore heads_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, ResolvedLabels> labels_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Matrix> cf_cache_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> artifact_order_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<const TemperatureScaler>>
+      artifacts_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, StopCertificate> stop_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> observed_order_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<Observed>> observed_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mesa_anyjev::decision

@@ -1,0 +1,56 @@
+// Sends rendered prompts to a Backend as prompt groups: prompts that share a
+// prefix (the shifts of one question over one state) and the same label ids
+// become one group, so the engine computes the prefix once. A prompt whose
+// prefix and suffix do not tokenise to the tokens of the whole text (a merge
+// across the cut) goes alone, as the reference's score_shared falls back to
+// the flat path. Large requests are cut into calls of at most
+// max_prompts_per_call prompts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/backend.h"
+#include "common/decision/numpy_ops.h"
+#include "common/text/chat_template.h"
+
+namespace mesa_anyjev::decision {
+
+class PromptScorer {
+ public:
+  PromptScorer(Backend* backend, int max_prompts_per_call)
+      : backend_(backend), max_prompts_per_call_(max_prompts_per_call) {}
+
+  // Label log-probabilities of each prompt at its ids, in prompt order.
+  absl::StatusOr<std::vector<std::vector<double>>> Logprobs(
+      const std::vector<text::ChatParts>& prompts,
+      const std::vector<std::vector<text::TokenId>>& label_ids,
+      const CallControl& control) const;
+
+  // Last-position hidden states of each prompt at each layer: result[l] is
+  // [N, hidden] for layers[l].
+  absl::StatusOr<std::vector<Matrix>> HiddenStates(
+      const std::vector<text::ChatParts>& prompts,
+      const std::vector<int32_t>& layers, const CallControl& control) const;
+
+ private:
+  struct Planned {
+    // For each prompt, its (call, group, suffix) position.
+    struct Where {
+      size_t call = 0;
+      size_t group = 0;
+      size_t suffix = 0;
+    };
+    std::vector<std::vector<PromptGroup>> calls;
+    std::vector<Where> where;
+  };
+  absl::StatusOr<Planned> Plan(
+      const std::vector<text::ChatParts>& prompts,
+      const std::vector<std::vector<text::TokenId>>& label_ids) const;
+
+  Backend* const backend_;
+  const int max_prompts_per_call_;
+};
+
+}  // namespace mesa_anyjev::decision

@@ -1,0 +1,321 @@
+// Decisions RPC conversion and limits (see decision_convert.h).
+#include "server/service/decision_convert.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/decision/py_format.h"
+#include "common/status/status_macros.h"
+#include "common/text/utf8.h"
+#include "nlohmann/json.hpp"
+
+namespace mesa_anyjev::service {
+namespace {
+
+namespace v1 = ::mesa::anyjev::v1;
+using decision::Level;
+using decision::Question;
+using decision::QuestionKind;
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status Prefixed(const std::string& field, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat(field, ": ", status.message()));
+}
+
+absl::Status CheckCount(const std::string& field, int64_t n, const char* what,
+                        const char* limit_name, int64_t limit) {
+  if (n < 1)
+    return Invalid(field, absl::StrCat("at least one ", what, " is required"));
+  if (n > limit) {
+    return Invalid(
+        field, absl::StrCat(n, " ", what, "s exceed ", limit_name, "=", limit));
+  }
+  return absl::OkStatus();
+}
+
+// Bytes that must be valid UTF-8 within limits.max_text_bytes.
+absl::StatusOr<std::string> Text(const std::string& field,
+                                 const std::string& bytes,
+                                 const config::LimitsConfig& limits) {
+  if (static_cast<int64_t>(bytes.size()) > limits.max_text_bytes) {
+    return Invalid(field, absl::StrCat(bytes.size(),
+                                       " bytes exceed "
+                                       "limits.max_text_bytes=",
+                                       limits.max_text_bytes));
+  }
+  if (const int64_t at = text::FirstInvalidUtf8(bytes); at >= 0) {
+    return Invalid(field, absl::StrCat("invalid UTF-8 at byte offset ", at));
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::string> ParseState(const v1::State& state,
+                                       const std::string& field,
+                                       const config::LimitsConfig& limits) {
+  switch (state.kind_case()) {
+    case v1::State::kText:
+      return Text(field + ".text", state.text(), limits);
+    case v1::State::kJson: {
+      ASSIGN_OR_RETURN(const std::string json,
+                       Text(field + ".json", state.json(), limits));
+      try {
+        return decision::PyJsonDumpsIndent2(
+            nlohmann::ordered_json::parse(json));
+      } catch (const nlohmann::json::exception& e) {
+        return Invalid(field + ".json",
+                       absl::StrCat("not valid JSON: ", e.what()));
+      }
+    }
+    case v1::State::KIND_NOT_SET:
+      break;
+  }
+  return std::string();  // an unset state is empty: "(empty)"
+}
+
+absl::StatusOr<Question> ParseQuestion(const v1::Question& q,
+                                       const std::string& field,
+                                       const config::LimitsConfig& limits) {
+  auto kind = decision::ParseQuestionKind(q.kind());
+  if (!kind.ok()) return Prefixed(field + ".kind", kind.status());
+  ASSIGN_OR_RETURN(std::string text, Text(field + ".text", q.text(), limits));
+  std::vector<std::string> options;
+  for (int i = 0; i < q.options_size(); ++i) {
+    ASSIGN_OR_RETURN(
+        std::string option,
+        Text(absl::StrCat(field, ".options[", i, "]"), q.options(i), limits));
+    options.push_back(std::move(option));
+  }
+  absl::StatusOr<Question> out = absl::InternalError("unreachable");
+  switch (*kind) {
+    case QuestionKind::kChoice:
+      out = Question::Choice(std::move(text), std::move(options), q.id());
+      if (!out.ok()) return Prefixed(field + ".options", out.status());
+      break;
+    case QuestionKind::kNoul:
+      if (!options.empty()) {
+        return Invalid(field + ".options",
+                       "a noul's options are Yes and No; give none");
+      }
+      out = Question::Noul(std::move(text), q.id());
+      break;
+    case QuestionKind::kScore:
+      if (!options.empty()) {
+        if (q.bins() != 0 || q.has_scale_lo() || q.has_scale_hi()) {
+          return Invalid(field,
+                         "a score takes levels (options) or bins and "
+                         "a scale, not both");
+        }
+        out =
+            Question::ScoreLevels(std::move(text), std::move(options), q.id());
+        if (!out.ok()) return Prefixed(field + ".options", out.status());
+      } else {
+        out =
+            Question::ScoreBins(std::move(text), q.bins() == 0 ? 5 : q.bins(),
+                                q.has_scale_lo() ? q.scale_lo() : 0.0,
+                                q.has_scale_hi() ? q.scale_hi() : 1.0, q.id());
+        if (!out.ok()) return Prefixed(field + ".bins", out.status());
+      }
+      break;
+  }
+  if (q.labels_size() > 0) {
+    std::vector<std::string> labels;
+    for (int i = 0; i < q.labels_size(); ++i) {
+      ASSIGN_OR_RETURN(
+          std::string label,
+          Text(absl::StrCat(field, ".labels[", i, "]"), q.labels(i), limits));
+      labels.push_back(std::move(label));
+    }
+    if (absl::Status status = out->SetCustomLabels(std::move(labels));
+        !status.ok()) {
+      return Prefixed(field + ".labels", status);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseStates(
+    const google::protobuf::RepeatedPtrField<v1::State>& states,
+    const config::LimitsConfig& limits, const char* limit_name, int64_t limit) {
+  RETURN_IF_ERROR(
+      CheckCount("states", states.size(), "state", limit_name, limit));
+  std::vector<std::string> out;
+  for (int i = 0; i < states.size(); ++i) {
+    ASSIGN_OR_RETURN(
+        std::string state,
+        ParseState(states[i], absl::StrCat("states[", i, "]"), limits));
+    out.push_back(std::move(state));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ParsedDecide> ParseDecideRequest(
+    const v1::DecideRequest& request, const config::LimitsConfig& limits,
+    const Capabilities& caps) {
+  ParsedDecide out;
+  if (!request.level().empty()) {
+    auto level = decision::ParseLevel(request.level());
+    if (!level.ok()) return Prefixed("level", level.status());
+    out.level = *level;
+  }
+  if (!request.require().empty()) {
+    auto require = decision::ParseLevel(request.require());
+    if (!require.ok() || *require == Level::kAuto) {
+      return Invalid("require",
+                     absl::StrCat("unknown level '", request.require(),
+                                  "' (expected raw, L0, L1 or L2)"));
+    }
+    out.options.require = *require;
+  }
+  ASSIGN_OR_RETURN(out.states, ParseStates(request.states(), limits,
+                                           "limits.max_decide_states",
+                                           limits.max_decide_states));
+  RETURN_IF_ERROR(CheckCount("questions", request.questions_size(), "question",
+                             "limits.max_decide_questions",
+                             limits.max_decide_questions));
+  for (int i = 0; i < request.questions_size(); ++i) {
+    const std::string field = absl::StrCat("questions[", i, "]");
+    ASSIGN_OR_RETURN(Question question,
+                     ParseQuestion(request.questions(i), field, limits));
+    // auto may still serve such a question at L2; the decider checks it
+    // once the level is resolved.
+    if (question.kind() == QuestionKind::kChoice && out.level != Level::kL2 &&
+        out.level != Level::kAuto && caps.max_choice_k > 0 &&
+        question.k() > caps.max_choice_k) {
+      return Invalid(field + ".options",
+                     absl::StrCat("K=", question.k(),
+                                  " options exceed the model's max_choice_k=",
+                                  caps.max_choice_k,
+                                  " (ask one yes/no question per option)"));
+    }
+    out.questions.push_back(std::move(question));
+  }
+  const v1::DecideOptions& o = request.options();
+  if (!o.prior().empty()) {
+    auto prior = decision::ParsePriorMode(o.prior());
+    if (!prior.ok()) return Prefixed("options.prior", prior.status());
+    out.options.prior = *prior;
+  }
+  if (!o.combine().empty()) {
+    auto combine = decision::ParseCombine(o.combine());
+    if (!combine.ok()) return Prefixed("options.combine", combine.status());
+    out.options.combine = *combine;
+  }
+  if (o.has_canonical_order())
+    out.options.canonical_order = o.canonical_order();
+  if (o.has_max_permutations()) {
+    if (o.max_permutations() < 1) {
+      return Invalid("options.max_permutations",
+                     absl::StrCat(o.max_permutations(), " is below 1"));
+    }
+    out.options.max_permutations = o.max_permutations();
+  }
+  if (o.has_adaptive_shifts())
+    out.options.adaptive_shifts = o.adaptive_shifts();
+  if (o.has_adaptive_margin()) {
+    if (!(o.adaptive_margin() >= 0.0)) {
+      return Invalid("options.adaptive_margin", "must be >= 0");
+    }
+    out.options.adaptive_margin = o.adaptive_margin();
+  }
+  out.options.return_prompts = request.return_prompts();
+  return out;
+}
+
+absl::StatusOr<ParsedFit> ParseFitRequest(const v1::FitRequest& request,
+                                          const config::LimitsConfig& limits) {
+  ParsedFit out;
+  auto level = decision::ParseLevel(request.level());
+  if (!level.ok() || (*level != Level::kL1 && *level != Level::kL2)) {
+    return Invalid("level",
+                   absl::StrCat("'", request.level(), "' (Fit fits L1 or L2)"));
+  }
+  out.level = *level;
+  ASSIGN_OR_RETURN(out.question,
+                   ParseQuestion(request.question(), "question", limits));
+  ASSIGN_OR_RETURN(
+      out.states, ParseStates(request.states(), limits, "limits.max_fit_states",
+                              limits.max_fit_states));
+  if (request.labels_size() != request.states_size()) {
+    return Invalid("labels", absl::StrCat(request.labels_size(), " labels for ",
+                                          request.states_size(),
+                                          " states (one per state)"));
+  }
+  for (int i = 0; i < request.labels_size(); ++i) {
+    if (request.labels(i) < 0 || request.labels(i) >= out.question.k()) {
+      return Invalid(
+          absl::StrCat("labels[", i, "]"),
+          absl::StrCat(request.labels(i), " is not an option index in [0, ",
+                       out.question.k(), ")"));
+    }
+    out.labels.push_back(request.labels(i));
+  }
+  out.head.layers.assign(request.layers().begin(), request.layers().end());
+  if (!request.listing().empty()) out.head.listing = request.listing();
+  return out;
+}
+
+void FillDecideResponse(
+    const std::vector<std::vector<decision::Decision>>& decisions,
+    const std::string& model, v1::DecideResponse* response) {
+  response->set_model(model);
+  for (size_t s = 0; s < decisions.size(); ++s) {
+    for (size_t q = 0; q < decisions[s].size(); ++q) {
+      const decision::Decision& d = decisions[s][q];
+      const decision::DecisionDiagnostics& g = d.diagnostics;
+      v1::Decision* out = response->add_decisions();
+      out->set_state_index(static_cast<int32_t>(s));
+      out->set_question_index(static_cast<int32_t>(q));
+      out->set_question_id(d.question_id);
+      out->set_question_key(d.question_key);
+      out->set_kind(decision::QuestionKindName(d.kind));
+      for (const std::string& option : d.options) out->add_options(option);
+      out->set_level(decision::LevelName(d.level));
+      out->mutable_probs()->Add(d.probs.begin(), d.probs.end());
+      out->set_answer_index(d.answer_index());
+      out->set_answer(d.answer());
+      out->set_confidence(d.confidence());
+      if (const auto p = d.p_true(); p.has_value()) out->set_p_true(*p);
+      out->set_margin(d.margin());
+      if (d.score_value.has_value()) out->set_score_value(*d.score_value);
+      v1::DecisionDiagnostics* diag = out->mutable_diagnostics();
+      diag->set_shifts_read(static_cast<int32_t>(g.perms.size()));
+      diag->set_prior_method(g.prior_method);
+      diag->set_prior_strength(g.prior_strength);
+      if (g.answer_mass.has_value()) diag->set_answer_mass(*g.answer_mass);
+      diag->set_blocks_executed(g.blocks_executed);
+      diag->set_n_blocks(g.n_blocks);
+      diag->set_early_stop(g.early_stop);
+      diag->set_prompts(g.prompts);
+      diag->set_prompt_sha256(g.prompt_sha256);
+      for (const std::string& text : g.prompt_texts) {
+        diag->add_prompt_texts(text);
+      }
+      diag->set_head_version(g.head_version);
+      diag->set_readout(g.readout);
+      diag->set_routed_from(g.routed_from);
+      diag->set_reordered(g.reordered);
+      diag->set_adapted(g.adapted);
+      diag->set_adapt_n(g.adapt_n);
+      if (g.temperature.has_value()) diag->set_temperature(*g.temperature);
+      diag->set_n_calib(g.n_calib);
+      if (g.order_flip_raw.has_value()) {
+        diag->set_order_flip_raw(*g.order_flip_raw);
+      }
+      if (g.order_flip_l0.has_value())
+        diag->set_order_flip_l0(*g.order_flip_l0);
+      diag->set_adaptive(g.adaptive);
+      if (g.stop_threshold.has_value()) {
+        diag->set_stop_threshold(*g.stop_threshold);
+      }
+      diag->mutable_raw_probs()->Add(g.raw_probs.begin(), g.raw_probs.end());
+    }
+  }
+}
+
+}  // namespace mesa_anyjev::service

@@ -1,0 +1,270 @@
+// The Decisions service (see decisions_service.h).
+#include "server/service/decisions_service.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/decision/py_format.h"
+#include "common/status/status_macros.h"
+#include "common/text/utf8.h"
+#include "common/util/files.h"
+#include "server/service/decision_convert.h"
+#include "server/service/unary_call.h"
+
+namespace mesa_anyjev::service {
+
+namespace v1 = ::mesa::anyjev::v1;
+using metrics::Method;
+
+namespace {
+
+decision::DeciderOptions MakeDeciderOptions(
+    const config::DecisionsConfig& config) {
+  decision::DeciderOptions options;
+  options.prior = *decision::ParsePriorMode(config.prior);  // validated
+  options.canonical_order = config.canonical_order;
+  options.adaptive_shifts = config.adaptive_shifts;
+  options.auto_routes_reworded = config.auto_routes_reworded;
+  return options;
+}
+
+absl::StatusOr<nlohmann::ordered_json> ParseJson(const std::string& bytes,
+                                                 const std::string& field) {
+  if (const int64_t at = text::FirstInvalidUtf8(bytes); at >= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": invalid UTF-8 at byte offset ", at));
+  }
+  try {
+    return nlohmann::ordered_json::parse(bytes);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": not valid JSON: ", e.what()));
+  }
+}
+
+}  // namespace
+
+DecisionsService::DecisionsService(DecisionsOptions options,
+                                   engine::Scheduler* scheduler,
+                                   metrics::ServerMetrics* metrics,
+                                   const BearerAuth* auth,
+                                   const ServingStateFlag* state)
+    : options_(std::move(options)),
+      scheduler_(scheduler),
+      metrics_(metrics),
+      auth_(auth),
+      state_(state),
+      workers_(options_.decisions.workers, options_.queue_capacity) {}
+
+DecisionsService::~DecisionsService() { Stop(); }
+
+void DecisionsService::Stop() { workers_.Stop(); }
+
+absl::Status DecisionsService::SetBackend(Backend* backend) {
+  scheduled_ = std::make_unique<ScheduledBackend>(backend, scheduler_);
+  decider_ = std::make_unique<decision::Decider>(
+      scheduled_.get(), MakeDeciderOptions(options_.decisions));
+  if (!options_.decisions.artifacts.empty()) {
+    const std::string& path = options_.decisions.artifacts;
+    auto bytes = util::ReadFile(path);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decisions.artifacts: ", bytes.status().message()));
+    }
+    auto json =
+        ParseJson(*bytes, absl::StrCat("decisions.artifacts (", path, ")"));
+    if (!json.ok()) return json.status();
+    auto loaded = decider_->LoadArtifacts(*json);
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decisions.artifacts (", path,
+                       ") refused: ", loaded.status().message()));
+    }
+  }
+  ready_.store(decider_.get());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<decision::Decider*> DecisionsService::Admit(
+    const grpc::CallbackServerContext& context) {
+  if (absl::Status status = auth_->Check(context); !status.ok()) {
+    metrics_->RecordRejected("unauthenticated");
+    return status;
+  }
+  switch (state_->get()) {
+    case ServingState::kLoading:
+      metrics_->RecordRejected("loading");
+      return absl::UnavailableError("the model is still loading; retry later");
+    case ServingState::kDraining:
+      metrics_->RecordRejected("draining");
+      return absl::UnavailableError("the daemon is draining; retry elsewhere");
+    case ServingState::kServing:
+      break;
+  }
+  decision::Decider* decider = ready_.load();
+  if (decider == nullptr) return absl::UnavailableError("no model loaded");
+  return decider;
+}
+
+absl::Time DecisionsService::Deadline(
+    const grpc::CallbackServerContext& context) const {
+  const absl::Time now = absl::Now();
+  const absl::Time cap = now + options_.max_deadline;
+  const auto client = context.deadline();
+  if (client == std::chrono::system_clock::time_point::max()) {
+    return now + options_.default_deadline;
+  }
+  return std::min(absl::FromChrono(client), cap);
+}
+
+grpc::ServerUnaryReactor* DecisionsService::Decide(
+    grpc::CallbackServerContext* context, const v1::DecideRequest* request,
+    v1::DecideResponse* response) {
+  auto* call = new UnaryCall(metrics_, Method::kDecide);
+  auto decider = Admit(*context);
+  if (!decider.ok()) {
+    call->Complete(decider.status());
+    return call;
+  }
+  auto parsed =
+      ParseDecideRequest(*request, options_.limits, scheduled_->capabilities());
+  if (!parsed.ok()) {
+    call->Complete(parsed.status());
+    return call;
+  }
+  CallControl control;
+  control.deadline = Deadline(*context);
+  control.cancelled = call->cancelled();
+  absl::Status submitted =
+      workers_.TrySubmit([call, response, control, decider = *decider,
+                          parsed = *std::move(parsed)]() {
+        auto result = decider->Decide(parsed.states, parsed.questions,
+                                      parsed.level, parsed.options, control);
+        if (result.ok()) {
+          FillDecideResponse(*result, decider->model_name(), response);
+        }
+        call->Complete(result.status());
+      });
+  if (!submitted.ok()) {
+    metrics_->RecordRejected(absl::IsResourceExhausted(submitted) ? "queue_full"
+                                                                  : "draining");
+    call->Complete(submitted);
+  }
+  return call;
+}
+
+grpc::ServerUnaryReactor* DecisionsService::Fit(
+    grpc::CallbackServerContext* context, const v1::FitRequest* request,
+    v1::FitResponse* response) {
+  auto* call = new UnaryCall(metrics_, Method::kFit);
+  auto decider = Admit(*context);
+  if (!decider.ok()) {
+    call->Complete(decider.status());
+    return call;
+  }
+  auto parsed = ParseFitRequest(*request, options_.limits);
+  if (!parsed.ok()) {
+    call->Complete(parsed.status());
+    return call;
+  }
+  CallControl control;
+  control.deadline = Deadline(*context);
+  control.cancelled = call->cancelled();
+  absl::Status submitted =
+      workers_.TrySubmit([call, response, control, decider = *decider,
+                          parsed = *std::move(parsed)]() {
+        absl::StatusOr<nlohmann::ordered_json> artifact =
+            parsed.level == decision::Level::kL1
+                ? decider->Calibrate(parsed.question, parsed.states,
+                                     parsed.labels, control)
+                : decider->FitHead(parsed.question, parsed.states,
+                                   parsed.labels, parsed.head, control);
+        if (artifact.ok()) {
+          response->set_question_key(parsed.question.key());
+          response->set_level(decision::LevelName(parsed.level));
+          response->set_artifact_json(artifact->dump());
+          response->set_temperature(artifact->value("temperature", 0.0));
+          if (parsed.level == decision::Level::kL2) {
+            response->set_readout(artifact->value("method", std::string()));
+            response->set_layer(artifact->value("layer_abs", 0));
+            const auto& cv = (*artifact)["cv"];
+            response->set_oof_nll(cv.value("oof_nll", 0.0));
+            response->set_oof_acc(cv.value("oof_acc", 0.0));
+            if (const auto routed = decider->Route(parsed.question);
+                routed.has_value()) {
+              response->set_head_version(routed->entry->version);
+            }
+          }
+        }
+        call->Complete(artifact.status());
+      });
+  if (!submitted.ok()) {
+    metrics_->RecordRejected(absl::IsResourceExhausted(submitted) ? "queue_full"
+                                                                  : "draining");
+    call->Complete(submitted);
+  }
+  return call;
+}
+
+grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
+    grpc::CallbackServerContext* context,
+    const v1::ExportArtifactsRequest* request,
+    v1::ExportArtifactsResponse* response) {
+  auto* call = new UnaryCall(metrics_, Method::kExportArtifacts);
+  auto decider = Admit(*context);
+  if (decider.ok()) {
+    response->set_artifacts_json(
+        (*decider)->ExportArtifacts(request->include_observations()).dump(1));
+  }
+  call->Complete(decider.status());
+  return call;
+}
+
+grpc::ServerUnaryReactor* DecisionsService::LoadArtifacts(
+    grpc::CallbackServerContext* context,
+    const v1::LoadArtifactsRequest* request,
+    v1::LoadArtifactsResponse* response) {
+  auto* call = new UnaryCall(metrics_, Method::kLoadArtifacts);
+  auto decider = Admit(*context);
+  if (!decider.ok()) {
+    call->Complete(decider.status());
+    return call;
+  }
+  if (static_cast<int64_t>(request->artifacts_json().size()) >
+      options_.limits.max_text_bytes * 64) {
+    call->Complete(absl::InvalidArgumentError(
+        absl::StrCat("artifacts_json: ", request->artifacts_json().size(),
+                     " bytes exceed 64 x limits.max_text_bytes")));
+    return call;
+  }
+  auto json = ParseJson(request->artifacts_json(), "artifacts_json");
+  if (!json.ok()) {
+    call->Complete(json.status());
+    return call;
+  }
+  auto loaded = (*decider)->LoadArtifacts(*json);
+  if (loaded.ok()) response->set_loaded(*loaded);
+  call->Complete(loaded.status());
+  return call;
+}
+
+grpc::ServerUnaryReactor* DecisionsService::ResetPriors(
+    grpc::CallbackServerContext* context, const v1::ResetPriorsRequest* request,
+    v1::ResetPriorsResponse*) {
+  auto* call = new UnaryCall(metrics_, Method::kResetPriors);
+  auto decider = Admit(*context);
+  if (decider.ok()) {
+    if (request->question_keys_size() == 0) {
+      (*decider)->ResetAllPriors();
+    } else {
+      for (const std::string& key : request->question_keys()) {
+        (*decider)->ResetPrior(key);
+      }
+    }
+  }
+  call->Complete(decider.status());
+  return call;
+}
+
+}  // namespace mesa_anyjev::service

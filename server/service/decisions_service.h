@@ -1,0 +1,89 @@
+// mesa.anyjev.v1.Decisions on gRPC's callback API. A handler checks auth and
+// state and validates on the gRPC thread, then hands the call to a decision
+// worker; the worker runs the Decider, whose model calls become engine jobs
+// (ScheduledBackend), and finishes the call. No gRPC thread waits on the
+// model. Export, load and reset touch no model and answer inline.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/backend.h"
+#include "common/config/config.h"
+#include "common/decision/decider.h"
+#include "mesa/anyjev/v1/decisions.grpc.pb.h"
+#include "server/engine/scheduler.h"
+#include "server/metrics/metrics.h"
+#include "server/service/bearer_auth.h"
+#include "server/service/scheduled_backend.h"
+#include "server/service/serving_state.h"
+#include "server/service/worker_pool.h"
+
+namespace mesa_anyjev::service {
+
+struct DecisionsOptions {
+  config::LimitsConfig limits;
+  config::DecisionsConfig decisions;
+  absl::Duration default_deadline = absl::Seconds(30);
+  absl::Duration max_deadline = absl::Seconds(120);
+  int32_t queue_capacity = 64;  // calls waiting for a decision worker
+};
+
+class DecisionsService final
+    : public ::mesa::anyjev::v1::Decisions::CallbackService {
+ public:
+  DecisionsService(DecisionsOptions options, engine::Scheduler* scheduler,
+                   metrics::ServerMetrics* metrics, const BearerAuth* auth,
+                   const ServingStateFlag* state);
+  ~DecisionsService() override;
+
+  // The loaded model: builds the decider over it and loads
+  // decisions.artifacts. INVALID_ARGUMENT (naming the key) when the file
+  // does not load; calls before success get UNAVAILABLE.
+  absl::Status SetBackend(Backend* backend);
+  // Finishes accepted calls and joins the workers; call after the gRPC
+  // server has shut down and before the scheduler stops.
+  void Stop();
+
+  grpc::ServerUnaryReactor* Decide(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::DecideRequest* request,
+      ::mesa::anyjev::v1::DecideResponse* response) override;
+  grpc::ServerUnaryReactor* Fit(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::FitRequest* request,
+      ::mesa::anyjev::v1::FitResponse* response) override;
+  grpc::ServerUnaryReactor* ExportArtifacts(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::ExportArtifactsRequest* request,
+      ::mesa::anyjev::v1::ExportArtifactsResponse* response) override;
+  grpc::ServerUnaryReactor* LoadArtifacts(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::LoadArtifactsRequest* request,
+      ::mesa::anyjev::v1::LoadArtifactsResponse* response) override;
+  grpc::ServerUnaryReactor* ResetPriors(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::ResetPriorsRequest* request,
+      ::mesa::anyjev::v1::ResetPriorsResponse* response) override;
+
+ private:
+  // Auth, then state; the decider to use or why the call is refused.
+  absl::StatusOr<decision::Decider*> Admit(
+      const grpc::CallbackServerContext& context);
+  absl::Time Deadline(const grpc::CallbackServerContext& context) const;
+
+  const DecisionsOptions options_;
+  engine::Scheduler* const scheduler_;
+  metrics::ServerMetrics* const metrics_;
+  const BearerAuth* const auth_;
+  const ServingStateFlag* const state_;
+  WorkerPool workers_;
+  std::unique_ptr<ScheduledBackend> scheduled_;
+  std::unique_ptr<decision::Decider> decider_;
+  std::atomic<decision::Decider*> ready_{nullptr};
+};
+
+}  // namespace mesa_anyjev::service

@@ -1,0 +1,51 @@
+// A Backend whose model calls go through the engine's scheduler: each
+// Logprobs / HiddenStates becomes one engine Job (queued behind other
+// callers, skipped when its deadline passed or its caller cancelled) and
+// the calling thread waits for it. The decision engine runs on a worker of
+// its own over this adapter, so the one engine thread stays the only thread
+// that touches the model and no gRPC thread blocks on it.
+#pragma once
+
+#include <vector>
+
+#include "common/backend.h"
+#include "server/engine/scheduler.h"
+
+namespace mesa_anyjev::service {
+
+class ScheduledBackend final : public Backend {
+ public:
+  // Both outlive the adapter.
+  ScheduledBackend(Backend* model, engine::Scheduler* scheduler)
+      : model_(model), scheduler_(scheduler) {}
+
+  const ModelIdentity& identity() const override { return model_->identity(); }
+  const Capabilities& capabilities() const override {
+    return model_->capabilities();
+  }
+  const text::Tokenizer& tokenizer() const override {
+    return model_->tokenizer();
+  }
+  const text::ChatTemplate& chat_template() const override {
+    return model_->chat_template();
+  }
+
+  // Blocks the caller until the engine has run (or skipped) the job; a full
+  // engine queue is RESOURCE_EXHAUSTED at once.
+  absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
+      const std::vector<PromptGroup>& groups, int32_t top_k,
+      const CallControl& control) override;
+  absl::StatusOr<HiddenStatesResult> HiddenStates(
+      const std::vector<PromptGroup>& groups,
+      const std::vector<int32_t>& layers, const CallControl& control) override;
+
+ private:
+  // Submits `run` as one engine job and waits for its status.
+  absl::Status RunOnEngine(const CallControl& control,
+                           std::function<absl::Status(const CallControl&)> run);
+
+  Backend* const model_;
+  engine::Scheduler* const scheduler_;
+};
+
+}  // namespace mesa_anyjev::service

@@ -1,0 +1,61 @@
+// The decision workers (see worker_pool.h).
+#include "server/service/worker_pool.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace mesa_anyjev::service {
+
+WorkerPool::WorkerPool(int32_t threads, int32_t capacity)
+    : capacity_(capacity) {
+  for (int32_t i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] { Loop(); });
+  }
+}
+
+WorkerPool::~WorkerPool() { Stop(); }
+
+absl::Status WorkerPool::TrySubmit(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) {
+    return absl::UnavailableError("the daemon is draining; retry elsewhere");
+  }
+  if (static_cast<int32_t>(queue_.size()) >= capacity_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("decision queue full (", capacity_,
+                     " calls waiting for a decision worker); retry later"));
+  }
+  queue_.push_back(std::move(task));
+  return absl::OkStatus();
+}
+
+void WorkerPool::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+  }
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  threads_.clear();
+}
+
+bool WorkerPool::Ready() const { return stopping_ || !queue_.empty(); }
+
+void WorkerPool::Loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &WorkerPool::Ready));
+      if (queue_.empty()) return;  // stopping, nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace mesa_anyjev::service

@@ -1,0 +1,233 @@
+"""mesa.anyjev.v1.Decisions over gRPC on the fake model: every level, what a
+decision carries, fitting and artifacts (export, load at start, load over
+RPC), and each bad input with the status code docs/rpc.md documents."""
+import json
+import threading
+
+import grpc
+import pytest
+
+from conftest import dpb
+
+TOPICS = ["genes", "proteins", "cells", "viruses"]
+
+
+def choice(options=TOPICS, text="What is it about?", **kw):
+    return dpb.Question(kind="choice", text=text.encode(), options=[o.encode() for o in options],
+                        **kw)
+
+
+def states(texts):
+    return [dpb.State(text=t.encode()) for t in texts]
+
+
+def decide(daemon, texts, questions, level="L0", timeout=30, **kw):
+    return daemon.decisions.Decide(dpb.DecideRequest(states=states(texts), questions=questions,
+                                                     level=level, **kw), timeout=timeout)
+
+
+def code_of(call):
+    with pytest.raises(grpc.RpcError) as err:
+        call()
+    return err.value.code(), err.value.details()
+
+
+def labelled(n):
+    texts = [f"About {TOPICS[i % 4]}, item {i}" for i in range(n)]
+    return texts, [i % 4 for i in range(n)]
+
+
+def test_decide_levels_and_fields(daemon):
+    assert daemon.health_status("mesa.anyjev.v1.Decisions") == "SERVING"
+    reply = decide(daemon, ["A study of proteins"],
+                   [choice(id="topic"), dpb.Question(kind="noul", text=b"Is it biology?"),
+                    dpb.Question(kind="score", text=b"How big?", bins=4)], level="L0",
+                   return_prompts=True)
+    assert reply.model == "fake"
+    topic, noul, score = reply.decisions
+    assert (topic.question_id, topic.kind, topic.level) == ("topic", "choice", "L0")
+    assert topic.answer == "proteins" and topic.answer_index == 1
+    assert abs(sum(topic.probs) - 1) < 1e-12 and topic.confidence == max(topic.probs)
+    assert len(topic.question_key) == 16
+    assert topic.diagnostics.shifts_read == 4 and len(topic.diagnostics.prompt_texts) == 4
+    assert topic.diagnostics.prior_method == "none" and topic.diagnostics.answer_mass > 0.99
+    assert len(topic.diagnostics.prompt_sha256) == 64
+    assert noul.HasField("p_true") and noul.p_true == noul.probs[0]
+    assert noul.diagnostics.shifts_read == 2
+    assert score.HasField("score_value") and score.diagnostics.shifts_read == 1
+    assert list(score.options) == ["0 to 0.25", "0.25 to 0.5", "0.5 to 0.75", "0.75 to 1"]
+    raw = decide(daemon, ["A study of proteins"], [choice()], level="raw")
+    assert raw.decisions[0].level == "raw" and raw.decisions[0].diagnostics.shifts_read == 1
+
+
+def test_json_states_render_as_the_reference_does(daemon):
+    state = dpb.State(json=b'{"name": "t\\u00e9", "n": 1.0, "tags": ["a"]}')
+    reply = daemon.decisions.Decide(dpb.DecideRequest(
+        states=[state], questions=[choice()], level="raw", return_prompts=True), timeout=30)
+    text = reply.decisions[0].diagnostics.prompt_texts[0]
+    want = json.dumps({"name": "t\u00e9", "n": 1.0, "tags": ["a"]}, indent=2, ensure_ascii=False)
+    assert f"State:\n{want}\n\nQuestion:" in text
+
+
+def test_l0_removes_the_position_bias_that_flips_raw(daemon):
+    texts = [f"Record {i} of a survey" for i in range(24)]
+    flips = {}
+    for level in ("raw", "L0"):
+        fwd = decide(daemon, texts, [choice()], level=level)
+        bwd = decide(daemon, texts, [choice(list(reversed(TOPICS)))], level=level)
+        flips[level] = sum(a.answer != b.answer for a, b in
+                           zip(fwd.decisions, bwd.decisions)) / len(texts)
+    assert flips["raw"] >= 0.9 and flips["L0"] <= 0.05, flips
+
+
+def test_fit_l1_l2_then_auto_and_require(daemon):
+    q = choice(id="topic")
+    code, details = code_of(lambda: decide(daemon, ["x"], [q], level="auto", require="L1"))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "L1 artifact" in details
+    code, details = code_of(lambda: decide(daemon, ["x"], [q], level="L2"))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "head" in details
+
+    texts, labels = labelled(24)
+    fit = daemon.decisions.Fit(dpb.FitRequest(question=q, states=states(texts), labels=labels,
+                                              level="L1"), timeout=60)
+    artifact = json.loads(fit.artifact_json)
+    assert fit.level == "L1" and artifact["method"] == "temperature" and fit.temperature > 0
+    l1 = decide(daemon, texts[:4], [q], level="auto", require="L1")
+    assert {d.level for d in l1.decisions} == {"L1"}
+    assert l1.decisions[0].diagnostics.prior_method.startswith("frozen:")
+
+    fit2 = daemon.decisions.Fit(dpb.FitRequest(question=q, states=states(texts), labels=labels,
+                                               level="L2"), timeout=60)
+    assert fit2.readout in ("head:lda", "head:ridge") and fit2.layer in (2, 3, 4)
+    assert len(fit2.head_version) == 16
+    l2 = decide(daemon, texts[:4], [q], level="auto", require="L2")
+    d = l2.decisions[0]
+    assert d.level == "L2" and d.diagnostics.blocks_executed == fit2.layer
+    assert d.diagnostics.head_version == fit2.head_version and d.diagnostics.early_stop
+    assert d.diagnostics.n_blocks == 4 and d.diagnostics.n_calib == 24
+
+
+def test_artifacts_export_load_and_start_with_them(start_daemon, tmp_path):
+    first = start_daemon()
+    q = choice()
+    texts, labels = labelled(16)
+    for level in ("L1", "L2"):
+        first.decisions.Fit(dpb.FitRequest(question=q, states=states(texts), labels=labels,
+                                           level=level), timeout=60)
+    before = decide(first, texts, [q], level="L2")
+    exported = first.decisions.ExportArtifacts(dpb.ExportArtifactsRequest(), timeout=10)
+    file = json.loads(exported.artifacts_json)
+    assert file["model"] == "fake" and len(file["artifacts"]) == 1 and len(file["heads"]) == 1
+    path = tmp_path / "artifacts.json"
+    path.write_bytes(exported.artifacts_json)
+
+    second = start_daemon("--set", f"decisions.artifacts={path}")
+    after = decide(second, texts, [q], level="L2")
+    for a, b in zip(before.decisions, after.decisions):
+        assert a.diagnostics.head_version == b.diagnostics.head_version
+        assert max(abs(x - y) for x, y in zip(a.probs, b.probs)) < 1e-5
+
+    third = start_daemon()
+    loaded = third.decisions.LoadArtifacts(dpb.LoadArtifactsRequest(
+        artifacts_json=exported.artifacts_json), timeout=10)
+    assert loaded.loaded == 2
+    file["model"] = "Qwen/Qwen3-8B"
+    code, details = code_of(lambda: third.decisions.LoadArtifacts(dpb.LoadArtifactsRequest(
+        artifacts_json=json.dumps(file).encode()), timeout=10))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "Qwen/Qwen3-8B" in details
+    code, _ = code_of(lambda: third.decisions.LoadArtifacts(dpb.LoadArtifactsRequest(
+        artifacts_json=b"{not json"), timeout=10))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+
+    # A file for another model stops the daemon at start (exit 2).
+    bad = tmp_path / "foreign.json"
+    bad.write_text(json.dumps(file))
+    refused = start_daemon("--set", f"decisions.artifacts={bad}", wait_serving=False)
+    assert refused.wait(timeout=60) == 2
+    assert "decisions.artifacts" in refused.output()
+
+
+def test_batch_prior_and_reset(daemon):
+    q = choice()
+    texts = [f"Record {i}" for i in range(8)]
+    assert decide(daemon, texts[:7], [q]).decisions[0].diagnostics.prior_method == "none"
+    assert decide(daemon, texts[7:], [q]).decisions[0].diagnostics.prior_method == "batch"
+    key = decide(daemon, texts[7:], [q]).decisions[0].question_key
+    daemon.decisions.ResetPriors(dpb.ResetPriorsRequest(question_keys=[key]), timeout=10)
+    assert decide(daemon, texts[:1], [q]).decisions[0].diagnostics.prior_method == "none"
+
+
+@pytest.mark.parametrize("request_kwargs, field", [
+    ({"questions": [choice(options=[f"o{i}" for i in range(27)])]}, "questions[0].options"),
+    ({"questions": [choice(options=[])]}, "questions[0].options"),
+    ({"questions": [choice(options=["only"])]}, "questions[0].options"),
+    ({"questions": [choice(options=["a", "a"])]}, "questions[0].options"),
+    ({"questions": [choice()], "level": "L3"}, "level"),
+    ({"questions": [choice()], "require": "L9"}, "require"),
+    ({"questions": [choice(labels=[b"A", b"B", b"C", b"DD"])]}, "\"DD\""),
+    ({"questions": [dpb.Question(kind="poll", text=b"?")]}, "questions[0].kind"),
+    ({"questions": [dpb.Question(kind="score", text=b"?", bins=11)]}, "questions[0].bins"),
+    ({"questions": []}, "questions"),
+    ({"questions": [choice()], "options": dpb.DecideOptions(prior="uniform")}, "options.prior"),
+    ({"questions": [choice(text="\xff")]}, None),
+])
+def test_bad_decide_input(daemon, request_kwargs, field):
+    kwargs = dict(level="L0")
+    kwargs.update(request_kwargs)
+    if field is None:  # invalid UTF-8 in a bytes field
+        kwargs["questions"] = [dpb.Question(kind="choice", text=b"\xff\xfe", options=[b"a", b"b"])]
+        field = "questions[0].text"
+    code, details = code_of(lambda: daemon.decisions.Decide(
+        dpb.DecideRequest(states=states(["x"]), **kwargs), timeout=30))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+    assert field in details, details
+
+
+def test_state_and_fit_limits(start_daemon):
+    d = start_daemon("--set", "limits.max_decide_states=2", "--set",
+                     "limits.max_decide_questions=1")
+    code, details = code_of(lambda: decide(d, ["a", "b", "c"], [choice()]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "limits.max_decide_states=2" in details
+    code, details = code_of(lambda: decide(d, ["a"], [choice(), choice()]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "limits.max_decide_questions=1" in details
+    code, details = code_of(lambda: d.decisions.Decide(dpb.DecideRequest(questions=[choice()]),
+                                                       timeout=10))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "states" in details
+    code, details = code_of(lambda: d.decisions.Fit(dpb.FitRequest(
+        question=choice(), states=states(["a"]), labels=[9], level="L1"), timeout=10))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "labels[0]" in details
+    code, details = code_of(lambda: d.decisions.Fit(dpb.FitRequest(
+        question=choice(), states=states(["a", "b"]), labels=[0, 1], level="L2"), timeout=10))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "max(8, 2K)" in details
+
+
+def test_concurrent_decides_and_deadline(start_daemon):
+    d = start_daemon("--set", "model.fake_delay_s=0.3")
+    results, errors = [], []
+
+    def worker(i):
+        try:
+            reply = decide(d, [f"item {i} about cells"], [choice()], level="L0", timeout=60)
+            results.append(reply.decisions[0].answer)
+        except grpc.RpcError as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and results == ["cells"] * 8
+    # Health and Inference stay responsive while decisions wait on the model.
+    assert d.health_status() == "SERVING"
+    code, _ = code_of(lambda: decide(d, [f"s{i}" for i in range(40)], [choice()], timeout=0.1))
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_auth_applies_to_decisions(start_daemon):
+    d = start_daemon(env={"DECIDE_TOKEN": "s3cret"}, *("--set", "auth.token_env=DECIDE_TOKEN"))
+    code, _ = code_of(lambda: decide(d, ["x"], [choice()]))
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    reply = d.decisions.Decide(dpb.DecideRequest(states=states(["x"]), questions=[choice()]),
+                               metadata=[("authorization", "Bearer s3cret")], timeout=30)
+    assert reply.decisions[0].level == "L0"

@@ -1,0 +1,445 @@
+// decision_tool: the C++ decision engine as a command, for
+// tests/e2e/test_decision_parity.py, which runs the same script through the
+// anyjev 0.2.0 package and compares. Reads one JSON script on stdin:
+//
+//   {"decider": {DeciderOptions fields},
+//    "hidden": {"states": {state: [[f32 x d] x (n_layers + 1)]},
+//               "options": {option: [[f32 x d] x (n_layers + 1)]}},
+//    "logprobs": {prompt text: [label logprob in position order]},
+//    "ops": [{"op": "decide" | "calibrate" | "fit_head" | "observe" |
+//                   "calibrate_adaptive" | "export" | "load" |
+//                   "load_artifact" | "reset_prior" | "key" | "prompt" |
+//                   "labels" | "temperature" | "cp_upper" | "spread_order" |
+//                   "permutation" | "folds" | "candidates", ...}]}
+//
+// and writes {"results": [...]}, one entry per op ({"error": {"code",
+// "message"}} when it failed). The backend is the fake model; with "hidden"
+// its hidden state for a prompt is states[state][layer] +
+// options[first displayed option][layer] in float32, so both sides can
+// compute the same features from arrays; with "logprobs" every prompt's
+// label logprobs come from that table (recorded from the anyjev side), so
+// both sides read bit-identical inputs and a prompt the tool renders
+// differently is an error.
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/decision/decider.h"
+#include "common/decision/head_fit.h"
+#include "common/decision/legacy_random_state.h"
+#include "common/decision/permute.h"
+#include "common/decision/prompt_builder.h"
+#include "common/decision/stopping.h"
+#include "common/decision/temperature_scaler.h"
+#include "common/fake_backend.h"
+#include "common/text/bpe_tokenizer.h"
+#include "common/text/chat_template.h"
+
+namespace mesa_anyjev {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using decision::Decider;
+using decision::Level;
+using decision::Question;
+
+// The fake model with hidden states read from tables.
+class TableBackend final : public Backend {
+ public:
+  TableBackend(Json states, Json options, Json logprobs)
+      : states_(std::move(states)),
+        options_(std::move(options)),
+        logprobs_(std::move(logprobs)) {}
+
+  const ModelIdentity& identity() const override { return fake_.identity(); }
+  const Capabilities& capabilities() const override {
+    return fake_.capabilities();
+  }
+  const text::Tokenizer& tokenizer() const override {
+    return fake_.tokenizer();
+  }
+  const text::ChatTemplate& chat_template() const override {
+    return fake_.chat_template();
+  }
+  absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
+      const std::vector<PromptGroup>& groups, int32_t top_k,
+      const CallControl& control) override {
+    if (logprobs_.is_null()) return fake_.Logprobs(groups, top_k, control);
+    std::vector<std::vector<PromptLogprobs>> out;
+    for (const PromptGroup& group : groups) {
+      std::vector<PromptLogprobs> rows;
+      for (const auto& suffix : group.suffixes) {
+        std::vector<TokenId> ids = group.prefix;
+        ids.insert(ids.end(), suffix.begin(), suffix.end());
+        auto text = fake_.tokenizer().Decode(ids);
+        if (!text.ok()) return text.status();
+        if (!logprobs_.contains(*text)) {
+          return absl::NotFoundError(
+              absl::StrCat("the oracle never scored this prompt: ", *text));
+        }
+        PromptLogprobs row;
+        row.label_logprobs = logprobs_[*text].get<std::vector<double>>();
+        if (row.label_logprobs.size() != group.label_ids.size()) {
+          return absl::InternalError("recorded logprobs of another width");
+        }
+        rows.push_back(std::move(row));
+      }
+      out.push_back(std::move(rows));
+    }
+    return out;
+  }
+  absl::StatusOr<HiddenStatesResult> HiddenStates(
+      const std::vector<PromptGroup>& groups,
+      const std::vector<int32_t>& layers, const CallControl& control) override {
+    if (states_.is_null()) return fake_.HiddenStates(groups, layers, control);
+    HiddenStatesResult result;
+    result.layers = layers;
+    result.hidden_size = FakeBackend::kHiddenSize;
+    for (const PromptGroup& group : groups) {
+      for (const auto& suffix : group.suffixes) {
+        std::vector<TokenId> ids = group.prefix;
+        ids.insert(ids.end(), suffix.begin(), suffix.end());
+        auto text = fake_.tokenizer().Decode(ids);
+        if (!text.ok()) return text.status();
+        const FakePrompt prompt = ParseFakePrompt(*text);
+        if (!states_.contains(prompt.state) || prompt.options.empty() ||
+            !options_.contains(prompt.options[0])) {
+          return absl::NotFoundError(absl::StrCat(
+              "no hidden table entry for state '", prompt.state, "'"));
+        }
+        for (int32_t layer : layers) {
+          const Json& s = states_[prompt.state][layer];
+          const Json& o = options_[prompt.options[0]][layer];
+          for (int32_t h = 0; h < result.hidden_size; ++h) {
+            result.values.push_back(s[h].get<float>() + o[h].get<float>());
+          }
+        }
+        ++result.n_prompts;
+      }
+    }
+    return result;
+  }
+
+ private:
+  FakeBackend fake_;
+  Json states_;
+  Json options_;
+  Json logprobs_;
+};
+
+absl::StatusOr<Question> ParseQuestion(const Json& q) {
+  const std::string kind = q.value("kind", std::string("choice"));
+  const std::string text = q.value("text", std::string());
+  const std::string name = q.value("name", std::string());
+  absl::StatusOr<Question> out = absl::InvalidArgumentError("kind");
+  if (kind == "choice") {
+    out = Question::Choice(text, q["options"].get<std::vector<std::string>>(),
+                           name);
+  } else if (kind == "noul") {
+    out = Question::Noul(text, name);
+  } else if (kind == "score") {
+    if (q.contains("levels")) {
+      out = Question::ScoreLevels(
+          text, q["levels"].get<std::vector<std::string>>(), name);
+    } else {
+      const Json scale = q.value("scale", Json::array({0.0, 1.0}));
+      out =
+          Question::ScoreBins(text, q.value("bins", 5), scale[0].get<double>(),
+                              scale[1].get<double>(), name);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> Strings(const Json& j) {
+  return j.get<std::vector<std::string>>();
+}
+
+Json MatrixJson(const decision::Matrix& m) {
+  Json rows = Json::array();
+  for (Eigen::Index i = 0; i < m.rows(); ++i) {
+    Json row = Json::array();
+    for (Eigen::Index j = 0; j < m.cols(); ++j) row.push_back(m(i, j));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+Json DecisionJson(const decision::Decision& d) {
+  const auto& g = d.diagnostics;
+  Json out;
+  out["question_id"] = d.question_id;
+  out["key"] = d.question_key;
+  out["level"] = decision::LevelName(d.level);
+  out["probs"] = d.probs;
+  out["answer_index"] = d.answer_index();
+  out["confidence"] = d.confidence();
+  if (d.score_value.has_value()) out["value"] = *d.score_value;
+  if (g.answer_mass.has_value()) out["answer_mass"] = *g.answer_mass;
+  out["permutations"] = g.perms.size();
+  out["perms"] = g.perms;
+  out["prior_method"] = g.prior_method;
+  out["prior_strength"] = g.prior_strength;
+  if (g.prior.has_value()) out["prior"] = MatrixJson(*g.prior);
+  if (g.order_flip_raw.has_value()) out["order_flip_raw"] = *g.order_flip_raw;
+  if (g.order_flip_l0.has_value()) out["order_flip_l0"] = *g.order_flip_l0;
+  out["raw_probs"] = g.raw_probs;
+  if (!g.l0_probs.empty()) out["l0_probs"] = g.l0_probs;
+  if (g.temperature.has_value()) out["temperature"] = *g.temperature;
+  if (g.adaptive) {
+    out["shifts_used"] = g.perms.size();
+    out["stop_threshold"] =
+        g.stop_threshold.has_value() ? Json(*g.stop_threshold) : Json(nullptr);
+  }
+  if (!g.readout.empty()) {
+    out["readout"] = g.readout;
+    out["exit_layer"] = g.exit_layer;
+    out["routed_from"] = g.routed_from;
+    out["reordered"] = g.reordered;
+    out["adapted"] = g.adapted;
+    out["adapt_n"] = g.adapt_n;
+    out["listing"] = g.listing;
+  }
+  out["prompts"] = g.prompt_texts;
+  return out;
+}
+
+absl::StatusOr<Json> RunOp(const Json& op, Decider* decider) {
+  const std::string name = op.at("op").get<std::string>();
+  if (name == "decide") {
+    std::vector<Question> questions;
+    for (const Json& q : op["questions"]) {
+      auto question = ParseQuestion(q);
+      if (!question.ok()) return question.status();
+      questions.push_back(*std::move(question));
+    }
+    auto level = decision::ParseLevel(op.value("level", std::string("L0")));
+    if (!level.ok()) return level.status();
+    decision::DecideOptions options;
+    options.return_prompts = op.value("return_prompts", false);
+    if (op.contains("require")) {
+      auto require = decision::ParseLevel(op["require"].get<std::string>());
+      if (!require.ok()) return require.status();
+      options.require = *require;
+    }
+    auto result =
+        decider->Decide(Strings(op["states"]), questions, *level, options);
+    if (!result.ok()) return result.status();
+    Json out = Json::array();
+    for (const auto& row : *result) {
+      Json r = Json::array();
+      for (const auto& d : row) r.push_back(DecisionJson(d));
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+  if (name == "calibrate" || name == "fit_head" ||
+      name == "calibrate_adaptive") {
+    auto question = ParseQuestion(op["question"]);
+    if (!question.ok()) return question.status();
+    if (name == "calibrate") {
+      return decider->Calibrate(*question, Strings(op["states"]),
+                                op["labels"].get<std::vector<int>>());
+    }
+    if (name == "calibrate_adaptive") {
+      auto cert = decider->CalibrateAdaptive(
+          *question, Strings(op["states"]),
+          op.contains("target")
+              ? std::optional<double>(op["target"].get<double>())
+              : std::nullopt);
+      if (!cert.ok()) return cert.status();
+      Json out;
+      out["threshold"] =
+          cert->threshold.has_value() ? Json(*cert->threshold) : Json(nullptr);
+      out["n"] = cert->n;
+      out["K"] = cert->k;
+      if (cert->threshold.has_value()) {
+        out["disagreements"] = cert->disagreements;
+        out["bound"] = cert->bound;
+        out["mean_shifts"] = cert->mean_shifts;
+        out["max_shifts"] = cert->max_shifts;
+      }
+      return out;
+    }
+    decision::FitHeadOptions options;
+    if (op.contains("layers"))
+      options.layers = op["layers"].get<std::vector<int>>();
+    options.listing = op.value("listing", std::string("auto"));
+    return decider->FitHead(*question, Strings(op["states"]),
+                            op["labels"].get<std::vector<int>>(), options);
+  }
+  if (name == "observe") {
+    auto question = ParseQuestion(op["question"]);
+    if (!question.ok()) return question.status();
+    auto art = decider->Observe(*question, op["state"].get<std::string>(),
+                                op["label"].get<int>());
+    if (!art.ok()) return art.status();
+    return art->has_value() ? **art : Json(nullptr);
+  }
+  if (name == "export") {
+    return decider->ExportArtifacts(op.value("observations", false));
+  }
+  if (name == "load") {
+    auto n = decider->LoadArtifacts(op["artifacts"]);
+    if (!n.ok()) return n.status();
+    return Json(*n);
+  }
+  if (name == "load_artifact") {
+    auto question = ParseQuestion(op["question"]);
+    if (!question.ok()) return question.status();
+    auto status = decider->LoadArtifact(*question, op["artifact"]);
+    if (!status.ok()) return status;
+    return Json(true);
+  }
+  if (name == "reset_prior") {
+    if (op.contains("question")) {
+      auto question = ParseQuestion(op["question"]);
+      if (!question.ok()) return question.status();
+      decider->ResetPrior(question->key());
+    } else {
+      decider->ResetAllPriors();
+    }
+    return Json(true);
+  }
+  if (name == "key") {
+    auto question = ParseQuestion(op["question"]);
+    if (!question.ok()) return question.status();
+    Json out;
+    out["key"] = question->key();
+    out["id"] = question->id();
+    out["options"] = question->options();
+    if (question->kind() == decision::QuestionKind::kScore) {
+      out["centers"] = question->BinCenters();
+    }
+    return out;
+  }
+  if (name == "prompt") {
+    auto question = ParseQuestion(op["question"]);
+    if (!question.ok()) return question.status();
+    const text::ChatTemplate tmpl =
+        op.value("template", std::string("none")) == "qwen3"
+            ? text::ChatTemplate::Qwen3()
+            : text::ChatTemplate::None();
+    const auto labels = op["labels"].get<std::vector<std::string>>();
+    const auto parts = decision::RenderPromptParts(
+        tmpl, decision::BuildPrompt(op["state"].get<std::string>(), *question,
+                                    op["perm"].get<std::vector<int>>(),
+                                    decision::kDefaultSystem, labels));
+    return Json{{"prefix", parts.prefix}, {"suffix", parts.suffix}};
+  }
+  if (name == "labels") {
+    auto question = ParseQuestion(op["question"]);
+    if (!question.ok()) return question.status();
+    auto tokenizer =
+        text::BpeTokenizer::FromFile(op["tokenizer"].get<std::string>());
+    if (!tokenizer.ok()) return tokenizer.status();
+    auto labels = decision::ResolveLabels(**tokenizer, *question);
+    if (!labels.ok()) return labels.status();
+    return Json{{"labels", labels->labels}, {"ids", labels->ids}};
+  }
+  if (name == "temperature") {
+    const auto rows = op["probs"].get<std::vector<std::vector<double>>>();
+    decision::Matrix probs(rows.size(), rows[0].size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (size_t j = 0; j < rows[i].size(); ++j) probs(i, j) = rows[i][j];
+    }
+    return Json(decision::TemperatureScaler::Fit(
+                    probs, op["labels"].get<std::vector<int>>())
+                    .temperature);
+  }
+  if (name == "cp_upper") {
+    return Json(decision::CpUpper(op["k"].get<int>(), op["n"].get<int>(),
+                                  op.value("delta", 0.05)));
+  }
+  if (name == "spread_order") {
+    return Json(decision::SpreadOrder(op["k"].get<int>()));
+  }
+  if (name == "permutation") {
+    decision::LegacyRandomState rng(op.value("seed", 0u));
+    Json out = Json::array();
+    for (int i = 0; i < op.value("count", 1); ++i) {
+      out.push_back(rng.Permutation(op["n"].get<int>()));
+    }
+    return out;
+  }
+  if (name == "folds") {
+    return Json(decision::Folds(op["n"].get<int>(), op.value("k", 5)));
+  }
+  if (name == "candidates") {
+    return Json(decision::DefaultCandidateBlocks(op["n"].get<int>()));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown op '", name, "'"));
+}
+
+decision::DeciderOptions ParseOptions(const Json& d) {
+  decision::DeciderOptions o;
+  if (d.contains("prior")) {
+    o.prior = *decision::ParsePriorMode(d["prior"].get<std::string>());
+  }
+  o.min_prior_n = d.value("min_prior_n", o.min_prior_n);
+  if (d.contains("prior_strength")) {
+    o.prior_strength = d["prior_strength"].get<double>();
+  }
+  if (d.contains("max_permutations")) {
+    o.max_permutations = d["max_permutations"].get<int>();
+  }
+  if (d.contains("combine")) {
+    o.combine = *decision::ParseCombine(d["combine"].get<std::string>());
+  }
+  o.record_content_free = d.value("record_content_free", false);
+  o.canonical_order = d.value("canonical_order", false);
+  o.adaptive_shifts = d.value("adaptive_shifts", false);
+  o.adaptive_min_shifts = d.value("adaptive_min_shifts", 2);
+  if (d.contains("adaptive_margin")) {
+    o.adaptive_margin = d["adaptive_margin"].get<double>();
+  }
+  if (d.value("adaptive_stat", std::string("logit")) == "prob") {
+    o.adaptive_stat = decision::StopStat::kProb;
+  }
+  o.adaptive_target = d.value("adaptive_target", 0.01);
+  o.adaptive_wave = d.value("adaptive_wave", 2);
+  o.adaptive_spread_order =
+      d.value("adaptive_order", std::string("spread")) == "spread";
+  const Json adapt = d.value("adapt", Json("routed"));
+  if (adapt.is_boolean()) {
+    o.adapt = adapt.get<bool>() ? decision::AdaptMode::kAlways
+                                : decision::AdaptMode::kNever;
+  }
+  o.adapt_min_n = d.value("adapt_min_n", 30);
+  return o;
+}
+
+}  // namespace
+}  // namespace mesa_anyjev
+
+int main() {
+  using mesa_anyjev::decision::Decider;
+  using Json = nlohmann::ordered_json;
+  const std::string input((std::istreambuf_iterator<char>(std::cin)),
+                          std::istreambuf_iterator<char>());
+  const Json script = Json::parse(input);
+  const Json hidden = script.value("hidden", Json::object());
+  mesa_anyjev::TableBackend backend(hidden.value("states", Json()),
+                                    hidden.value("options", Json()),
+                                    script.value("logprobs", Json()));
+  Decider decider(&backend, mesa_anyjev::ParseOptions(
+                                script.value("decider", Json::object())));
+  Json results = Json::array();
+  for (const Json& op : script["ops"]) {
+    auto result = mesa_anyjev::RunOp(op, &decider);
+    if (result.ok()) {
+      results.push_back(*std::move(result));
+    } else {
+      results.push_back(
+          {{"error",
+            {{"code", absl::StatusCodeToString(result.status().code())},
+             {"message", std::string(result.status().message())}}}});
+    }
+  }
+  std::cout << Json{{"results", results}}.dump() << "\n";
+  return 0;
+}

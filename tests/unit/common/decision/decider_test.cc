@@ -1,0 +1,389 @@
+// The Decider on the fake model: levels, priors, the properties of
+// decision-method.md 16.4 and 16.6 (canonical order, noul flip, L1 keeps the
+// argmax), what is meaningful on the fake (raw's position bias flips
+// answers under reversal, L0 removes it; an L2 head reads classes planted in
+// the hidden state that no readout carries), refusals, concurrency and the
+// heads file.
+#include "common/decision/decider.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/fake_backend.h"
+
+namespace mesa_anyjev::decision {
+namespace {
+
+const std::vector<std::string> kTopics = {"genes", "proteins", "cells",
+                                          "viruses"};
+
+// States that name no option: the fake's content is jitter alone, so raw
+// answers follow the position bias.
+std::vector<std::string> PlainStates(int n, const std::string& tag = "r") {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back("Record " + tag + std::to_string(i) + " of a survey");
+  }
+  return out;
+}
+
+Question Topic(std::vector<std::string> options = kTopics) {
+  return *Question::Choice("What is it about?", std::move(options));
+}
+
+std::vector<std::string> Reversed(std::vector<std::string> v) {
+  std::reverse(v.begin(), v.end());
+  return v;
+}
+
+// The option each decision picks, by text.
+std::vector<std::string> Answers(
+    const std::vector<std::vector<Decision>>& decisions) {
+  std::vector<std::string> out;
+  for (const auto& row : decisions) out.push_back(row[0].answer());
+  return out;
+}
+
+double FlipRate(Decider& decider, Level level,
+                const std::vector<std::string>& states) {
+  const auto forward = decider.Decide(states, {Topic()}, level);
+  const auto backward =
+      decider.Decide(states, {Topic(Reversed(kTopics))}, level);
+  REQUIRE(forward.ok());
+  REQUIRE(backward.ok());
+  const auto a = Answers(*forward);
+  const auto b = Answers(*backward);
+  int flips = 0;
+  for (size_t i = 0; i < a.size(); ++i) flips += a[i] != b[i];
+  return static_cast<double>(flips) / static_cast<double>(a.size());
+}
+
+TEST_CASE("raw follows the position bias; L0 removes it", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const auto states = PlainStates(40);
+  const double raw = FlipRate(decider, Level::kRaw, states);
+  const double l0 = FlipRate(decider, Level::kL0, states);
+  INFO("flip under reversal: raw " << raw << ", L0 " << l0);
+  CHECK(raw >= 0.9);
+  CHECK(l0 <= 0.05);
+}
+
+TEST_CASE("raw, L0 and what each decision carries", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  const auto raw = decider.Decide({"A study of proteins"}, {q}, Level::kRaw);
+  REQUIRE(raw.ok());
+  const Decision& d = (*raw)[0][0];
+  CHECK(d.level == Level::kRaw);
+  CHECK(d.answer() == "proteins");
+  CHECK(d.diagnostics.perms.size() == 1);
+  CHECK(*d.diagnostics.answer_mass > 0.99);
+  CHECK(d.diagnostics.prompt_sha256.size() == 64);
+  double sum = 0;
+  for (double p : d.probs) sum += p;
+  CHECK(sum == Approx(1.0));
+  const auto l0 = decider.Decide({"A study of proteins"}, {q}, Level::kL0);
+  REQUIRE(l0.ok());
+  CHECK((*l0)[0][0].diagnostics.perms.size() == 4);
+  CHECK((*l0)[0][0].diagnostics.prior_method == "none");  // 1 state < 8
+}
+
+TEST_CASE("the batch prior starts at 8 states (16.4.15)", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  const auto seven = decider.Decide(PlainStates(7), {q}, Level::kL0);
+  REQUIRE(seven.ok());
+  CHECK((*seven)[0][0].diagnostics.prior_method == "none");
+  CHECK(!decider.RunningPrior(q).has_value());
+  // The 8th state, this batch included, switches it on.
+  const auto eighth = decider.Decide({"one more"}, {q}, Level::kL0);
+  REQUIRE(eighth.ok());
+  CHECK((*eighth)[0][0].diagnostics.prior_method == "batch");
+  CHECK((*eighth)[0][0].diagnostics.prior_strength == 0.75);
+  CHECK(decider.RunningPrior(q).has_value());
+  decider.ResetPrior(q.key());
+  CHECK(!decider.RunningPrior(q).has_value());
+}
+
+TEST_CASE("canonical order makes L0 independent of the listing", "[decision]") {
+  FakeBackend fake;
+  DeciderOptions options;
+  options.canonical_order = true;
+  options.prior = PriorMode::kNone;  // priors are per key; compare readouts
+  for (std::optional<int> budget :
+       {std::optional<int>(), std::optional<int>(2)}) {
+    options.max_permutations = budget;
+    Decider decider(&fake, options);
+    const std::vector<std::string> listing = {"genes", "Cells", "proteins",
+                                              "cells"};
+    const std::vector<std::string> shuffled = {"cells", "proteins", "genes",
+                                               "Cells"};
+    const auto states = PlainStates(6);
+    const auto a = decider.Decide(states, {Topic(listing)}, Level::kL0);
+    const auto b = decider.Decide(states, {Topic(shuffled)}, Level::kL0);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    for (size_t s = 0; s < states.size(); ++s) {
+      for (size_t i = 0; i < listing.size(); ++i) {
+        const size_t j =
+            std::find(shuffled.begin(), shuffled.end(), listing[i]) -
+            shuffled.begin();
+        // Identical prompts; only the final normalisation sums in another
+        // order.
+        CHECK((*a)[s][0].probs[i] ==
+              Approx((*b)[s][0].probs[j]).epsilon(1e-14));
+      }
+    }
+  }
+}
+
+TEST_CASE("noul reads both phrasings; its L0 flip is 0 (16.4.17)",
+          "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const auto d =
+      decider.Decide({"Some text"}, {Question::Noul("Is it?")}, Level::kL0);
+  REQUIRE(d.ok());
+  const Decision& noul = (*d)[0][0];
+  CHECK(noul.diagnostics.perms ==
+        std::vector<std::vector<int>>{{0, 1}, {1, 0}});
+  REQUIRE(noul.p_true().has_value());
+  CHECK(*noul.p_true() == noul.probs[0]);
+  CHECK(*noul.diagnostics.order_flip_l0 == 0.0);
+}
+
+TEST_CASE("score is read once, unpermuted, with a value", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const auto d = decider.Decide(
+      {"0.75 mentioned"}, {*Question::ScoreBins("How much?", 4)}, Level::kL0);
+  REQUIRE(d.ok());
+  const Decision& score = (*d)[0][0];
+  CHECK(score.diagnostics.perms.size() == 1);
+  REQUIRE(score.score_value.has_value());
+  double value = 0;
+  const std::vector<double> centers = {0.125, 0.375, 0.625, 0.875};
+  for (int k = 0; k < 4; ++k) value += score.probs[k] * centers[k];
+  CHECK(*score.score_value == Approx(value));
+}
+
+TEST_CASE("L1: a frozen prior, a temperature, the argmax kept", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  std::vector<std::string> states;
+  std::vector<int> labels;
+  for (int i = 0; i < 24; ++i) {
+    states.push_back("About " + kTopics[i % 4] + " number " +
+                     std::to_string(i));
+    labels.push_back(i % 4);
+  }
+  // Not available before calibration; require names what is missing.
+  auto refused = decider.Decide({"x"}, {q}, Level::kL1);
+  CHECK(absl::IsFailedPrecondition(refused.status()));
+  DecideOptions require;
+  require.require = Level::kL1;
+  refused = decider.Decide({"x"}, {q}, Level::kAuto, require);
+  REQUIRE(absl::IsFailedPrecondition(refused.status()));
+  CHECK(refused.status().message().find("L1 artifact") != std::string::npos);
+
+  const auto artifact = decider.Calibrate(q, states, labels);
+  REQUIRE(artifact.ok());
+  CHECK((*artifact)["method"] == "temperature");
+  CHECK((*artifact)["n_calib"] == 24);
+  CHECK((*artifact)["prior_method"] == "batch");
+  CHECK((*artifact)["prior"].size() == 4);
+  const auto l0 = decider.Decide(states, {q}, Level::kL0);
+  const auto l1 = decider.Decide(states, {q}, Level::kL1);
+  const auto served = decider.Decide(states, {q}, Level::kAuto, require);
+  REQUIRE(l0.ok());
+  REQUIRE(l1.ok());
+  REQUIRE(served.ok());
+  for (size_t s = 0; s < states.size(); ++s) {
+    const Decision& d = (*l1)[s][0];
+    CHECK(d.level == Level::kL1);
+    CHECK(d.diagnostics.prior_method == "frozen:batch");
+    CHECK(d.answer_index() == ArgMax(d.diagnostics.l0_probs));
+    CHECK((*served)[s][0].level == Level::kL1);
+  }
+}
+
+TEST_CASE("an L2 head beats L0 on classes planted in the hidden state",
+          "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  // The fake plants a unit vector of the state text in dims 26..37 of its
+  // last layer. Class = which of the first four of those dims is largest:
+  // in the hidden state, absent from every logprob.
+  const auto states = PlainStates(200, "h");
+  std::vector<int> labels;
+  for (const std::string& state : states) {
+    auto ids = fake.tokenizer().Encode(state);
+    const auto hidden =
+        fake.HiddenStates({PromptGroup{*ids, {{}}, {}}}, {4}, {});
+    REQUIRE(hidden.ok());
+    int best = 0;
+    for (int c = 1; c < 4; ++c) {
+      if (hidden->values[26 + c] > hidden->values[26 + best]) best = c;
+    }
+    labels.push_back(best);
+  }
+  const std::vector<std::string> train(states.begin(), states.begin() + 140);
+  const std::vector<std::string> test(states.begin() + 140, states.end());
+  const std::vector<int> train_y(labels.begin(), labels.begin() + 140);
+  const std::vector<int> test_y(labels.begin() + 140, labels.end());
+  const auto artifact = decider.FitHead(q, train, train_y);
+  REQUIRE(artifact.ok());
+  CHECK((*artifact)["params"]["listing"] == "random");
+  const auto l0 = decider.Decide(test, {q}, Level::kL0);
+  const auto l2 = decider.Decide(test, {q}, Level::kL2);
+  REQUIRE(l0.ok());
+  REQUIRE(l2.ok());
+  double acc0 = 0;
+  double acc2 = 0;
+  for (size_t s = 0; s < test.size(); ++s) {
+    acc0 += (*l0)[s][0].answer_index() == test_y[s];
+    acc2 += (*l2)[s][0].answer_index() == test_y[s];
+    CHECK((*l2)[s][0].level == Level::kL2);
+    CHECK((*l2)[s][0].diagnostics.head_version.size() == 16);
+  }
+  acc0 /= static_cast<double>(test.size());
+  acc2 /= static_cast<double>(test.size());
+  INFO("accuracy: L0 " << acc0 << ", L2 " << acc2);
+  CHECK(acc2 >= acc0 + 0.25);
+  // auto now serves L2; a reworded question routes to the head.
+  const auto reworded = *Question::Choice("Which topic?", kTopics);
+  const auto routed = decider.Decide({test[0]}, {reworded}, Level::kAuto);
+  REQUIRE(routed.ok());
+  CHECK((*routed)[0][0].level == Level::kL2);
+  CHECK(!(*routed)[0][0].diagnostics.routed_from.empty());
+  // ... unless auto is restricted to exact keys.
+  DeciderOptions exact;
+  exact.auto_routes_reworded = false;
+  Decider strict(&fake, exact);
+  REQUIRE(strict.LoadArtifacts(decider.ExportArtifacts(false)).ok());
+  const auto l0_served = strict.Decide({test[0]}, {reworded}, Level::kAuto);
+  REQUIRE(l0_served.ok());
+  CHECK((*l0_served)[0][0].level == Level::kL0);
+}
+
+TEST_CASE("refusals name what is wrong", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  auto status = decider.Decide({"x"}, {q}, Level::kL2).status();
+  CHECK(absl::IsFailedPrecondition(status));
+  CHECK(status.message().find("head") != std::string::npos);
+  DecideOptions require;
+  require.require = Level::kL1;
+  status = decider.Decide({"x"}, {q}, Level::kL0, require).status();
+  CHECK(absl::IsInvalidArgument(status));
+  auto labelled = Topic();
+  REQUIRE(labelled.SetCustomLabels({"A", "B", "C", "DD"}).ok());
+  status = decider.Decide({"x"}, {labelled}, Level::kL0).status();
+  CHECK(absl::IsInvalidArgument(status));
+  CHECK(status.message().find("\"DD\"") != std::string::npos);
+}
+
+TEST_CASE("concurrent callers each count once in the batch prior",
+          "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        const auto d =
+            decider.Decide(PlainStates(3, std::to_string(t)), {q}, Level::kL0);
+        CHECK(d.ok());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  // 4 threads x 5 calls x 3 states; the prior needs 8: compare with a
+  // sequential decider fed the same 60 states.
+  Decider sequential(&fake);
+  for (int t = 0; t < 4; ++t) {
+    for (int i = 0; i < 5; ++i) {
+      REQUIRE(
+          sequential.Decide(PlainStates(3, std::to_string(t)), {q}, Level::kL0)
+              .ok());
+    }
+  }
+  const Matrix a = *decider.RunningPrior(q);
+  const Matrix b = *sequential.RunningPrior(q);
+  CHECK((a - b).cwiseAbs().maxCoeff() < 1e-12);
+}
+
+TEST_CASE("export and load keep decisions", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  std::vector<std::string> states;
+  std::vector<int> labels;
+  for (int i = 0; i < 16; ++i) {
+    states.push_back("About " + kTopics[i % 4] + " #" + std::to_string(i));
+    labels.push_back(i % 4);
+  }
+  REQUIRE(decider.Calibrate(q, states, labels).ok());
+  REQUIRE(decider.FitHead(q, states, labels).ok());
+  for (size_t i = 0; i < states.size(); ++i) {
+    REQUIRE(decider.Observe(q, states[i], labels[i]).ok());
+  }
+  const auto file = decider.ExportArtifacts(true);
+  CHECK(file["model"] == "fake");
+  CHECK(file["heads"].contains(q.key()));
+  CHECK(file["observations"][q.key()]["labels"].size() == 16);
+  Decider other(&fake);
+  const auto loaded = other.LoadArtifacts(file);
+  REQUIRE(loaded.ok());
+  CHECK(*loaded == 2);
+  CHECK(other.ExportArtifacts(true).dump() == file.dump());
+  const auto a = decider.Decide(states, {q}, Level::kL2);
+  const auto b = other.Decide(states, {q}, Level::kL2);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK((*a)[0][0].diagnostics.head_version ==
+        (*b)[0][0].diagnostics.head_version);
+  for (size_t s = 0; s < states.size(); ++s) {
+    for (int j = 0; j < 4; ++j) {
+      CHECK((*a)[s][0].probs[j] == Approx((*b)[s][0].probs[j]).margin(1e-5));
+    }
+  }
+  // Another model's file is refused.
+  auto foreign = file;
+  foreign["model"] = "Qwen/Qwen3-8B";
+  CHECK(absl::IsFailedPrecondition(other.LoadArtifacts(foreign).status()));
+  // A prior-carrying L1 artifact of another layout is refused.
+  auto artifact = file["artifacts"][q.key()];
+  CHECK(absl::IsFailedPrecondition(
+      other.LoadArtifact(Topic(Reversed(kTopics)), artifact)));
+  CHECK(other.LoadArtifact(q, artifact).ok());
+  artifact["method"] = "histogram_binning";
+  CHECK(absl::IsInvalidArgument(other.LoadArtifact(q, artifact)));
+}
+
+TEST_CASE("observe fits at 30, 60, 120 (16.7.32)", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  std::vector<int> fits;
+  for (int i = 0; i < 125; ++i) {
+    const auto art = decider.Observe(
+        q, "About " + kTopics[i % 4] + " obs " + std::to_string(i), i % 4);
+    REQUIRE(art.ok());
+    if (art->has_value()) fits.push_back(i + 1);
+  }
+  CHECK(fits == std::vector<int>{30, 60, 120});
+}
+
+}  // namespace
+}  // namespace mesa_anyjev::decision

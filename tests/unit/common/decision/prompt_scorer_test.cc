@@ -1,0 +1,103 @@
+// Prompt groups: the shifts of one state share a prefix (one group), calls
+// are cut at max_prompts_per_call, a prompt whose cut would change its
+// tokens goes alone, and results come back in prompt order.
+#include "common/decision/prompt_scorer.h"
+
+#include <catch2/catch.hpp>
+
+#include "common/fake_backend.h"
+
+namespace mesa_anyjev::decision {
+namespace {
+
+// The fake model, recording the groups of every call.
+class Recording final : public Backend {
+ public:
+  const ModelIdentity& identity() const override { return fake_.identity(); }
+  const Capabilities& capabilities() const override {
+    return fake_.capabilities();
+  }
+  const text::Tokenizer& tokenizer() const override {
+    return fake_.tokenizer();
+  }
+  const text::ChatTemplate& chat_template() const override {
+    return fake_.chat_template();
+  }
+  absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
+      const std::vector<PromptGroup>& groups, int32_t top_k,
+      const CallControl& control) override {
+    calls.push_back(groups);
+    return fake_.Logprobs(groups, top_k, control);
+  }
+  absl::StatusOr<HiddenStatesResult> HiddenStates(
+      const std::vector<PromptGroup>& groups,
+      const std::vector<int32_t>& layers, const CallControl& control) override {
+    calls.push_back(groups);
+    return fake_.HiddenStates(groups, layers, control);
+  }
+
+  std::vector<std::vector<PromptGroup>> calls;
+
+ private:
+  FakeBackend fake_;
+};
+
+TEST_CASE("prompt groups share prefixes and keep prompt order", "[decision]") {
+  Recording backend;
+  const text::FakeTokenizer& tok =
+      static_cast<const text::FakeTokenizer&>(backend.tokenizer());
+  const std::vector<text::TokenId> ids = {tok.LabelId("A"), tok.LabelId("B")};
+  std::vector<text::ChatParts> prompts;
+  for (const char* state : {"one", "two"}) {
+    for (const char* shift : {"A. x\nB. y\n", "A. y\nB. x\n"}) {
+      prompts.push_back(
+          {std::string("State:\n") + state + "\n\nQuestion: q\nOptions:\n",
+           shift});
+    }
+  }
+  PromptScorer scorer(&backend, /*max_prompts_per_call=*/3);
+  const auto lps = scorer.Logprobs(prompts, {ids, ids, ids, ids}, {});
+  REQUIRE(lps.ok());
+  // Two groups of two; the cap of 3 prompts splits the second group.
+  REQUIRE(backend.calls.size() == 2);
+  CHECK(backend.calls[0].size() == 2);
+  CHECK(backend.calls[0][0].suffixes.size() == 2);
+  CHECK(backend.calls[0][1].suffixes.size() == 1);
+  CHECK(backend.calls[1][0].suffixes.size() == 1);
+  CHECK(backend.calls[0][1].prefix == backend.calls[1][0].prefix);
+  // In prompt order: each equals the prompt scored on its own.
+  REQUIRE(lps->size() == 4);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto alone =
+        PromptScorer(&backend, 1).Logprobs({prompts[i]}, {ids}, {});
+    REQUIRE(alone.ok());
+    CHECK((*alone)[0] == (*lps)[i]);
+  }
+  CHECK((*lps)[0] != (*lps)[1]);
+
+  // A cut inside a label ("Y" | "es" would tokenise as "Yes"): alone.
+  backend.calls.clear();
+  const auto merged = scorer.Logprobs({{"Answer Y", "es or No."}}, {ids}, {});
+  REQUIRE(merged.ok());
+  REQUIRE(backend.calls.size() == 1);
+  CHECK(backend.calls[0][0].suffixes ==
+        std::vector<std::vector<text::TokenId>>{{}});
+  CHECK(backend.calls[0][0].prefix == *tok.Encode("Answer Yes or No."));
+}
+
+TEST_CASE("hidden states come back per prompt and layer", "[decision]") {
+  Recording backend;
+  PromptScorer scorer(&backend, 256);
+  const auto feats =
+      scorer.HiddenStates({{"State:\na\n\nQuestion: q\n", "Answer Yes or No."},
+                           {"State:\nb\n\nQuestion: q\n", "Answer Yes or No."}},
+                          {2, 4}, {});
+  REQUIRE(feats.ok());
+  REQUIRE(feats->size() == 2);
+  CHECK((*feats)[0].rows() == 2);
+  CHECK((*feats)[1].cols() == FakeBackend::kHiddenSize);
+  CHECK(((*feats)[1].row(0) - (*feats)[1].row(1)).norm() > 0.1);
+}
+
+}  // namespace
+}  // namespace mesa_anyjev::decision
