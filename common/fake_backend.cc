@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/status/status_macros.h"
+#include "common/text/utf8.h"
 #include "common/util/hash.h"
 
 namespace mesa_anyjev {
@@ -70,24 +71,6 @@ size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* cp) {
   return len;
 }
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 bool InRange(uint32_t cp, uint32_t lo, uint32_t hi) {
   return cp >= lo && cp <= hi;
 }
@@ -100,8 +83,8 @@ void AppendLower(uint32_t cp, std::string* out) {
   if (InRange(cp, 'A', 'Z') || (InRange(cp, 0xC0, 0xDE) && cp != 0xD7)) {
     lower = cp + 32;
   } else if (cp == 0x130) {
-    AppendUtf8('i', out);
-    AppendUtf8(0x307, out);
+    text::AppendUtf8('i', out);
+    text::AppendUtf8(0x307, out);
     return;
   } else if (((InRange(cp, 0x100, 0x12F) || InRange(cp, 0x132, 0x137) ||
                InRange(cp, 0x14A, 0x177)) &&
@@ -128,7 +111,7 @@ void AppendLower(uint32_t cp, std::string* out) {
   } else if ((InRange(cp, 0x460, 0x481) || InRange(cp, 0x48A, 0x4BF)) && even) {
     lower = cp + 1;
   }
-  AppendUtf8(lower, out);
+  text::AppendUtf8(lower, out);
 }
 
 std::string PyLower(std::string_view text) {

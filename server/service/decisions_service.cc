@@ -9,6 +9,7 @@
 #include "common/status/status_macros.h"
 #include "common/text/utf8.h"
 #include "common/util/files.h"
+#include "server/service/call_admission.h"
 #include "server/service/decision_convert.h"
 #include "server/service/unary_call.h"
 
@@ -88,20 +89,7 @@ absl::Status DecisionsService::SetBackend(Backend* backend) {
 
 absl::StatusOr<decision::Decider*> DecisionsService::Admit(
     const grpc::CallbackServerContext& context) {
-  if (absl::Status status = auth_->Check(context); !status.ok()) {
-    metrics_->RecordRejected("unauthenticated");
-    return status;
-  }
-  switch (state_->get()) {
-    case ServingState::kLoading:
-      metrics_->RecordRejected("loading");
-      return absl::UnavailableError("the model is still loading; retry later");
-    case ServingState::kDraining:
-      metrics_->RecordRejected("draining");
-      return absl::UnavailableError("the daemon is draining; retry elsewhere");
-    case ServingState::kServing:
-      break;
-  }
+  RETURN_IF_ERROR(AdmitCall(context, *auth_, *state_, metrics_));
   decision::Decider* decider = ready_.load();
   if (decider == nullptr) return absl::UnavailableError("no model loaded");
   return decider;
@@ -109,13 +97,8 @@ absl::StatusOr<decision::Decider*> DecisionsService::Admit(
 
 absl::Time DecisionsService::Deadline(
     const grpc::CallbackServerContext& context) const {
-  const absl::Time now = absl::Now();
-  const absl::Time cap = now + options_.max_deadline;
-  const auto client = context.deadline();
-  if (client == std::chrono::system_clock::time_point::max()) {
-    return now + options_.default_deadline;
-  }
-  return std::min(absl::FromChrono(client), cap);
+  return CallDeadline(context, options_.default_deadline,
+                      options_.max_deadline);
 }
 
 grpc::ServerUnaryReactor* DecisionsService::Decide(

@@ -3,44 +3,16 @@
 #include <chrono>
 #include <utility>
 
+#include "common/status/status_macros.h"
+#include "server/service/call_admission.h"
 #include "server/service/request_convert.h"
 #include "server/service/status_convert.h"
+#include "server/service/unary_call.h"
 
 namespace mesa_anyjev::service {
 
 namespace v1 = ::mesa::anyjev::v1;
 using metrics::Method;
-
-// One unary call: counts itself in flight from arrival until gRPC is done
-// with it, records its outcome, and turns the caller's cancel into a flag the
-// engine polls.
-class InferenceService::Call final : public grpc::ServerUnaryReactor {
- public:
-  Call(metrics::ServerMetrics* metrics, Method method)
-      : metrics_(metrics), method_(method), start_(absl::Now()) {
-    metrics_->AddInflight(1);
-  }
-
-  void OnCancel() override { cancelled_.store(true); }
-  void OnDone() override {
-    metrics_->AddInflight(-1);
-    delete this;
-  }
-
-  // Exactly once per call; the object may be gone when this returns.
-  void Complete(const absl::Status& status) {
-    metrics_->RecordRequest(method_, status.raw_code(), absl::Now() - start_);
-    Finish(ToGrpcStatus(status));
-  }
-
-  const std::atomic<bool>* cancelled() const { return &cancelled_; }
-
- private:
-  metrics::ServerMetrics* const metrics_;
-  const Method method_;
-  const absl::Time start_;
-  std::atomic<bool> cancelled_{false};
-};
 
 InferenceService::InferenceService(InferenceOptions options,
                                    engine::Scheduler* scheduler,
@@ -55,20 +27,7 @@ InferenceService::InferenceService(InferenceOptions options,
 
 absl::StatusOr<Backend*> InferenceService::Admit(
     const grpc::CallbackServerContext& context) {
-  if (absl::Status status = auth_->Check(context); !status.ok()) {
-    metrics_->RecordRejected("unauthenticated");
-    return status;
-  }
-  switch (state_->get()) {
-    case ServingState::kLoading:
-      metrics_->RecordRejected("loading");
-      return absl::UnavailableError("the model is still loading; retry later");
-    case ServingState::kDraining:
-      metrics_->RecordRejected("draining");
-      return absl::UnavailableError("the daemon is draining; retry elsewhere");
-    case ServingState::kServing:
-      break;
-  }
+  RETURN_IF_ERROR(AdmitCall(context, *auth_, *state_, metrics_));
   Backend* backend = backend_.load();
   if (backend == nullptr) return absl::UnavailableError("no model loaded");
   return backend;
@@ -76,17 +35,12 @@ absl::StatusOr<Backend*> InferenceService::Admit(
 
 absl::Time InferenceService::Deadline(
     const grpc::CallbackServerContext& context) const {
-  const absl::Time now = absl::Now();
-  const absl::Time cap = now + options_.max_deadline;
-  const auto client = context.deadline();
-  if (client == std::chrono::system_clock::time_point::max()) {
-    return now + options_.default_deadline;  // the caller set none
-  }
-  return std::min(absl::FromChrono(client), cap);
+  return CallDeadline(context, options_.default_deadline,
+                      options_.max_deadline);
 }
 
 void InferenceService::Submit(
-    Call* call, absl::Time deadline,
+    UnaryCall* call, absl::Time deadline,
     std::function<absl::Status(const CallControl&)> run) {
   engine::Job job;
   job.deadline = deadline;
@@ -104,7 +58,7 @@ void InferenceService::Submit(
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
     grpc::CallbackServerContext* context, const v1::GetModelInfoRequest*,
     v1::ModelInfo* response) {
-  auto* call = new Call(metrics_, Method::kGetModelInfo);
+  auto* call = new UnaryCall(metrics_, Method::kGetModelInfo);
   auto backend = Admit(*context);
   if (backend.ok()) {
     FillModelInfo((*backend)->identity(), (*backend)->capabilities(),
@@ -117,7 +71,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
 grpc::ServerUnaryReactor* InferenceService::Tokenize(
     grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
     v1::TokenizeResponse* response) {
-  auto* call = new Call(metrics_, Method::kTokenize);
+  auto* call = new UnaryCall(metrics_, Method::kTokenize);
   auto backend = Admit(*context);
   if (!backend.ok()) {
     call->Complete(backend.status());
@@ -137,7 +91,7 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
 grpc::ServerUnaryReactor* InferenceService::Logprobs(
     grpc::CallbackServerContext* context, const v1::LogprobsRequest* request,
     v1::LogprobsResponse* response) {
-  auto* call = new Call(metrics_, Method::kLogprobs);
+  auto* call = new UnaryCall(metrics_, Method::kLogprobs);
   auto backend = Admit(*context);
   if (!backend.ok()) {
     call->Complete(backend.status());
@@ -180,7 +134,7 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     grpc::CallbackServerContext* context,
     const v1::HiddenStatesRequest* request,
     v1::HiddenStatesResponse* response) {
-  auto* call = new Call(metrics_, Method::kHiddenStates);
+  auto* call = new UnaryCall(metrics_, Method::kHiddenStates);
   auto backend = Admit(*context);
   if (!backend.ok()) {
     call->Complete(backend.status());

@@ -16,6 +16,8 @@
 
 namespace mesa_anyjev::service {
 
+class UnaryCall;
+
 struct InferenceOptions {
   config::LimitsConfig limits;
   absl::Duration default_deadline = absl::Seconds(30);
@@ -51,13 +53,12 @@ class InferenceService final
       ::mesa::anyjev::v1::HiddenStatesResponse* response) override;
 
  private:
-  class Call;
   // Auth, then state; returns the backend to use or why the call is refused.
   absl::StatusOr<Backend*> Admit(const grpc::CallbackServerContext& context);
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
   // Hands `run` to the engine; the call finishes on the engine thread, or at
   // once with RESOURCE_EXHAUSTED / UNAVAILABLE when the queue refuses it.
-  void Submit(Call* call, absl::Time deadline,
+  void Submit(UnaryCall* call, absl::Time deadline,
               std::function<absl::Status(const CallControl&)> run);
 
   const InferenceOptions options_;

@@ -1,7 +1,6 @@
 // One unary callback-API call: counts itself in flight from arrival until
 // gRPC is done with it, records its outcome in the metrics, and turns the
 // caller's cancel into a flag the engine and the decision workers poll.
-// (InferenceService keeps a private copy of the same class.)
 #pragma once
 
 #include <grpcpp/grpcpp.h>

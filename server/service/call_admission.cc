@@ -1,0 +1,38 @@
+#include "server/service/call_admission.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace mesa_anyjev::service {
+
+absl::Status AdmitCall(const grpc::CallbackServerContext& context,
+                       const BearerAuth& auth, const ServingStateFlag& state,
+                       metrics::ServerMetrics* metrics) {
+  if (absl::Status status = auth.Check(context); !status.ok()) {
+    metrics->RecordRejected("unauthenticated");
+    return status;
+  }
+  switch (state.get()) {
+    case ServingState::kLoading:
+      metrics->RecordRejected("loading");
+      return absl::UnavailableError("the model is still loading; retry later");
+    case ServingState::kDraining:
+      metrics->RecordRejected("draining");
+      return absl::UnavailableError("the daemon is draining; retry elsewhere");
+    case ServingState::kServing:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Time CallDeadline(const grpc::CallbackServerContext& context,
+                        absl::Duration fallback, absl::Duration max) {
+  const absl::Time now = absl::Now();
+  const auto client = context.deadline();
+  if (client == std::chrono::system_clock::time_point::max()) {
+    return now + fallback;  // the caller set none
+  }
+  return std::min(absl::FromChrono(client), now + max);
+}
+
+}  // namespace mesa_anyjev::service
