@@ -97,6 +97,24 @@ struct ClientConfig {
   std::string tls_ca;  // PEM of the CA that signed the daemon's cert; on = TLS
 };
 
+// The CLI's gateway backend (docs/gateway.md): an OpenAI-compatible server
+// asked for top-20 logprobs. The API key comes from the variable named in
+// api_key_env or a 0600 file, never from the YAML file or a flag.
+struct GatewayConfig {
+  std::string base_url = "http://127.0.0.1:8000";  // not ending in /v1
+  std::string served_model = "carc-fast";          // "model" of requests
+  std::string canonical_model = "RedHatAI/Qwen3-8B-NVFP4";  // identity name
+  std::string tokenizer;     // the served model's tokenizer.json (or dir)
+  std::string api_key_env;   // name of an environment variable with the key
+  std::string api_key_file;  // or a file with mode 0600 holding it
+  std::string ca_file;       // PEM CA bundle for a private https gateway
+  std::string pinned_public_key;  // "sha256//<base64>;..." or a key file
+  int32_t logprobs = 20;          // top-k asked for (vLLM's cap)
+  int32_t max_choice_k = 8;       // wider choice questions are refused
+  int32_t workers = 8;            // concurrent requests
+  double timeout_s = 120.0;       // per request (connect: 5 s)
+};
+
 struct LogConfig {
   std::string level = "info";  // trace | debug | info | warn | error
 };
@@ -109,6 +127,7 @@ struct Config {
   DecisionsConfig decisions;
   AuthConfig auth;
   ClientConfig client;
+  GatewayConfig gateway;
   LogConfig log;
 };
 

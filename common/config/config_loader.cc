@@ -166,6 +166,19 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(client, token_file),
     MESA_CONFIG_FIELD(client, tls_ca),
 
+    MESA_CONFIG_FIELD(gateway, base_url),
+    MESA_CONFIG_FIELD(gateway, served_model),
+    MESA_CONFIG_FIELD(gateway, canonical_model),
+    MESA_CONFIG_FIELD(gateway, tokenizer),
+    MESA_CONFIG_FIELD(gateway, api_key_env),
+    MESA_CONFIG_FIELD(gateway, api_key_file),
+    MESA_CONFIG_FIELD(gateway, ca_file),
+    MESA_CONFIG_FIELD(gateway, pinned_public_key),
+    MESA_CONFIG_FIELD(gateway, logprobs),
+    MESA_CONFIG_FIELD(gateway, max_choice_k),
+    MESA_CONFIG_FIELD(gateway, workers),
+    MESA_CONFIG_FIELD(gateway, timeout_s),
+
     MESA_CONFIG_ENUM(log, level, kLogLevels),
 };
 
@@ -214,7 +227,7 @@ constexpr size_t FieldsIn(std::string_view section) {
   return count;
 }
 
-static_assert(MemberCount<Config>() == 8, "a new section needs kFields lines");
+static_assert(MemberCount<Config>() == 9, "a new section needs kFields lines");
 static_assert(MemberCount<DecisionsConfig>() == FieldsIn("decisions"),
               "every DecisionsConfig member needs a line in kFields");
 static_assert(MemberCount<EngineConfig>() == FieldsIn("engine"),
@@ -229,6 +242,8 @@ static_assert(MemberCount<AuthConfig>() == FieldsIn("auth"),
               "every AuthConfig member needs a line in kFields");
 static_assert(MemberCount<ClientConfig>() == FieldsIn("client"),
               "every ClientConfig member needs a line in kFields");
+static_assert(MemberCount<GatewayConfig>() == FieldsIn("gateway"),
+              "every GatewayConfig member needs a line in kFields");
 static_assert(MemberCount<LogConfig>() == FieldsIn("log"),
               "every LogConfig member needs a line in kFields");
 
@@ -788,6 +803,10 @@ class Validator {
 
     Positive("client.timeout_s", config_.client.timeout_s);
     if (config_.client.address.empty()) Error("client.address", "is empty");
+    Positive("gateway.timeout_s", config_.gateway.timeout_s);
+    Range<int64_t>("gateway.workers", config_.gateway.workers, 1, 256);
+    Range<int64_t>("gateway.logprobs", config_.gateway.logprobs, 1, 20);
+    Range<int64_t>("gateway.max_choice_k", config_.gateway.max_choice_k, 2, 26);
 
     // Schema-wide rules: every limit is a positive count, every enum holds
     // one of its choices (a default edited in config.h is checked too).

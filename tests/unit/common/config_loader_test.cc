@@ -102,7 +102,8 @@ TEST_CASE("config: KnownKeys lists every section.field, sorted", "[config]") {
   for (const char* key :
        {"server.listen", "server.queue_capacity", "server.tls_key",
         "model.fake_delay_s", "limits.max_top_k", "limits.max_text_bytes",
-        "auth.token_file", "client.address", "client.tls_ca", "log.level"}) {
+        "auth.token_file", "client.address", "client.tls_ca",
+        "gateway.base_url", "gateway.api_key_env", "log.level"}) {
     INFO(key);
     CHECK(std::find(keys.begin(), keys.end(), key) != keys.end());
   }
@@ -202,7 +203,7 @@ TEST_CASE("config: unknown keys are refused, named", "[config]") {
     CHECK_THAT(
         message,
         Contains("server, model, engine, limits, decisions, auth, client, "
-                 "log"));
+                 "gateway, log"));
   }
   SECTION("unknown field in the environment") {
     LoadOptions options;

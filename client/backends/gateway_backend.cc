@@ -1,0 +1,612 @@
+// The gateway backend: see gateway_backend.h and reference-system.md 5.6.
+#include "client/backends/gateway_backend.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/util/secret.h"
+#include "nlohmann/json.hpp"
+
+namespace mesa_anyjev::client {
+namespace {
+
+constexpr size_t kBodyExcerpt = 300;
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" ||
+         host == "[::1]";
+}
+
+// scheme and host of `url` by libcurl's own parser (the one that sends it).
+absl::Status ParseUrl(const std::string& url, std::string* scheme,
+                      std::string* host, std::string* path) {
+  CURLU* handle = curl_url();
+  if (handle == nullptr) return absl::InternalError("curl_url failed");
+  absl::Status status;
+  if (curl_url_set(handle, CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("gateway base_url '", url, "' is not a URL"));
+  } else {
+    char* part = nullptr;
+    if (curl_url_get(handle, CURLUPART_SCHEME, &part, 0) == CURLUE_OK) {
+      *scheme = part;
+      curl_free(part);
+    }
+    part = nullptr;
+    if (curl_url_get(handle, CURLUPART_HOST, &part, 0) == CURLUE_OK) {
+      *host = part;
+      curl_free(part);
+    }
+    part = nullptr;
+    if (curl_url_get(handle, CURLUPART_PATH, &part, 0) == CURLUE_OK) {
+      *path = part;
+      curl_free(part);
+    }
+  }
+  curl_url_cleanup(handle);
+  return status;
+}
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct Transfer {
+  std::string body;
+  int64_t max_bytes = 0;
+  bool too_big = false;
+  const CallControl* control = nullptr;
+};
+
+size_t WriteBody(char* data, size_t size, size_t nmemb, void* user) {
+  auto* transfer = static_cast<Transfer*>(user);
+  const size_t n = size * nmemb;
+  if (static_cast<int64_t>(transfer->body.size() + n) > transfer->max_bytes) {
+    transfer->too_big = true;
+    return 0;  // aborts the transfer
+  }
+  transfer->body.append(data, n);
+  return n;
+}
+
+int Progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* transfer = static_cast<const Transfer*>(user);
+  const CallControl* control = transfer->control;
+  return control != nullptr && control->cancelled != nullptr &&
+                 control->cancelled->load(std::memory_order_relaxed)
+             ? 1
+             : 0;
+}
+
+struct HttpResult {
+  CURLcode code = CURLE_OK;
+  int64_t http_status = 0;
+  std::string body;
+  bool too_big = false;
+  int64_t retry_after_s = -1;  // a Retry-After header in seconds, else -1
+};
+
+double UniformJitter() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+// One HTTP exchange with every transport rule applied (TLS verification,
+// the key only as a bearer header, no redirects, no proxy, capped body).
+// `post_body` null = GET.
+HttpResult Perform(const GatewayOptions& options,
+                   const std::optional<std::string>& api_key,
+                   const std::string& url, const std::string* post_body,
+                   int64_t limit_ms, const CallControl& control) {
+  HttpResult result;
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) {
+    result.code = CURLE_FAILED_INIT;
+    return result;
+  }
+  Transfer transfer;
+  transfer.max_bytes = options.max_response_bytes;
+  transfer.control = &control;
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Content-Type: application/json");
+  headers = curl_slist_append(headers, "Expect:");
+  if (api_key.has_value()) {
+    headers = curl_slist_append(
+        headers, absl::StrCat("Authorization: Bearer ", *api_key).c_str());
+  }
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  if (post_body != nullptr) {
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, post_body->data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(post_body->size()));
+  }
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(curl, CURLOPT_UNRESTRICTED_AUTH, 0L);
+  curl_easy_setopt(curl, CURLOPT_VERBOSE, 0L);
+  curl_easy_setopt(curl, CURLOPT_PROXY, "");  // ignore *_proxy variables
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!options.ca_file.empty()) {
+    curl_easy_setopt(curl, CURLOPT_CAINFO, options.ca_file.c_str());
+  }
+  if (!options.pinned_public_key.empty()) {
+    curl_easy_setopt(curl, CURLOPT_PINNEDPUBLICKEY,
+                     options.pinned_public_key.c_str());
+  }
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(limit_ms));
+  curl_easy_setopt(
+      curl, CURLOPT_CONNECTTIMEOUT_MS,
+      static_cast<long>(std::min<int64_t>(
+          limit_ms, static_cast<int64_t>(options.connect_timeout_s * 1e3))));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, Progress);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  result.code = curl_easy_perform(curl);
+  long http_status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http_status);
+  result.http_status = http_status;
+  curl_off_t retry_after = -1;
+  if (curl_easy_getinfo(curl, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK &&
+      retry_after > 0) {
+    result.retry_after_s = static_cast<int64_t>(retry_after);
+  }
+  result.body = std::move(transfer.body);
+  result.too_big = transfer.too_big;
+  curl_slist_free_all(headers);  // holds the key: freed at once
+  curl_easy_cleanup(curl);
+  return result;
+}
+
+}  // namespace
+
+GatewayOptions GatewayOptionsFromConfig(const config::GatewayConfig& config) {
+  GatewayOptions options;
+  options.base_url = config.base_url;
+  options.served_model = config.served_model;
+  options.canonical_model = config.canonical_model;
+  options.tokenizer = config.tokenizer;
+  options.api_key_env = config.api_key_env;
+  options.api_key_file = config.api_key_file;
+  options.ca_file = config.ca_file;
+  options.pinned_public_key = config.pinned_public_key;
+  options.logprobs = config.logprobs;
+  options.max_choice_k = config.max_choice_k;
+  options.workers = config.workers;
+  options.timeout_s = config.timeout_s;
+  return options;
+}
+
+absl::Duration BackoffDelay(int32_t attempt, double base_s, double u) {
+  const double scale = 0.75 + 0.5 * std::clamp(u, 0.0, 1.0);
+  return absl::Seconds(base_s * std::ldexp(1.0, attempt) * scale);
+}
+
+bool IsRetryableHttpStatus(int64_t http_status) {
+  return http_status == 429 || (http_status >= 500 && http_status <= 599);
+}
+
+absl::Status HttpStatusToStatus(int64_t http_status, const std::string& body) {
+  const std::string message =
+      absl::StrCat("gateway answered HTTP ", http_status, ": ",
+                   body.substr(0, std::min(body.size(), kBodyExcerpt)));
+  switch (http_status) {
+    case 400:
+    case 422:
+      return absl::InvalidArgumentError(
+          absl::StrCat("gateway rejected the request: ", message));
+    case 401:
+      return absl::UnauthenticatedError(message);
+    case 403:
+      return absl::PermissionDeniedError(message);
+    case 404:
+      return absl::NotFoundError(message);
+    case 408:
+    case 504:
+      return absl::DeadlineExceededError(message);
+    case 429:
+      return absl::ResourceExhaustedError(message);
+    default:
+      break;
+  }
+  if (http_status >= 500 && http_status <= 599) {
+    return absl::UnavailableError(message);
+  }
+  return absl::UnknownError(message);
+}
+
+absl::Status CircuitBreaker::Check(absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!opened_at_.has_value()) return absl::OkStatus();
+  if (now - *opened_at_ >= open_for_) {
+    opened_at_.reset();
+    failures_ = 0;
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(
+      absl::StrCat("gateway circuit breaker is open (", failures_,
+                   " consecutive failures; retry after ",
+                   absl::FormatDuration(open_for_ - (now - *opened_at_)), ")"));
+}
+
+void CircuitBreaker::Failure(absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++failures_;
+  if (failures_ >= failures_to_open_ && !opened_at_.has_value()) {
+    opened_at_ = now;
+  }
+}
+
+void CircuitBreaker::Success() {
+  std::lock_guard<std::mutex> lock(mu_);
+  failures_ = 0;
+  opened_at_.reset();
+}
+
+bool CircuitBreaker::open(absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return opened_at_.has_value() && now - *opened_at_ < open_for_;
+}
+
+std::optional<double> LookupLabel(const std::map<std::string, double>& top,
+                                  const std::string& decoded,
+                                  const std::string& raw) {
+  if (auto it = top.find(decoded); it != top.end()) return it->second;
+  if (auto it = top.find(raw); it != top.end()) return it->second;
+  return std::nullopt;
+}
+
+absl::StatusOr<std::unique_ptr<GatewayBackend>> GatewayBackend::Create(
+    const GatewayOptions& options) {
+  GlobalInit();
+  std::string scheme, host, path;
+  if (absl::Status status = ParseUrl(options.base_url, &scheme, &host, &path);
+      !status.ok()) {
+    return status;
+  }
+  if (scheme != "https" && scheme != "http") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gateway base_url '", options.base_url,
+                     "' must be https:// (or "
+                     "http:// to a loopback host)"));
+  }
+  if (scheme == "http" && !IsLoopbackHost(host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gateway base_url '", options.base_url,
+        "': plain http is allowed only to a loopback host (127.0.0.1, "
+        "localhost, ::1); use https://"));
+  }
+  std::string base = options.base_url;
+  while (absl::EndsWith(base, "/")) base.pop_back();
+  std::string trimmed_path = path;
+  while (absl::EndsWith(trimmed_path, "/")) trimmed_path.pop_back();
+  if (absl::EndsWith(trimmed_path, "/v1")) {
+    return absl::InvalidArgumentError(
+        "gateway_base_url must not end in /v1 (the backend appends "
+        "/v1/completions)");
+  }
+  if (options.served_model.empty()) {
+    return absl::InvalidArgumentError("gateway served_model is empty");
+  }
+  if (options.workers < 1 || options.attempts < 1 ||
+      options.breaker_failures < 1 || options.logprobs < 1 ||
+      !(options.timeout_s > 0) || !(options.connect_timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        "gateway workers, attempts, breaker_failures, logprobs and timeouts "
+        "must be positive");
+  }
+  if (!options.ca_file.empty() && !std::filesystem::exists(options.ca_file)) {
+    return absl::NotFoundError(
+        absl::StrCat("gateway ca_file ", options.ca_file, " does not exist"));
+  }
+  absl::StatusOr<std::optional<std::string>> key = util::LoadSecret(
+      options.api_key_env, options.api_key_file, "gateway API key");
+  if (!key.ok()) return key.status();
+  if (options.tokenizer.empty()) {
+    return absl::InvalidArgumentError(
+        "gateway tokenizer is empty (the served model's tokenizer.json)");
+  }
+  absl::StatusOr<std::unique_ptr<text::BpeTokenizer>> tokenizer =
+      text::BpeTokenizer::FromFile(options.tokenizer);
+  if (!tokenizer.ok()) return tokenizer.status();
+  std::filesystem::path dir(options.tokenizer);
+  if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
+  absl::StatusOr<text::ChatTemplate> chat =
+      text::ChatTemplate::FromFile((dir / "tokenizer_config.json").string());
+  if (!chat.ok()) return chat.status();
+  return std::unique_ptr<GatewayBackend>(
+      new GatewayBackend(options, std::move(base), *std::move(key),
+                         *std::move(tokenizer), *std::move(chat)));
+}
+
+GatewayBackend::GatewayBackend(const GatewayOptions& options,
+                               std::string base_url,
+                               std::optional<std::string> api_key,
+                               std::unique_ptr<text::BpeTokenizer> tokenizer,
+                               text::ChatTemplate chat_template)
+    : options_(options),
+      base_url_(std::move(base_url)),
+      api_key_(std::move(api_key)),
+      tokenizer_(std::move(tokenizer)),
+      chat_template_(chat_template),
+      breaker_(options.breaker_failures,
+               absl::Seconds(options.breaker_open_s)) {
+  identity_.name = options.canonical_model.empty() ? options.served_model
+                                                   : options.canonical_model;
+  identity_.device = "gateway";
+  capabilities_.hidden_states = false;
+  capabilities_.early_stop = false;
+  capabilities_.max_choice_k = options.max_choice_k;
+  capabilities_.logprob_top_k = options.logprobs;
+  capabilities_.vocab_size = tokenizer_->vocab_size();
+}
+
+GatewayBackend::~GatewayBackend() = default;
+
+absl::StatusOr<HiddenStatesResult> GatewayBackend::HiddenStates(
+    const std::vector<PromptGroup>&, const std::vector<int32_t>&,
+    const CallControl&) {
+  return absl::FailedPreconditionError("the gateway serves no hidden states");
+}
+
+absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
+    const std::string& body, const CallControl& control) {
+  const std::string url = absl::StrCat(base_url_, "/v1/completions");
+  absl::Status last = absl::UnavailableError("gateway: no attempt made");
+  for (int32_t attempt = 0; attempt < options_.attempts; ++attempt) {
+    absl::Time now = absl::Now();
+    if (control.cancelled != nullptr && control.cancelled->load()) {
+      return absl::CancelledError("gateway call cancelled");
+    }
+    if (now >= control.deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "deadline passed before gateway attempt ", attempt + 1,
+          attempt > 0 ? absl::StrCat(" (last error: ", last.message(), ")")
+                      : std::string()));
+    }
+    if (absl::Status open = breaker_.Check(now); !open.ok()) return open;
+
+    // Per attempt: the configured timeout, cut to the caller's deadline.
+    const absl::Duration to_deadline = control.deadline - now;
+    const absl::Duration limit =
+        std::min(absl::Seconds(options_.timeout_s), to_deadline);
+    const bool limited_by_deadline = to_deadline <= limit;
+    const int64_t limit_ms = std::max<int64_t>(
+        1, absl::ToInt64Milliseconds(limit + absl::Milliseconds(1) -
+                                     absl::Nanoseconds(1)));
+
+    const HttpResult result =
+        Perform(options_, api_key_, url, &body, limit_ms, control);
+
+    bool retryable = false;
+    if (result.code == CURLE_ABORTED_BY_CALLBACK) {
+      return absl::CancelledError("gateway call cancelled");
+    } else if (result.code == CURLE_OPERATION_TIMEDOUT && limited_by_deadline) {
+      breaker_.Failure(absl::Now());
+      return absl::DeadlineExceededError(
+          absl::StrCat("gateway did not answer before the deadline (attempt ",
+                       attempt + 1, ")"));
+    } else if (result.too_big) {
+      breaker_.Failure(absl::Now());
+      return absl::ResourceExhaustedError(
+          absl::StrCat("gateway response larger than ",
+                       options_.max_response_bytes, " bytes"));
+    } else if (result.code != CURLE_OK) {
+      const std::string what = curl_easy_strerror(result.code);
+      if (result.code == CURLE_OPERATION_TIMEDOUT) {
+        last = absl::DeadlineExceededError(
+            absl::StrCat("gateway transport: ", what));
+      } else if (result.code == CURLE_SSL_PINNEDPUBKEYNOTMATCH) {
+        breaker_.Failure(absl::Now());
+        return absl::UnavailableError(absl::StrCat(
+            "gateway public key does not match the configured pin for ",
+            base_url_));
+      } else if (result.code == CURLE_PEER_FAILED_VERIFICATION ||
+                 result.code == CURLE_SSL_CACERT_BADFILE ||
+                 result.code == CURLE_SSL_CONNECT_ERROR) {
+        // A certificate that does not verify fails closed, not retried.
+        breaker_.Failure(absl::Now());
+        return absl::UnavailableError(absl::StrCat(
+            "gateway TLS verification failed for ", base_url_, ": ", what));
+      } else {
+        last =
+            absl::UnavailableError(absl::StrCat("gateway transport: ", what));
+      }
+      retryable = true;
+    } else if (result.http_status < 200 || result.http_status > 299) {
+      last = HttpStatusToStatus(result.http_status, result.body);
+      retryable = IsRetryableHttpStatus(result.http_status);
+      if (!retryable) {
+        breaker_.Failure(absl::Now());
+        return last;
+      }
+    } else {
+      // 2xx: parse choices[0].logprobs.top_logprobs[0].
+      nlohmann::json json = nlohmann::json::parse(result.body, nullptr,
+                                                  /*allow_exceptions=*/false);
+      std::map<std::string, double> top;
+      bool parsed = false;
+      if (!json.is_discarded()) {
+        try {
+          const nlohmann::json& first =
+              json.at("choices").at(0).at("logprobs").at("top_logprobs").at(0);
+          if (first.is_object()) {
+            for (const auto& [key, value] : first.items()) {
+              if (value.is_number()) top[key] = value.get<double>();
+            }
+            parsed = true;
+          }
+        } catch (const nlohmann::json::exception&) {
+          parsed = false;
+        }
+      }
+      if (!parsed) {
+        breaker_.Failure(absl::Now());
+        return absl::InternalError(absl::StrCat(
+            "gateway answer has no choices[0].logprobs.top_logprobs[0]: ",
+            result.body.substr(0, std::min(result.body.size(), kBodyExcerpt))));
+      }
+      breaker_.Success();
+      requests_.fetch_add(1);
+      return top;
+    }
+
+    // Retryable: count the failure, wait (never past the deadline), again.
+    breaker_.Failure(absl::Now());
+    if (!retryable || attempt + 1 >= options_.attempts) break;
+    // A Retry-After (429, 503) lengthens the wait, never past the deadline.
+    const absl::Duration wait = std::max(
+        BackoffDelay(attempt, options_.backoff_base_s, UniformJitter()),
+        absl::Seconds(std::max<int64_t>(0, result.retry_after_s)));
+    if (absl::Now() + wait >= control.deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the deadline leaves no time to retry the gateway (last error: ",
+          last.message(), ")"));
+    }
+    absl::SleepFor(wait);
+  }
+  return absl::Status(
+      last.code(), absl::StrCat("gateway unreachable after ", options_.attempts,
+                                " attempts: ", last.message()));
+}
+
+absl::Status GatewayBackend::Liveness(const CallControl& control) {
+  const absl::Time now = absl::Now();
+  if (now >= control.deadline) {
+    return absl::DeadlineExceededError(
+        "deadline passed before the liveness "
+        "check");
+  }
+  const absl::Duration limit =
+      std::min(absl::Seconds(options_.timeout_s), control.deadline - now);
+  const HttpResult result =
+      Perform(options_, api_key_, absl::StrCat(base_url_, "/health/liveliness"),
+              /*post_body=*/nullptr,
+              std::max<int64_t>(1, absl::ToInt64Milliseconds(limit)), control);
+  if (result.code == CURLE_OPERATION_TIMEDOUT) {
+    return absl::DeadlineExceededError("gateway liveness: timed out");
+  }
+  if (result.code != CURLE_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("gateway liveness: ", curl_easy_strerror(result.code)));
+  }
+  if (result.http_status != 200) {
+    return HttpStatusToStatus(result.http_status, result.body);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PromptLogprobs> GatewayBackend::One(
+    const std::vector<TokenId>& prompt_ids,
+    const std::vector<TokenId>& label_ids, int32_t top_k,
+    const CallControl& control) {
+  absl::StatusOr<std::string> prompt = tokenizer_->Decode(prompt_ids);
+  if (!prompt.ok()) return prompt.status();
+  nlohmann::json request = {{"model", options_.served_model},
+                            {"prompt", *prompt},
+                            {"max_tokens", 1},
+                            {"temperature", 0.0},
+                            {"logprobs", options_.logprobs}};
+  absl::StatusOr<std::map<std::string, double>> top =
+      Post(request.dump(), control);
+  if (!top.ok()) return top.status();
+
+  PromptLogprobs out;
+  out.n_tokens = static_cast<int32_t>(prompt_ids.size());
+  out.label_logprobs.reserve(label_ids.size());
+  for (TokenId id : label_ids) {
+    const TokenId single[] = {id};
+    absl::StatusOr<std::string> decoded = tokenizer_->Decode(single);
+    const std::string raw(tokenizer_->IdToToken(id));
+    std::optional<double> value =
+        LookupLabel(*top, decoded.ok() ? *decoded : raw, raw);
+    if (!value.has_value()) {
+      missing_label_events_.fetch_add(1);
+      value = kMissingLogprob;
+    }
+    out.label_logprobs.push_back(*value);
+  }
+  if (top_k > 0) {
+    // The top list back as ids: raw spelling first, else a one-id encoding.
+    for (const auto& [key, logprob] : *top) {
+      TokenId id = tokenizer_->TokenToId(key);
+      if (id < 0) {
+        absl::StatusOr<std::vector<TokenId>> ids = tokenizer_->Encode(key);
+        if (!ids.ok() || ids->size() != 1) continue;
+        id = (*ids)[0];
+      }
+      out.top.push_back(TopToken{id, logprob});
+    }
+    std::sort(out.top.begin(), out.top.end(),
+              [](const TopToken& a, const TopToken& b) {
+                return a.logprob > b.logprob;
+              });
+    if (static_cast<int32_t>(out.top.size()) > top_k) out.top.resize(top_k);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<PromptLogprobs>>>
+GatewayBackend::Logprobs(const std::vector<PromptGroup>& groups, int32_t top_k,
+                         const CallControl& control) {
+  struct Job {
+    size_t group;
+    size_t suffix;
+  };
+  std::vector<Job> jobs;
+  std::vector<std::vector<PromptLogprobs>> out(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    out[g].resize(groups[g].suffixes.size());
+    for (size_t s = 0; s < groups[g].suffixes.size(); ++s) {
+      jobs.push_back({g, s});
+    }
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mu;
+  absl::Status first_error;
+  auto work = [&] {
+    while (!failed.load()) {
+      const size_t i = next.fetch_add(1);
+      if (i >= jobs.size()) return;
+      const PromptGroup& group = groups[jobs[i].group];
+      std::vector<TokenId> ids = group.prefix;
+      const std::vector<TokenId>& suffix = group.suffixes[jobs[i].suffix];
+      ids.insert(ids.end(), suffix.begin(), suffix.end());
+      absl::StatusOr<PromptLogprobs> one =
+          One(ids, group.label_ids, top_k, control);
+      if (!one.ok()) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (first_error.ok()) first_error = one.status();
+        failed.store(true);
+        return;
+      }
+      out[jobs[i].group][jobs[i].suffix] = *std::move(one);
+    }
+  };
+  const size_t n_threads = std::min<size_t>(
+      jobs.size(), static_cast<size_t>(std::max(1, options_.workers)));
+  std::vector<std::thread> threads;
+  threads.reserve(n_threads > 0 ? n_threads - 1 : 0);
+  for (size_t t = 1; t < n_threads; ++t) threads.emplace_back(work);
+  if (n_threads > 0) work();
+  for (std::thread& thread : threads) thread.join();
+  if (!first_error.ok()) return first_error;
+  return out;
+}
+
+}  // namespace mesa_anyjev::client

@@ -1,0 +1,158 @@
+// The gateway backend (reference-system.md 5.6): an OpenAI-compatible server
+// (LiteLLM in front of vLLM) asked for the next-token top-20 logprobs of each
+// prompt over POST {base}/v1/completions. Label logprobs are looked up in
+// that top-20 list; a label outside it gets kMissingLogprob and is counted.
+// Transport: libcurl, HTTPS with verification on (plain HTTP to loopback
+// only), the API key sent as a bearer header to the configured origin only,
+// 3 attempts with jittered backoff on 429/5xx/transport errors, a circuit
+// breaker, and every wait bounded by the caller's deadline.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/backend.h"
+#include "common/config/config.h"
+#include "common/text/bpe_tokenizer.h"
+#include "common/text/chat_template.h"
+
+namespace mesa_anyjev::client {
+
+inline constexpr double kMissingLogprob = -30.0;
+
+struct GatewayOptions {
+  std::string base_url;         // https://host[:port][/prefix], not .../v1
+  std::string served_model;     // "model" in the request body
+  std::string canonical_model;  // identity().name
+  std::string tokenizer;        // the served model's tokenizer.json (or dir)
+  std::string api_key_env;      // name of the variable holding the key
+  std::string api_key_file;     // or a 0600 file holding it
+  std::string ca_file;          // PEM CA bundle for a private gateway
+  // Optional public-key pin: "sha256//<base64>;sha256//..." or a PEM/DER
+  // key file (CURLOPT_PINNEDPUBLICKEY); a mismatch fails before any data.
+  std::string pinned_public_key;
+  int32_t logprobs = 20;     // top-k asked for (the gateway caps it at 20)
+  int32_t max_choice_k = 8;  // the decision layer refuses wider choices
+  int32_t workers = 8;       // concurrent requests per Logprobs call
+  double timeout_s = 120.0;  // per attempt, also bounded by the deadline
+  double connect_timeout_s = 5.0;
+  int32_t attempts = 3;          // tries per prompt (429, 5xx, transport)
+  double backoff_base_s = 0.5;   // wait before retry n: base * 2^n, jittered
+  int32_t breaker_failures = 3;  // consecutive failures that open it
+  double breaker_open_s = 60.0;  // how long it stays open
+  int64_t max_response_bytes = 8 << 20;
+};
+
+// The options of config section `gateway` (the rest keep their defaults).
+GatewayOptions GatewayOptionsFromConfig(const config::GatewayConfig& config);
+
+// The wait before retry `attempt` (0-based): base * 2^attempt scaled by
+// 0.75 + 0.5 * u for u in [0, 1) (jitter of +-25%).
+absl::Duration BackoffDelay(int32_t attempt, double base_s, double u);
+
+// Whether an HTTP answer is worth another attempt: 429 and 5xx.
+bool IsRetryableHttpStatus(int64_t http_status);
+
+// The status for a non-2xx HTTP answer (reliability-anchors 2.8): 400/422
+// INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404
+// NOT_FOUND, 408/504 DEADLINE_EXCEEDED, 429 RESOURCE_EXHAUSTED, 502/503
+// UNAVAILABLE, other 5xx UNAVAILABLE, anything else UNKNOWN. `body` (first
+// 300 bytes) goes in the message.
+absl::Status HttpStatusToStatus(int64_t http_status, const std::string& body);
+
+// Consecutive failures open it for `open_for`; while open Check refuses at
+// once with UNAVAILABLE naming the breaker; after `open_for` it closes with
+// the count reset. Success resets the count. Thread-safe.
+class CircuitBreaker {
+ public:
+  CircuitBreaker(int32_t failures_to_open, absl::Duration open_for)
+      : failures_to_open_(failures_to_open), open_for_(open_for) {}
+
+  absl::Status Check(absl::Time now);
+  void Failure(absl::Time now);
+  void Success();
+  bool open(absl::Time now);
+
+ private:
+  const int32_t failures_to_open_;
+  const absl::Duration open_for_;
+  std::mutex mu_;
+  int32_t failures_ = 0;
+  std::optional<absl::Time> opened_at_;
+};
+
+// A label's logprob in one top_logprobs map (token text -> logprob): under
+// its decoded text, else under its raw spelling ("ĠA"); nullopt = missing.
+std::optional<double> LookupLabel(const std::map<std::string, double>& top,
+                                  const std::string& decoded,
+                                  const std::string& raw);
+
+class GatewayBackend : public Backend {
+ public:
+  // Validates the URL (http only to 127.0.0.1, localhost or ::1; no
+  // trailing /v1), loads the key and the tokenizer. Errors are
+  // INVALID_ARGUMENT / NOT_FOUND naming what is wrong (never the key).
+  static absl::StatusOr<std::unique_ptr<GatewayBackend>> Create(
+      const GatewayOptions& options);
+  ~GatewayBackend() override;
+
+  const ModelIdentity& identity() const override { return identity_; }
+  const Capabilities& capabilities() const override { return capabilities_; }
+  const text::Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const text::ChatTemplate& chat_template() const override {
+    return chat_template_;
+  }
+
+  absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
+      const std::vector<PromptGroup>& groups, int32_t top_k,
+      const CallControl& control) override;
+
+  // The gateway serves no hidden states: FAILED_PRECONDITION.
+  absl::StatusOr<HiddenStatesResult> HiddenStates(
+      const std::vector<PromptGroup>& groups,
+      const std::vector<int32_t>& layers, const CallControl& control) override;
+
+  // GET {base}/health/liveliness (the reference probe's first step): one
+  // attempt, bounded by the deadline, outside the breaker. OK on HTTP 200.
+  absl::Status Liveness(const CallControl& control);
+
+  int64_t missing_label_events() const { return missing_label_events_.load(); }
+  int64_t requests() const { return requests_.load(); }
+  const std::string& base_url() const { return base_url_; }
+
+ private:
+  GatewayBackend(const GatewayOptions& options, std::string base_url,
+                 std::optional<std::string> api_key,
+                 std::unique_ptr<text::BpeTokenizer> tokenizer,
+                 text::ChatTemplate chat_template);
+
+  // One prompt: request with retries, parse, look up the labels.
+  absl::StatusOr<PromptLogprobs> One(const std::vector<TokenId>& prompt_ids,
+                                     const std::vector<TokenId>& label_ids,
+                                     int32_t top_k, const CallControl& control);
+  // POST with retries and the breaker; the parsed top_logprobs[0] map.
+  absl::StatusOr<std::map<std::string, double>> Post(
+      const std::string& body, const CallControl& control);
+
+  const GatewayOptions options_;
+  const std::string base_url_;
+  const std::optional<std::string> api_key_;
+  std::unique_ptr<text::BpeTokenizer> tokenizer_;
+  text::ChatTemplate chat_template_;
+  ModelIdentity identity_;
+  Capabilities capabilities_;
+  CircuitBreaker breaker_;
+  std::atomic<int64_t> missing_label_events_{0};
+  std::atomic<int64_t> requests_{0};
+};
+
+}  // namespace mesa_anyjev::client

@@ -1,0 +1,464 @@
+"""The CLI's gateway backend (client/backends/gateway_backend) against a real
+local HTTP server that answers as vLLM's /v1/completions does (top_logprobs
+dicts of token text -> logprob), driven through tests/tools/gateway_tool.
+reference-system.md 5.6; reliability-anchors.md 2.8, 6 and 7 test #14."""
+import base64
+import hashlib
+import http.server
+import json
+import math
+import os
+import socket
+import ssl
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+TOOL = os.environ.get("MESA_ANYJEV_GATEWAY_TOOL", "build/tests/gateway_tool")
+DATA = Path(os.environ.get("MESA_ANYJEV_TEST_DATA", "tests/data"))
+TOKENIZER = str(DATA / "qwen3-tokenizer")
+KEY = "sk-test-Zq8vW3kP0xLm"  # the secret the server must see, nobody else
+# Exactly 20 candidates: the server's "top 20 over the whole vocabulary".
+CANDIDATES = ["A", "B", "C", "D", "E", "F", "G", "H", " Yes", " No", "Yes",
+              "No", "1", "2", "3", "4", "5", "The", "I", "It"]
+
+
+def expected_logprobs(prompt):
+    """Deterministic scores, log-softmaxed with a unit of mass left for the
+    rest of the vocabulary."""
+    scores = {}
+    for tok in CANDIDATES:
+        digest = hashlib.sha256(f"{prompt}|{tok}".encode()).digest()
+        scores[tok] = int.from_bytes(digest[:4], "big") / 2**32 * 6.0
+    norm = math.log(1.0 + sum(math.exp(s) for s in scores.values()))
+    return {tok: s - norm for tok, s in scores.items()}
+
+
+class Gateway:
+    """A ThreadingHTTPServer on 127.0.0.1, port 0. `script` is a list of
+    behaviours used one per request (then "ok"): ok, raw (byte-level keys),
+    omit:<tok>, status:<code>, slow:<seconds>, garbage, reset."""
+
+    def __init__(self, script=(), tls=None, redirect_to=None):
+        self.script = list(script)
+        self.redirect_to = redirect_to
+        self.default = "ok"
+        self.requests = []
+        self.gets = []
+        self.lock = threading.Lock()
+        gateway = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                with gateway.lock:
+                    gateway.gets.append({"path": self.path,
+                                         "authorization": self.headers.get("Authorization")})
+                if self.path == "/health/liveliness" and gateway.default != "status:503":
+                    self._send(200, json.dumps("I'm alive!"))
+                else:
+                    self._send(503 if self.path == "/health/liveliness" else 404, "{}")
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length))
+                with gateway.lock:
+                    gateway.requests.append(
+                        {"path": self.path, "body": body,
+                         "authorization": self.headers.get("Authorization")})
+                    action = gateway.script.pop(0) if gateway.script else gateway.default
+                if gateway.redirect_to is not None:
+                    self.send_response(307)
+                    self.send_header("Location", gateway.redirect_to + self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if action == "reset":
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                if action.startswith("status:"):
+                    code = int(action.split(":")[1])
+                    self._send(code, json.dumps({"object": "error", "message": f"status {code}"}),
+                               retry_after="1" if code == 429 else None)
+                    return
+                if action == "garbage":
+                    self._send(200, "{not json")
+                    return
+                if action.startswith("slow:"):
+                    threading.Event().wait(float(action.split(":")[1]))
+                top = expected_logprobs(body["prompt"])
+                if action.startswith("omit:"):
+                    top.pop(action.split(":", 1)[1])
+                if action == "raw":
+                    top = {k.replace(" ", "\u0120"): v for k, v in top.items()}
+                best = max(top, key=top.get)
+                self._send(200, json.dumps({
+                    "id": "cmpl-test", "object": "text_completion", "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "text": best, "logprobs": {
+                        "text_offset": [len(body["prompt"])],
+                        "token_logprobs": [top[best]], "tokens": [best],
+                        "top_logprobs": [top]},
+                        "finish_reason": "length", "stop_reason": None}],
+                    "usage": {"prompt_tokens": 10, "total_tokens": 11,
+                              "completion_tokens": 1}}))
+
+            def _send(self, code, text, retry_after=None):
+                data = text.encode()
+                try:
+                    self.send_response(code)
+                    if retry_after is not None:
+                        self.send_header("Retry-After", retry_after)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        scheme = "http"
+        if tls is not None:  # (cert, key) PEM paths
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def gateway():
+    servers = []
+
+    def make(script=(), **kwargs):
+        server = Gateway(script, **kwargs)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def run_tool(options, calls, env_extra=None, liveness=False):
+    opts = {"served_model": "Qwen/Qwen3-8B-served", "canonical_model": "Qwen/Qwen3-8B",
+            "tokenizer": TOKENIZER, "backoff_base_s": 0.05, "timeout_s": 10.0}
+    opts.update(options)
+    env = {k: v for k, v in os.environ.items() if k != "MESA_GW_KEY"}
+    env.update(env_extra or {})
+    proc = subprocess.run([TOOL], input=json.dumps({"options": opts, "calls": calls,
+                                            "liveness": liveness}),
+                          capture_output=True, text=True, env=env, timeout=60)
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    return proc, lines
+
+
+PROMPTS = ["Question: is the sky blue?\nAnswer:", "Pick one.\nA) red\nB) blue\nAnswer:"]
+LABELS = ["A", "B", " Yes"]
+
+
+def test_logprobs_body_and_capabilities(gateway):
+    server = gateway()
+    proc, lines = run_tool({"base_url": server.url},
+                           [{"prompts": PROMPTS, "labels": LABELS, "top_k": 5}])
+    assert proc.returncode == 0, proc.stderr
+    info, result = lines
+    assert info == {"name": "Qwen/Qwen3-8B", "max_choice_k": 8, "logprob_top_k": 20,
+                    "hidden_states": False, "hidden_states_code": "FAILED_PRECONDITION"}
+    assert result["code"] == "OK", result
+    for prompt, values in zip(PROMPTS, result["label_logprobs"]):
+        want = expected_logprobs(prompt)
+        assert values == pytest.approx([want[label] for label in LABELS], abs=1e-12)
+    assert len(result["top"][0]) == 5
+    assert result["missing_label_events"] == 0
+    assert result["requests"] == 2
+    assert sorted(r["body"]["prompt"] for r in server.requests) == sorted(PROMPTS)
+    for request in server.requests:
+        assert request["path"] == "/v1/completions"
+        body = request["body"]
+        assert body["model"] == "Qwen/Qwen3-8B-served"
+        assert body["max_tokens"] == 1 and body["temperature"] == 0
+        assert body["logprobs"] == 20
+        assert "allowed_token_ids" not in body and "extra_body" not in body
+        assert request["authorization"] is None  # no key configured, none sent
+
+
+def test_raw_token_keys(gateway):
+    server = gateway(["raw"])
+    _, lines = run_tool({"base_url": server.url},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    want = expected_logprobs(PROMPTS[0])
+    assert lines[1]["label_logprobs"][0] == pytest.approx([want[x] for x in LABELS])
+    assert lines[1]["missing_label_events"] == 0
+
+
+def test_missing_label_gets_minus_30_and_is_counted(gateway):
+    server = gateway(["omit:B"])
+    _, lines = run_tool({"base_url": server.url},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    result = lines[1]
+    assert result["code"] == "OK"
+    want = expected_logprobs(PROMPTS[0])
+    assert result["label_logprobs"][0] == pytest.approx([want["A"], -30.0, want[" Yes"]])
+    assert result["missing_label_events"] == 1
+
+
+def test_429_then_200_is_retried_after_retry_after(gateway):
+    server = gateway(["status:429"])
+    _, lines = run_tool({"base_url": server.url},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    assert lines[1]["code"] == "OK"
+    assert lines[1]["elapsed_ms"] >= 1000  # the server's Retry-After: 1
+    assert len(server.requests) == 2
+
+
+def test_429_retry_after_past_the_deadline_is_not_waited_for(gateway):
+    server = gateway(["status:429"])
+    _, lines = run_tool({"base_url": server.url},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS, "deadline_ms": 500}])
+    assert lines[1]["code"] == "DEADLINE_EXCEEDED"
+    assert "HTTP 429" in lines[1]["message"]
+    assert lines[1]["elapsed_ms"] < 300
+    assert len(server.requests) == 1
+
+
+def test_429_three_times_is_resource_exhausted(gateway):
+    server = gateway()
+    server.default = "status:429"
+    _, lines = run_tool({"base_url": server.url, "breaker_failures": 10},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    assert lines[1]["code"] == "RESOURCE_EXHAUSTED"
+    assert len(server.requests) == 3
+
+
+def test_reset_then_200_is_retried(gateway):
+    server = gateway(["reset"])
+    _, lines = run_tool({"base_url": server.url},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    assert lines[1]["code"] == "OK", lines[1]
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status,code", [(400, "INVALID_ARGUMENT"), (401, "UNAUTHENTICATED"),
+                                         (403, "PERMISSION_DENIED"), (404, "NOT_FOUND"),
+                                         (422, "INVALID_ARGUMENT")])
+def test_client_errors_are_not_retried(gateway, status, code):
+    server = gateway([f"status:{status}"])
+    _, lines = run_tool({"base_url": server.url},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    assert lines[1]["code"] == code
+    if status == 400:
+        assert "rejected" in lines[1]["message"]
+    assert len(server.requests) == 1
+
+
+def test_garbage_json_is_internal(gateway):
+    server = gateway(["garbage"])
+    _, lines = run_tool({"base_url": server.url},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    assert lines[1]["code"] == "INTERNAL"
+    assert len(server.requests) == 1
+
+
+def test_503_three_times_opens_the_breaker(gateway):
+    server = gateway()
+    server.default = "status:503"
+    _, lines = run_tool({"base_url": server.url},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS},
+                         {"prompts": PROMPTS[:1], "labels": LABELS}])
+    first, second = lines[1], lines[2]
+    assert first["code"] == "UNAVAILABLE"
+    assert "after 3 attempts" in first["message"]
+    assert second["code"] == "UNAVAILABLE"
+    assert "circuit breaker" in second["message"]
+    assert second["elapsed_ms"] < 50
+    assert len(server.requests) == 3  # the open breaker sent nothing
+
+
+def test_slow_answer_stops_at_the_deadline(gateway):
+    server = gateway(["slow:3"])
+    _, lines = run_tool({"base_url": server.url},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS, "deadline_ms": 300}])
+    assert lines[1]["code"] == "DEADLINE_EXCEEDED"
+    assert 250 <= lines[1]["elapsed_ms"] <= 400
+
+
+def test_deadline_shorter_than_the_retries(gateway):
+    server = gateway()
+    server.default = "status:503"
+    _, lines = run_tool({"base_url": server.url, "backoff_base_s": 1.0},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS, "deadline_ms": 500}])
+    assert lines[1]["code"] == "DEADLINE_EXCEEDED"
+    assert lines[1]["elapsed_ms"] <= 600  # never sleeps past the deadline
+    assert len(server.requests) == 1
+
+
+def test_api_key_from_env_reaches_the_server_only(gateway):
+    server = gateway(["ok", "status:401"])
+    proc, lines = run_tool({"base_url": server.url, "api_key_env": "MESA_GW_KEY"},
+                           [{"prompts": PROMPTS[:1], "labels": LABELS},
+                            {"prompts": PROMPTS[:1], "labels": LABELS}],
+                           env_extra={"MESA_GW_KEY": KEY})
+    assert lines[1]["code"] == "OK" and lines[2]["code"] == "UNAUTHENTICATED"
+    assert [r["authorization"] for r in server.requests] == [f"Bearer {KEY}"] * 2
+    assert KEY not in proc.stdout and KEY not in proc.stderr
+
+
+def test_api_key_file_modes(gateway, tmp_path):
+    server = gateway()
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    key_file.chmod(0o644)
+    proc, lines = run_tool({"base_url": server.url, "api_key_file": str(key_file)},
+                           [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    assert proc.returncode == 2
+    assert lines[0]["create_code"] == "INVALID_ARGUMENT"
+    assert str(key_file) in lines[0]["message"]
+    assert KEY not in proc.stdout and KEY not in proc.stderr
+    assert server.requests == []
+    key_file.chmod(0o600)
+    proc, lines = run_tool({"base_url": server.url, "api_key_file": str(key_file)},
+                           [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    assert lines[1]["code"] == "OK"
+    assert server.requests[0]["authorization"] == f"Bearer {KEY}"
+    assert KEY not in proc.stdout and KEY not in proc.stderr
+
+
+@pytest.mark.parametrize("url,needle", [
+    ("http://example.com:8000", "loopback"),
+    ("http://10.0.0.5", "loopback"),
+    ("ftp://127.0.0.1", "https"),
+    ("http://127.0.0.1:8000/v1", "/v1"),
+    ("http://127.0.0.1:8000/v1/", "/v1"),
+])
+def test_bad_base_urls_are_refused(url, needle):
+    proc, lines = run_tool({"base_url": url}, [])
+    assert proc.returncode == 2
+    assert lines[0]["create_code"] == "INVALID_ARGUMENT"
+    assert needle in lines[0]["message"]
+
+
+def test_workers_run_prompts_concurrently(gateway):
+    server = gateway()
+    server.default = "slow:0.3"
+    prompts = [f"prompt {i}\nAnswer:" for i in range(8)]
+    _, lines = run_tool({"base_url": server.url, "workers": 8},
+                        [{"prompts": prompts, "labels": LABELS}])
+    assert lines[1]["code"] == "OK"
+    assert lines[1]["elapsed_ms"] < 1500  # 8 x 0.3 s serially would be 2.4 s
+    for prompt, values in zip(prompts, lines[1]["label_logprobs"]):
+        want = expected_logprobs(prompt)
+        assert values == pytest.approx([want[x] for x in LABELS])
+
+
+def openssl(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A test CA, a server certificate it signed for 127.0.0.1 and localhost,
+    and an unrelated CA that must not verify it."""
+    d = tmp_path_factory.mktemp("pki")
+    for ca in ("ca", "other-ca"):
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                "-subj", f"/CN=mesa-anyjev test {ca}", "-keyout", str(d / f"{ca}.key"),
+                "-out", str(d / f"{ca}.pem"))
+    (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"))
+    openssl("x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.pem"),
+            "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "2",
+            "-extfile", str(d / "san.cnf"), "-out", str(d / "server.pem"))
+    return d
+
+
+def test_https_with_the_test_ca(gateway, pki):
+    server = gateway(tls=(str(pki / "server.pem"), str(pki / "server.key")))
+    assert server.url.startswith("https://")
+    proc, lines = run_tool({"base_url": server.url, "ca_file": str(pki / "ca.pem"),
+                            "api_key_env": "MESA_GW_KEY"},
+                           [{"prompts": PROMPTS[:1], "labels": LABELS}],
+                           env_extra={"MESA_GW_KEY": KEY})
+    assert lines[1]["code"] == "OK", lines[1]
+    want = expected_logprobs(PROMPTS[0])
+    assert lines[1]["label_logprobs"][0] == pytest.approx([want[x] for x in LABELS])
+    assert server.requests[0]["authorization"] == f"Bearer {KEY}"
+    assert KEY not in proc.stdout and KEY not in proc.stderr
+
+
+def test_https_wrong_certificate_fails_closed(gateway, pki):
+    server = gateway(tls=(str(pki / "server.pem"), str(pki / "server.key")))
+    _, lines = run_tool({"base_url": server.url, "ca_file": str(pki / "other-ca.pem"),
+                         "api_key_env": "MESA_GW_KEY"},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}],
+                        env_extra={"MESA_GW_KEY": KEY})
+    assert lines[1]["code"] == "UNAVAILABLE"
+    assert "TLS verification failed" in lines[1]["message"]
+    assert server.requests == []  # nothing, the key least of all, was sent
+
+
+def test_the_key_never_follows_a_redirect(gateway):
+    elsewhere = gateway()
+    server = gateway(redirect_to=elsewhere.url.replace("127.0.0.1", "localhost"))
+    proc, lines = run_tool({"base_url": server.url, "api_key_env": "MESA_GW_KEY"},
+                           [{"prompts": PROMPTS[:1], "labels": LABELS}],
+                           env_extra={"MESA_GW_KEY": KEY})
+    assert lines[1]["code"] != "OK"
+    assert "307" in lines[1]["message"]
+    assert len(server.requests) == 1
+    assert elsewhere.requests == []
+
+
+def spki_pin(pem):
+    """curl's sha256//<base64> pin of a certificate's public key."""
+    pub = subprocess.run(["openssl", "x509", "-in", str(pem), "-pubkey", "-noout"],
+                         check=True, capture_output=True).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=pub,
+                         check=True, capture_output=True).stdout
+    return "sha256//" + base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def test_https_public_key_pin(gateway, pki):
+    server = gateway(tls=(str(pki / "server.pem"), str(pki / "server.key")))
+    right, wrong = spki_pin(pki / "server.pem"), spki_pin(pki / "other-ca.pem")
+    _, lines = run_tool({"base_url": server.url, "ca_file": str(pki / "ca.pem"),
+                         "pinned_public_key": f"{wrong};{right}"},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    assert lines[1]["code"] == "OK", lines[1]  # the backup pin matches
+    _, lines = run_tool({"base_url": server.url, "ca_file": str(pki / "ca.pem"),
+                         "pinned_public_key": wrong},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS}])
+    assert lines[1]["code"] == "UNAVAILABLE"
+    assert "pin" in lines[1]["message"]
+    assert len(server.requests) == 1  # the mismatch sent nothing
+
+
+def test_liveness(gateway):
+    server = gateway()
+    proc, lines = run_tool({"base_url": server.url, "api_key_env": "MESA_GW_KEY"}, [],
+                           env_extra={"MESA_GW_KEY": KEY}, liveness=True)
+    assert lines[1] == {"liveness": "OK", "message": ""}
+    assert server.gets == [{"path": "/health/liveliness", "authorization": f"Bearer {KEY}"}]
+    assert KEY not in proc.stdout and KEY not in proc.stderr
+    server.default = "status:503"
+    _, lines = run_tool({"base_url": server.url}, [], liveness=True)
+    assert lines[1]["liveness"] == "UNAVAILABLE"
+    server.close()
+    _, lines = run_tool({"base_url": server.url}, [], liveness=True)
+    assert lines[1]["liveness"] == "UNAVAILABLE"
+    assert "liveness" in lines[1]["message"]
