@@ -1,0 +1,408 @@
+#include "common/config/config_schema.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status/status_macros.h"
+#include "common/util/host_port.h"
+
+namespace mesa_anyjev::config::schema {
+
+// ---------------------------------------------------------------------------
+// Schema: one constexpr entry per field. The key is stringized from the member
+// names themselves, so it can never drift from config.h.
+
+constexpr std::string_view SectionOf(std::string_view key) {
+  return key.substr(0, key.find('.'));
+}
+
+template <auto kSection, auto kMember>
+auto& MemberOf(Config& config) {
+  return (config.*kSection).*kMember;
+}
+
+template <typename T>
+constexpr FieldType TypeOf(bool has_choices) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return has_choices ? FieldType::kEnum : FieldType::kString;
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    return FieldType::kInt32;
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return FieldType::kInt64;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return FieldType::kDouble;
+  } else {
+    static_assert(std::is_same_v<T, bool>, "unsupported config field type");
+    return FieldType::kBool;
+  }
+}
+
+template <auto kSection, auto kMember>
+constexpr Field MakeField(std::string_view key,
+                          std::span<const char* const> choices = {}) {
+  using T = std::remove_reference_t<decltype(MemberOf<kSection, kMember>(
+      std::declval<Config&>()))>;
+  return Field{key, TypeOf<T>(!choices.empty()),
+               AnyAccessor(std::in_place_type<Accessor<T>>,
+                           &MemberOf<kSection, kMember>),
+               choices};
+}
+
+// Macros only to stringize the member names into the key.
+#define MESA_CONFIG_FIELD(section, name)                                 \
+  MakeField<&Config::section, &decltype(Config::section)::name>(#section \
+                                                                "." #name)
+#define MESA_CONFIG_ENUM(section, name, choices)                 \
+  MakeField<&Config::section, &decltype(Config::section)::name>( \
+      #section "." #name, choices)
+
+constexpr const char* kDtypes[] = {"float32", "bfloat16"};
+constexpr const char* kAttentions[] = {"eager", "sdpa"};
+constexpr const char* kPriors[] = {"batch", "content_free", "none"};
+constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warn",
+                                      "error"};
+
+// Sections and fields in struct order (ToYaml writes them in this order).
+constexpr Field kFields[] = {
+    MESA_CONFIG_FIELD(server, listen),
+    MESA_CONFIG_FIELD(server, port_file),
+    MESA_CONFIG_FIELD(server, metrics_listen),
+    MESA_CONFIG_FIELD(server, metrics_port_file),
+    MESA_CONFIG_FIELD(server, queue_capacity),
+    MESA_CONFIG_FIELD(server, default_deadline_s),
+    MESA_CONFIG_FIELD(server, max_deadline_s),
+    MESA_CONFIG_FIELD(server, drain_deadline_s),
+    MESA_CONFIG_FIELD(server, drain_grace_s),
+    MESA_CONFIG_FIELD(server, max_receive_message_bytes),
+    MESA_CONFIG_FIELD(server, max_send_message_bytes),
+    MESA_CONFIG_FIELD(server, max_concurrent_streams),
+    MESA_CONFIG_FIELD(server, reflection),
+    MESA_CONFIG_FIELD(server, tls_cert),
+    MESA_CONFIG_FIELD(server, tls_key),
+
+    MESA_CONFIG_FIELD(model, path),
+    MESA_CONFIG_FIELD(model, name),
+    MESA_CONFIG_ENUM(model, dtype, kDtypes),
+    MESA_CONFIG_FIELD(model, device),
+    MESA_CONFIG_ENUM(model, attention, kAttentions),
+    MESA_CONFIG_FIELD(model, threads),
+    MESA_CONFIG_FIELD(model, fake_delay_s),
+    MESA_CONFIG_FIELD(model, fake_load_s),
+
+    MESA_CONFIG_FIELD(engine, batch_tokens),
+    MESA_CONFIG_FIELD(engine, prefix_cache_bytes),
+
+    MESA_CONFIG_FIELD(limits, max_groups),
+    MESA_CONFIG_FIELD(limits, max_suffixes),
+    MESA_CONFIG_FIELD(limits, max_prompt_tokens),
+    MESA_CONFIG_FIELD(limits, max_total_tokens),
+    MESA_CONFIG_FIELD(limits, max_layers),
+    MESA_CONFIG_FIELD(limits, max_top_k),
+    MESA_CONFIG_FIELD(limits, max_label_ids),
+    MESA_CONFIG_FIELD(limits, max_texts),
+    MESA_CONFIG_FIELD(limits, max_text_bytes),
+    MESA_CONFIG_FIELD(limits, max_decide_states),
+    MESA_CONFIG_FIELD(limits, max_decide_questions),
+    MESA_CONFIG_FIELD(limits, max_fit_states),
+
+    MESA_CONFIG_FIELD(decisions, artifacts),
+    MESA_CONFIG_FIELD(decisions, workers),
+    MESA_CONFIG_ENUM(decisions, prior, kPriors),
+    MESA_CONFIG_FIELD(decisions, canonical_order),
+    MESA_CONFIG_FIELD(decisions, adaptive_shifts),
+    MESA_CONFIG_FIELD(decisions, auto_routes_reworded),
+
+    MESA_CONFIG_FIELD(auth, token_env),
+    MESA_CONFIG_FIELD(auth, token_file),
+
+    MESA_CONFIG_FIELD(client, address),
+    MESA_CONFIG_FIELD(client, timeout_s),
+    MESA_CONFIG_FIELD(client, token_env),
+    MESA_CONFIG_FIELD(client, token_file),
+    MESA_CONFIG_FIELD(client, tls_ca),
+
+    MESA_CONFIG_FIELD(gateway, base_url),
+    MESA_CONFIG_FIELD(gateway, served_model),
+    MESA_CONFIG_FIELD(gateway, canonical_model),
+    MESA_CONFIG_FIELD(gateway, tokenizer),
+    MESA_CONFIG_FIELD(gateway, api_key_env),
+    MESA_CONFIG_FIELD(gateway, api_key_file),
+    MESA_CONFIG_FIELD(gateway, ca_file),
+    MESA_CONFIG_FIELD(gateway, pinned_public_key),
+    MESA_CONFIG_FIELD(gateway, logprobs),
+    MESA_CONFIG_FIELD(gateway, max_choice_k),
+    MESA_CONFIG_FIELD(gateway, workers),
+    MESA_CONFIG_FIELD(gateway, timeout_s),
+
+    MESA_CONFIG_ENUM(log, level, kLogLevels),
+};
+
+#undef MESA_CONFIG_FIELD
+#undef MESA_CONFIG_ENUM
+
+// ToYaml and the section listing rely on each section being one run.
+constexpr bool SectionsContiguousAndKeysUnique() {
+  const size_t n = std::size(kFields);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      const std::string_view key = kFields[i].key_text;
+      if (kFields[j].key_text == key) return false;
+      // A section starting at i must not have appeared before.
+      if (SectionOf(key) != SectionOf(kFields[i - 1].key_text) &&
+          SectionOf(kFields[j].key_text) == SectionOf(key)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+static_assert(SectionsContiguousAndKeysUnique());
+
+// A member added to config.h without its line above must not build: count an
+// aggregate's members by how many initializers T{...} accepts.
+struct AnyInitializer {
+  template <typename T>
+  operator T() const;  // never defined: unevaluated use only
+};
+
+template <typename T, typename... Args>
+constexpr size_t MemberCount() {
+  if constexpr (requires { T{std::declval<Args>()..., AnyInitializer{}}; }) {
+    return MemberCount<T, Args..., AnyInitializer>();
+  } else {
+    return sizeof...(Args);
+  }
+}
+
+constexpr size_t FieldsIn(std::string_view section) {
+  size_t count = 0;
+  for (const Field& field : kFields) {
+    if (SectionOf(field.key_text) == section) ++count;
+  }
+  return count;
+}
+
+static_assert(MemberCount<Config>() == 9, "a new section needs kFields lines");
+static_assert(MemberCount<DecisionsConfig>() == FieldsIn("decisions"),
+              "every DecisionsConfig member needs a line in kFields");
+static_assert(MemberCount<EngineConfig>() == FieldsIn("engine"),
+              "every EngineConfig member needs a line in kFields");
+static_assert(MemberCount<ServerConfig>() == FieldsIn("server"),
+              "every ServerConfig member needs a line in kFields");
+static_assert(MemberCount<ModelConfig>() == FieldsIn("model"),
+              "every ModelConfig member needs a line in kFields");
+static_assert(MemberCount<LimitsConfig>() == FieldsIn("limits"),
+              "every LimitsConfig member needs a line in kFields");
+static_assert(MemberCount<AuthConfig>() == FieldsIn("auth"),
+              "every AuthConfig member needs a line in kFields");
+static_assert(MemberCount<ClientConfig>() == FieldsIn("client"),
+              "every ClientConfig member needs a line in kFields");
+static_assert(MemberCount<GatewayConfig>() == FieldsIn("gateway"),
+              "every GatewayConfig member needs a line in kFields");
+static_assert(MemberCount<LogConfig>() == FieldsIn("log"),
+              "every LogConfig member needs a line in kFields");
+
+const Field* FindField(absl::string_view key) {
+  for (const Field& field : kFields) {
+    if (field.key() == key) return &field;
+  }
+  return nullptr;
+}
+
+bool IsSection(absl::string_view section) {
+  return std::any_of(std::begin(kFields), std::end(kFields),
+                     [&](const Field& f) { return f.section() == section; });
+}
+
+// For error messages: single quotes, C escapes for anything unprintable.
+std::string Quote(absl::string_view text) {
+  return absl::StrCat("'", absl::CHexEscape(text), "'");
+}
+
+std::string KnownSections() {
+  std::vector<absl::string_view> sections;
+  for (const Field& field : kFields) {
+    if (sections.empty() || sections.back() != field.section()) {
+      sections.push_back(field.section());
+    }
+  }
+  return absl::StrJoin(sections, ", ");
+}
+
+std::string KnownFieldsOf(absl::string_view section) {
+  std::vector<absl::string_view> names;
+  for (const Field& field : kFields) {
+    if (field.section() == section) names.push_back(field.name());
+  }
+  std::sort(names.begin(), names.end());
+  return absl::StrJoin(names, ", ");
+}
+
+// "(<where>; known fields of server: ...)", or the sections when the section
+// is the unknown part.
+std::string UnknownKeyHint(absl::string_view key, absl::string_view where) {
+  const size_t dot = key.find('.');
+  const absl::string_view section = key.substr(0, dot);
+  const std::string prefix = where.empty() ? "" : absl::StrCat(where, "; ");
+  if (dot == absl::string_view::npos) {
+    return absl::StrCat(
+        " (", prefix,
+        "keys are section.field; known sections: ", KnownSections(), ")");
+  }
+  if (IsSection(section)) {
+    return absl::StrCat(" (", prefix, "known fields of ", section, ": ",
+                        KnownFieldsOf(section), ")");
+  }
+  return absl::StrCat(" (", prefix, "unknown section ", Quote(section),
+                      "; known sections: ", KnownSections(), ")");
+}
+
+absl::Status UnknownKeyError(absl::string_view origin, absl::string_view key,
+                             absl::string_view where) {
+  return absl::InvalidArgumentError(absl::StrCat("config: ", origin,
+                                                 ": unknown key ", Quote(key),
+                                                 UnknownKeyHint(key, where)));
+}
+
+// ---------------------------------------------------------------------------
+// Value parsing, by declared type only.
+
+// Shortest text that parses back to exactly `value`, with a ".0" on whole
+// numbers so that it still reads as a double.
+std::string FormatDouble(double value) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  std::string text(buffer, result.ptr);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+
+absl::StatusOr<double> ParseDouble(absl::string_view text) {
+  double value = 0;
+  const char* const end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range && ptr == end) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Quote(text), " is out of the range of a double"));
+  }
+  if (ec != std::errc() || ptr != end) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Quote(text), " is not a number"));
+  }
+  if (!std::isfinite(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Quote(text), " is not a finite number"));
+  }
+  return value;
+}
+
+absl::StatusOr<bool> ParseBool(absl::string_view text) {
+  for (const absl::string_view yes : {"true", "yes", "1"}) {
+    if (absl::EqualsIgnoreCase(text, yes)) return true;
+  }
+  for (const absl::string_view no : {"false", "no", "0"}) {
+    if (absl::EqualsIgnoreCase(text, no)) return false;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(Quote(text), " is not a boolean (true/false, yes/no, 1/0)"));
+}
+
+// Parses `text` by the field's type into `config`; the error is the reason
+// alone, the caller adds where the value came from.
+absl::Status SetField(const Field& field, absl::string_view text,
+                      Config* config) {
+  return std::visit(
+      [&](auto access) -> absl::Status {
+        auto& member = access(*config);
+        using T = std::remove_reference_t<decltype(member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (field.type == FieldType::kEnum &&
+              std::find(field.choices.begin(), field.choices.end(), text) ==
+                  field.choices.end()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(Quote(text), " is not one of ",
+                             absl::StrJoin(field.choices, ", ")));
+          }
+          member.assign(text.data(), text.size());
+        } else if constexpr (std::is_same_v<T, bool>) {
+          ASSIGN_OR_RETURN(member, ParseBool(text));
+        } else if constexpr (std::is_same_v<T, double>) {
+          ASSIGN_OR_RETURN(member, ParseDouble(text));
+        } else {
+          ASSIGN_OR_RETURN(member, ParseInt<T>(text));
+        }
+        return absl::OkStatus();
+      },
+      field.access);
+}
+
+// A YAML double-quoted scalar: always a string whatever it looks like
+// ("off", "12", ""), and exact for any valid UTF-8. Bytes >= 0x80 pass
+// through because YAML's \xNN means a code point, not a byte.
+std::string YamlQuote(absl::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default: {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) {
+          constexpr char kHex[] = "0123456789abcdef";
+          out += "\\x";
+          out += kHex[u >> 4];
+          out += kHex[u & 0xf];
+        } else {
+          out += c;
+        }
+      }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string FormatValue(const Field& field, Config* config) {
+  return std::visit(
+      [&](auto access) -> std::string {
+        const auto& member = access(*config);
+        using T = std::remove_cvref_t<decltype(member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return YamlQuote(member);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return member ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          return FormatDouble(member);
+        } else {
+          return absl::StrCat(member);
+        }
+      },
+      field.access);
+}
+
+std::span<const Field> Fields() { return kFields; }
+
+}  // namespace mesa_anyjev::config::schema

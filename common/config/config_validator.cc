@@ -1,0 +1,192 @@
+#include "common/config/config_validator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config/config_schema.h"
+#include "common/status/status_macros.h"
+#include "common/util/host_port.h"
+
+namespace mesa_anyjev::config {
+
+using schema::Accessor;
+using schema::Field;
+using schema::Fields;
+using schema::FieldType;
+using schema::FormatDouble;
+using schema::ParseInt;
+using schema::Quote;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Validation of the merged result.
+
+bool IsDevice(absl::string_view device) {
+  if (device == "cpu" || device == "cuda") return true;
+  if (!absl::StartsWith(device, "cuda:")) return false;
+  const absl::string_view index = device.substr(5);
+  return !index.empty() &&
+         index.find_first_not_of("0123456789") == absl::string_view::npos &&
+         ParseInt<int32_t>(index).ok();
+}
+
+class Validator {
+ public:
+  Validator(const Config& config,
+            const std::map<std::string, std::string, std::less<>>& origins)
+      : config_(config), origins_(origins) {}
+
+  absl::Status Run() {
+    const ServerConfig& s = config_.server;
+    HostPort("server.listen", s.listen);
+    if (!s.metrics_listen.empty()) {
+      HostPort("server.metrics_listen", s.metrics_listen);
+    }
+    Range<int64_t>("server.queue_capacity", s.queue_capacity, 1, 100000);
+    Positive("server.default_deadline_s", s.default_deadline_s);
+    Positive("server.max_deadline_s", s.max_deadline_s);
+    if (s.default_deadline_s > s.max_deadline_s) {
+      Error("server.default_deadline_s",
+            absl::StrCat(FormatDouble(s.default_deadline_s),
+                         " must be <= server.max_deadline_s (",
+                         FormatDouble(s.max_deadline_s), ")"));
+    }
+    NonNegative("server.drain_deadline_s", s.drain_deadline_s);
+    NonNegative("server.drain_grace_s", s.drain_grace_s);
+    constexpr int64_t kMaxMessage = (int64_t{2} << 30) - 1;  // gRPC: int
+    Range<int64_t>("server.max_receive_message_bytes",
+                   s.max_receive_message_bytes, 1024, kMaxMessage);
+    Range<int64_t>("server.max_send_message_bytes", s.max_send_message_bytes,
+                   1024, kMaxMessage);
+    Range<int64_t>("server.max_concurrent_streams", s.max_concurrent_streams, 1,
+                   std::numeric_limits<int32_t>::max());
+    if (s.tls_cert.empty() != s.tls_key.empty()) {
+      const bool cert = !s.tls_cert.empty();
+      Error(cert ? "server.tls_cert" : "server.tls_key",
+            absl::StrCat("is set but ",
+                         cert ? "server.tls_key" : "server.tls_cert",
+                         " is empty; TLS needs both or neither"));
+    }
+
+    const ModelConfig& m = config_.model;
+    if (m.path.empty()) {
+      Error("model.path", "is empty (a checkpoint directory or \"fake\")");
+    }
+    if (!IsDevice(m.device)) {
+      Error("model.device",
+            absl::StrCat(Quote(m.device), " is not cpu, cuda or cuda:N"));
+    }
+    Range<int64_t>("model.threads", m.threads, 0,
+                   std::numeric_limits<int32_t>::max());
+    SecondsUpToAnHour("model.fake_delay_s", m.fake_delay_s);
+    SecondsUpToAnHour("model.fake_load_s", m.fake_load_s);
+    Range<int64_t>("engine.batch_tokens", config_.engine.batch_tokens, 1,
+                   int64_t{1} << 24);
+    Range<int64_t>("engine.prefix_cache_bytes",
+                   config_.engine.prefix_cache_bytes, 0, int64_t{1} << 40);
+    Range<int64_t>("decisions.workers", config_.decisions.workers, 1, 256);
+
+    Positive("client.timeout_s", config_.client.timeout_s);
+    if (config_.client.address.empty()) Error("client.address", "is empty");
+    Positive("gateway.timeout_s", config_.gateway.timeout_s);
+    Range<int64_t>("gateway.workers", config_.gateway.workers, 1, 256);
+    Range<int64_t>("gateway.logprobs", config_.gateway.logprobs, 1, 20);
+    Range<int64_t>("gateway.max_choice_k", config_.gateway.max_choice_k, 2, 26);
+
+    // Schema-wide rules: every limit is a positive count, every enum holds
+    // one of its choices (a default edited in config.h is checked too).
+    for (const Field& field : Fields()) {
+      if (field.section() == "limits") {
+        std::visit(
+            [&](auto access) {
+              using T = std::remove_reference_t<decltype(access(config_))>;
+              if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+                Range<int64_t>(field.key(), access(config_), 1,
+                               std::numeric_limits<T>::max());
+              }
+            },
+            field.access);
+      }
+      if (field.type == FieldType::kEnum) {
+        const std::string& value =
+            std::get<Accessor<std::string>>(field.access)(config_);
+        if (std::find(field.choices.begin(), field.choices.end(), value) ==
+            field.choices.end()) {
+          Error(field.key(), absl::StrCat(Quote(value), " is not one of ",
+                                          absl::StrJoin(field.choices, ", ")));
+        }
+      }
+    }
+
+    if (errors_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: ", absl::StrJoin(errors_, "; ")));
+  }
+
+ private:
+  void Error(absl::string_view key, absl::string_view message) {
+    const auto origin = origins_.find(key);
+    errors_.push_back(
+        absl::StrCat(key, ": ", message,
+                     origin == origins_.end()
+                         ? ""
+                         : absl::StrCat(" (from ", origin->second, ")")));
+  }
+
+  template <typename T>
+  void Range(absl::string_view key, T value, T lo, T hi) {
+    if (value < lo || value > hi) {
+      Error(key, absl::StrCat(value, " is out of range [", lo, ", ", hi, "]"));
+    }
+  }
+
+  void Positive(absl::string_view key, double value) {
+    if (!(value > 0)) {
+      Error(key, absl::StrCat(FormatDouble(value), " must be > 0"));
+    }
+  }
+
+  void NonNegative(absl::string_view key, double value) {
+    if (value < 0) {
+      Error(key, absl::StrCat(FormatDouble(value), " must be >= 0"));
+    }
+  }
+
+  void SecondsUpToAnHour(absl::string_view key, double value) {
+    if (!(value >= 0 && value <= 3600)) {
+      Error(key,
+            absl::StrCat(FormatDouble(value), " is out of range [0, 3600]"));
+    }
+  }
+
+  void HostPort(absl::string_view key, const std::string& value) {
+    const auto parsed = util::ParseHostPort(value);
+    if (!parsed.ok()) Error(key, std::string(parsed.status().message()));
+  }
+
+  Config config_;  // a copy: the schema accessors take a mutable Config
+  const std::map<std::string, std::string, std::less<>>& origins_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+absl::Status ValidateMerged(
+    const Config& config,
+    const std::map<std::string, std::string, std::less<>>& origins) {
+  return Validator(config, origins).Run();
+}
+
+}  // namespace mesa_anyjev::config

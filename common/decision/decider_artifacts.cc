@@ -1,0 +1,330 @@
+// The Decider's artifacts: loading one question's artifact or a heads/export
+// file (all or nothing), and exporting them (decision-method.md 9).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/decision/contextual.h"
+#include "common/decision/decider.h"
+#include "common/decision/decider_internal.h"
+#include "common/decision/head_fit.h"
+#include "common/decision/legacy_random_state.h"
+#include "common/decision/py_format.h"
+#include "common/status/status_macros.h"
+#include "common/util/hash.h"
+
+namespace mesa_anyjev::decision {
+
+using decider_internal::Json;
+
+namespace {
+
+// The state text of an observation as stored in a file: strings as they
+// are, anything else rendered as the reference's render_state would.
+std::string StateText(const Json& state) {
+  if (state.is_null()) return "";
+  if (state.is_string()) return state.get<std::string>();
+  if (state.is_array() && !state.empty()) {
+    bool chat = true;
+    for (const auto& m : state) {
+      chat =
+          chat && m.is_object() && m.contains("role") && m.contains("content");
+    }
+    if (chat) {
+      std::vector<std::string> lines;
+      for (const auto& m : state) {
+        const auto field = [](const Json& v) {
+          return v.is_string() ? v.get<std::string>() : PyJsonDumpsIndent2(v);
+        };
+        lines.push_back(
+            absl::StrCat(field(m["role"]), ": ", field(m["content"])));
+      }
+      return absl::StrJoin(lines, "\n");
+    }
+  }
+  return PyJsonDumpsIndent2(state);
+}
+
+}  // namespace
+
+absl::Status Decider::LoadArtifact(const Question& question,
+                                   const nlohmann::ordered_json& artifact) {
+  if (!artifact.is_object()) {
+    return absl::InvalidArgumentError("an artifact must be a JSON object");
+  }
+  if (artifact.contains("model") && !artifact["model"].is_null() &&
+      artifact["model"] != model_name()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("artifact was fit on ", artifact["model"].dump(),
+                     ", the model is '", model_name(), "'"));
+  }
+  const bool other_layout = artifact.contains("question") &&
+                            !artifact["question"].is_null() &&
+                            artifact["question"] != question.key();
+  const std::string method = artifact.value("method", std::string());
+  if (method.rfind("head:", 0) == 0) {
+    if (other_layout) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("head artifact was fit on a different question layout (",
+                       artifact["question"].dump(), " != ", question.key(),
+                       "); fit a head for this one"));
+    }
+    ASSIGN_OR_RETURN(LinearHead head, LinearHead::FromJson(artifact));
+    if (!artifact.contains("layer_abs") || !artifact["layer_abs"].is_number()) {
+      return absl::InvalidArgumentError("head artifact: no \"layer_abs\"");
+    }
+    HeadEntry entry;
+    entry.layer_abs = artifact["layer_abs"].get<int>();
+    entry.head = std::move(head);
+    entry.question_id =
+        artifact.contains("question_id") && artifact["question_id"].is_string()
+            ? artifact["question_id"].get<std::string>()
+            : question.id();
+    entry.kind = question.kind();
+    entry.text = question.text();
+    entry.options = question.options();
+    heads_.Put(question.key(), Finish(question.key(), std::move(entry)));
+    return absl::OkStatus();
+  }
+  if (artifact.contains("prior") && !artifact["prior"].is_null() &&
+      other_layout) {
+    // The frozen prior is indexed by (shift, position) of the layout it was
+    // fit on; temperature-only artifacts load anywhere.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "artifact carries a prior fit on a different question layout (",
+        artifact["question"].dump(), " != ", question.key(),
+        "); calibrate this layout"));
+  }
+  const std::string family =
+      method.empty() ? "temperature" : method.substr(0, method.find(':'));
+  if (family != "temperature") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "artifact method '", method, "' has no loader (known: temperature)"));
+  }
+  ASSIGN_OR_RETURN(TemperatureScaler scaler,
+                   TemperatureScaler::FromJson(artifact));
+  absl::MutexLock lock(&mu_);
+  if (!artifacts_.contains(question.key())) {
+    artifact_order_.push_back(question.key());
+  }
+  artifacts_[question.key()] =
+      std::make_shared<const TemperatureScaler>(std::move(scaler));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
+  if (!file.is_object()) {
+    return absl::InvalidArgumentError("an artifacts file is a JSON object");
+  }
+  if (file.contains("model") && !file["model"].is_null() &&
+      file["model"] != model_name()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("artifacts were fit on ", file["model"].dump(),
+                     ", the model is '", model_name(), "'"));
+  }
+  // Parse everything first: a file is loaded whole or not at all.
+  std::vector<std::pair<std::string, std::shared_ptr<const TemperatureScaler>>>
+      artifacts;
+  std::vector<std::pair<std::string, std::shared_ptr<const HeadEntry>>> heads;
+  std::vector<std::pair<std::string, AdaptationStats>> adaptation;
+  struct LoadedObservations {
+    std::string key;
+    std::optional<Question> question;
+    std::vector<std::string> states;
+    std::vector<int> labels;
+    std::optional<int> fits;
+    std::optional<int> next_fit;
+  };
+  std::vector<LoadedObservations> observations;
+  try {
+    if (file.contains("artifacts") && file["artifacts"].is_object()) {
+      for (const auto& [key, art] : file["artifacts"].items()) {
+        const std::string method =
+            art.is_object() ? art.value("method", std::string("temperature"))
+                            : std::string();
+        const std::string family = method.substr(0, method.find(':'));
+        if (family != "temperature" && !method.empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("artifacts.", key, ": method '", method,
+                           "' has no loader (known: temperature)"));
+        }
+        auto scaler = TemperatureScaler::FromJson(art);
+        if (!scaler.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("artifacts.", key, ": ", scaler.status().message()));
+        }
+        artifacts.emplace_back(
+            key, std::make_shared<const TemperatureScaler>(*std::move(scaler)));
+      }
+    }
+    if (file.contains("heads") && file["heads"].is_object()) {
+      for (const auto& [key, art] : file["heads"].items()) {
+        auto head = LinearHead::FromJson(art);
+        if (!head.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("heads.", key, ": ", head.status().message()));
+        }
+        if (!art.contains("layer_abs") || !art["layer_abs"].is_number()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("heads.", key, ": no \"layer_abs\""));
+        }
+        HeadEntry entry;
+        entry.head = *std::move(head);
+        entry.layer_abs = art["layer_abs"].get<int>();
+        entry.question_id =
+            art.contains("question_id") && art["question_id"].is_string()
+                ? art["question_id"].get<std::string>()
+                : key;
+        if (art.contains("kind") && art["kind"].is_string()) {
+          auto kind = ParseQuestionKind(art["kind"].get<std::string>());
+          if (kind.ok()) entry.kind = *kind;
+        }
+        if (art.contains("text") && art["text"].is_string()) {
+          entry.text = art["text"].get<std::string>();
+        }
+        if (art.contains("options") && art["options"].is_array()) {
+          entry.options = art["options"].get<std::vector<std::string>>();
+        }
+        heads.emplace_back(key, Finish(key, std::move(entry)));
+      }
+    }
+    if (file.contains("adaptation") && file["adaptation"].is_object()) {
+      for (const auto& [key, st] : file["adaptation"].items()) {
+        auto sum = DecodeArray(st["sum"]);
+        auto sumsq = DecodeArray(st["sumsq"]);
+        if (!sum.ok() || !sumsq.ok() ||
+            sum->values.size() != sumsq->values.size()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("adaptation.", key, ": malformed sum or sumsq"));
+        }
+        adaptation.emplace_back(key, AdaptationStats{sum->values, sumsq->values,
+                                                     st["n"].get<int64_t>()});
+      }
+    }
+    if (file.contains("observations") && file["observations"].is_object()) {
+      for (const auto& [key, r] : file["observations"].items()) {
+        LoadedObservations loaded;
+        loaded.key = key;
+        const std::string kind_name =
+            r.contains("kind") && r["kind"].is_string()
+                ? r["kind"].get<std::string>()
+                : "";
+        const auto kind = ParseQuestionKind(kind_name);
+        if (kind.ok() && r.contains("options") && r["options"].is_array() &&
+            !r["options"].empty()) {
+          loaded.question = Question::FromStored(
+              *kind, r.value("text", std::string()),
+              r["options"].get<std::vector<std::string>>(),
+              r.contains("question_id") && r["question_id"].is_string()
+                  ? r["question_id"].get<std::string>()
+                  : "");
+        }
+        if (r.contains("states")) {
+          for (const auto& s : r["states"])
+            loaded.states.push_back(StateText(s));
+        }
+        if (r.contains("labels")) {
+          for (const auto& l : r["labels"])
+            loaded.labels.push_back(l.get<int>());
+        }
+        if (r.contains("fits")) loaded.fits = r["fits"].get<int>();
+        if (r.contains("next_fit")) loaded.next_fit = r["next_fit"].get<int>();
+        observations.push_back(std::move(loaded));
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifacts file: malformed: ", e.what()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, scaler] : artifacts) {
+      if (!artifacts_.contains(key)) artifact_order_.push_back(key);
+      artifacts_[key] = std::move(scaler);
+    }
+    for (LoadedObservations& loaded : observations) {
+      auto it = observed_.find(loaded.key);
+      if (it == observed_.end()) {
+        if (!loaded.question.has_value()) continue;
+        it = observed_
+                 .emplace(loaded.key,
+                          std::make_shared<Observed>(
+                              Observed{*loaded.question, {}, {}, 0, 30, false}))
+                 .first;
+        observed_order_.push_back(loaded.key);
+      }
+      Observed& rec = *it->second;
+      rec.states.insert(rec.states.end(), loaded.states.begin(),
+                        loaded.states.end());
+      rec.labels.insert(rec.labels.end(), loaded.labels.begin(),
+                        loaded.labels.end());
+      if (loaded.fits.has_value()) rec.fits = *loaded.fits;
+      if (loaded.next_fit.has_value()) rec.next_fit = *loaded.next_fit;
+    }
+  }
+  for (auto& [key, entry] : heads) heads_.Put(key, std::move(entry));
+  for (auto& [key, stats] : adaptation) {
+    heads_.SetAdaptation(key, std::move(stats));
+  }
+  return static_cast<int>(artifacts.size() + heads.size());
+}
+
+nlohmann::ordered_json Decider::ExportArtifacts(
+    bool include_observations) const {
+  Json out;
+  out["model"] = model_name();
+  Json artifacts = Json::object();
+  Json observations = Json::object();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& key : artifact_order_) {
+      Json art;
+      art["model"] = model_name();
+      art["question"] = key;
+      const Json body = artifacts_.at(key)->ToJson();
+      for (const auto& [k, v] : body.items()) art[k] = v;
+      artifacts[key] = std::move(art);
+    }
+    if (include_observations) {
+      for (const std::string& key : observed_order_) {
+        const Observed& rec = *observed_.at(key);
+        Json r;
+        r["question_id"] = rec.question.id();
+        r["kind"] = QuestionKindName(rec.question.kind());
+        r["text"] = rec.question.text();
+        r["options"] = rec.question.options();
+        r["states"] = rec.states;
+        r["labels"] = rec.labels;
+        r["fits"] = rec.fits;
+        r["next_fit"] = rec.next_fit;
+        observations[key] = std::move(r);
+      }
+    }
+  }
+  out["artifacts"] = std::move(artifacts);
+  Json heads = Json::object();
+  for (const auto& [key, entry] : heads_.All()) {
+    heads[key] = HeadArtifact(key, *entry);
+  }
+  out["heads"] = std::move(heads);
+  Json adaptation = Json::object();
+  for (const auto& [key, stats] : heads_.Adaptations()) {
+    if (stats.n <= 0) continue;
+    const std::vector<int64_t> shape = {static_cast<int64_t>(stats.sum.size())};
+    Json st;
+    st["sum"] = EncodeArray(stats.sum, shape);
+    st["sumsq"] = EncodeArray(stats.sumsq, shape);
+    st["n"] = stats.n;
+    adaptation[key] = std::move(st);
+  }
+  if (!adaptation.empty()) out["adaptation"] = std::move(adaptation);
+  if (!observations.empty()) out["observations"] = std::move(observations);
+  return out;
+}
+
+}  // namespace mesa_anyjev::decision

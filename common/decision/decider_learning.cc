@@ -1,0 +1,262 @@
+// The Decider's learning from labels: L1 temperature calibration, L2 head
+// fitting, and observe's online fits. Follows anyjev 0.2.0's calibrate,
+// fit_head and observe.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/decision/contextual.h"
+#include "common/decision/decider.h"
+#include "common/decision/decider_internal.h"
+#include "common/decision/head_fit.h"
+#include "common/decision/legacy_random_state.h"
+#include "common/decision/py_format.h"
+#include "common/status/status_macros.h"
+#include "common/util/hash.h"
+
+namespace mesa_anyjev::decision {
+
+using decider_internal::Describe;
+using decider_internal::Json;
+
+absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
+    const Question& question, const std::vector<std::string>& states,
+    const std::vector<int>& labels, const CallControl& control) {
+  if (states.empty()) {
+    return absl::InvalidArgumentError("calibration needs labelled states");
+  }
+  if (labels.size() != states.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("one label per state: ", labels.size(), " labels for ",
+                     states.size(), " states"));
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || labels[i] >= question.k()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("labels[", i, "]: ", labels[i],
+                       " is not an option index in [0, ", question.k(), ")"));
+    }
+  }
+  RETURN_IF_ERROR(CheckQuestion(question, Level::kL0));
+  RETURN_IF_ERROR(LabelsFor(question).status());
+  // The prior comes from the calibration set alone, in an accumulator of
+  // its own, so the artifact is a function of (model, question, set); the
+  // calibration sums join the running prior afterwards.
+  RunningPriors isolated;
+  const Effective eff = Resolve({});
+  ASSIGN_OR_RETURN(auto decisions, RunLevel(states, {question}, Level::kL0, eff,
+                                            &isolated, control));
+  if (const auto acc = isolated.Get(question.key()); acc.has_value()) {
+    priors_.Merge(question.key(), *acc);
+  }
+  Matrix probs(static_cast<Eigen::Index>(states.size()), question.k());
+  for (size_t s = 0; s < states.size(); ++s) {
+    for (int j = 0; j < question.k(); ++j) {
+      probs(static_cast<Eigen::Index>(s), j) = decisions[s][0].probs[j];
+    }
+  }
+  auto scaler = std::make_shared<TemperatureScaler>(
+      TemperatureScaler::Fit(probs, labels));
+  const DecisionDiagnostics& first = decisions[0][0].diagnostics;
+  scaler->prior = first.prior;
+  scaler->prior_method =
+      first.prior_method.empty() ? "none" : first.prior_method;
+  scaler->prior_strength = first.prior_strength;
+  scaler->n_calib = static_cast<int>(states.size());
+  {
+    absl::MutexLock lock(&mu_);
+    if (!artifacts_.contains(question.key())) {
+      artifact_order_.push_back(question.key());
+    }
+    artifacts_[question.key()] = scaler;
+  }
+  Json out;
+  out["model"] = model_name();
+  out["question"] = question.key();
+  const Json body = scaler->ToJson();
+  for (const auto& [key, value] : body.items()) out[key] = value;
+  return out;
+}
+
+std::shared_ptr<const HeadEntry> Decider::Finish(const std::string& key,
+                                                 HeadEntry entry) const {
+  entry.version.clear();
+  entry.version =
+      util::Sha256Hex(HeadArtifact(key, entry).dump()).substr(0, 16);
+  return std::make_shared<const HeadEntry>(std::move(entry));
+}
+
+nlohmann::ordered_json Decider::HeadArtifact(const std::string& key,
+                                             const HeadEntry& entry) const {
+  Json out;
+  out["model"] = model_name();
+  out["question"] = key;
+  out["question_id"] = entry.question_id;
+  out["kind"] = entry.kind.has_value() ? Json(QuestionKindName(*entry.kind))
+                                       : Json(nullptr);
+  out["text"] = entry.text.has_value() ? Json(*entry.text) : Json(nullptr);
+  out["options"] =
+      entry.options.has_value() ? Json(*entry.options) : Json(nullptr);
+  out["layer_abs"] = entry.layer_abs;
+  out["n_blocks"] = backend_->capabilities().n_layers;
+  out["hidden_size"] = entry.head.w.rows();
+  const Json body = entry.head.ToJson();
+  for (const auto& [k, v] : body.items()) out[k] = v;
+  return out;
+}
+
+absl::StatusOr<nlohmann::ordered_json> Decider::FitHead(
+    const Question& question, const std::vector<std::string>& states,
+    const std::vector<int>& labels, const FitHeadOptions& options,
+    const CallControl& control) {
+  const Capabilities& caps = backend_->capabilities();
+  if (!caps.hidden_states) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", backend_->identity().name,
+                     "' exposes no hidden states; L2 needs them"));
+  }
+  std::string listing = options.listing;
+  if (listing != "auto" && listing != "random" && listing != "canonical") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listing '", listing, "' (expected auto, random or canonical)"));
+  }
+  if (listing == "auto") {
+    listing = question.k() <= 8 ? "random" : "canonical";
+  }
+  const int n_blocks = caps.n_layers;
+  std::vector<int> candidates;
+  if (options.layers.empty()) {
+    candidates = DefaultCandidateBlocks(n_blocks);
+  } else {
+    std::set<int> resolved;
+    for (size_t i = 0; i < options.layers.size(); ++i) {
+      const int layer = options.layers[i];
+      const int abs = layer < 0 ? n_blocks + 1 + layer : layer;
+      if (abs < 0 || abs > n_blocks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("layers[", i, "]: ", layer, " is outside [",
+                         -(n_blocks + 1), ", ", n_blocks, "]"));
+      }
+      resolved.insert(abs);
+    }
+    candidates.assign(resolved.begin(), resolved.end());
+  }
+  if (labels.size() != states.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("one label per state: ", labels.size(), " labels for ",
+                     states.size(), " states"));
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || labels[i] >= question.k()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("labels[", i, "]: ", labels[i],
+                       " is not an option index in [0, ", question.k(), ")"));
+    }
+  }
+  if (static_cast<int>(labels.size()) < std::max(8, 2 * question.k())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no head could be fit for ", Describe(question),
+        ": need at least max(8, 2K) = ", std::max(8, 2 * question.k()),
+        " labels, got ", labels.size()));
+  }
+  RETURN_IF_ERROR(LabelsFor(question).status());
+  std::vector<std::vector<int>> perms;
+  if (listing == "random" && !question.ordered() && question.k() > 1) {
+    LegacyRandomState rng(options.seed);
+    for (size_t i = 0; i < states.size(); ++i) {
+      perms.push_back(rng.Permutation(question.k()));
+    }
+  }
+  const std::vector<int32_t> layers(candidates.begin(), candidates.end());
+  ASSIGN_OR_RETURN(const std::vector<Matrix> feats,
+                   Features(question, states, layers, perms, control));
+  std::optional<LinearHead> best;
+  for (const std::string& kind : options.kinds) {
+    auto head = decision::FitHead(feats, labels, question.k(), kind,
+                                  options.n_folds, options.seed);
+    if (!head.ok()) {
+      if (absl::IsInvalidArgument(head.status()) ||
+          absl::IsFailedPrecondition(head.status())) {
+        continue;
+      }
+      return head.status();
+    }
+    if (!best.has_value() ||
+        head->cv["oof_nll"].get<double>() < best->cv["oof_nll"].get<double>()) {
+      best = *std::move(head);
+    }
+  }
+  if (!best.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no head could be fit for ", Describe(question),
+        ": need at least max(8, 2K) labels and a solvable system"));
+  }
+  best->params["listing"] = perms.empty() ? "canonical" : listing;
+  HeadEntry entry;
+  entry.layer_abs = candidates[best->layer];
+  entry.head = *std::move(best);
+  entry.question_id = question.id();
+  entry.kind = question.kind();
+  entry.text = question.text();
+  entry.options = question.options();
+  const std::shared_ptr<const HeadEntry> stored =
+      Finish(question.key(), std::move(entry));
+  heads_.Put(question.key(), stored);
+  return HeadArtifact(question.key(), *stored);
+}
+
+absl::StatusOr<std::optional<nlohmann::ordered_json>> Decider::Observe(
+    const Question& question, const std::string& state, int label,
+    const ObserveOptions& options, const CallControl& control) {
+  if (label < 0 || label >= question.k()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "label ", label, " is not an option index in [0, ", question.k(), ")"));
+  }
+  std::shared_ptr<Observed> record;
+  std::vector<std::string> states;
+  std::vector<int> labels;
+  {
+    absl::MutexLock lock(&mu_);
+    auto& slot = observed_[question.key()];
+    if (slot == nullptr) {
+      slot = std::make_shared<Observed>(
+          Observed{question,
+                   {},
+                   {},
+                   0,
+                   std::max({options.fit_at, 8, 2 * question.k()}),
+                   false});
+      observed_order_.push_back(question.key());
+    }
+    record = slot;
+    record->states.push_back(state);
+    record->labels.push_back(label);
+    // One fit at a time per question; observations that arrive meanwhile
+    // wait for the next threshold.
+    if (static_cast<int>(record->labels.size()) < record->next_fit ||
+        record->fitting) {
+      return std::nullopt;
+    }
+    record->fitting = true;
+    states = record->states;
+    labels = record->labels;
+  }
+  auto artifact =
+      FitHead(record->question, states, labels, options.fit, control);
+  absl::MutexLock lock(&mu_);
+  record->fitting = false;
+  if (!artifact.ok()) return artifact.status();
+  record->fits += 1;
+  record->next_fit =
+      std::max(record->next_fit + 1,
+               static_cast<int>(PyRound(static_cast<double>(labels.size()) *
+                                        options.refit_factor)));
+  return std::optional<nlohmann::ordered_json>(*std::move(artifact));
+}
+
+}  // namespace mesa_anyjev::decision
