@@ -40,8 +40,7 @@ def test_token_file_must_be_0600(start_daemon, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     token_file.chmod(0o644)
-    loose = subprocess.run([*start_daemon.__defaults__] if False else
-                           [os.environ.get("MESA_ANYJEVD", "build/server/mesa-anyjevd"),
+    loose = subprocess.run([os.environ.get("MESA_ANYJEVD", "build/server/mesa-anyjevd"),
                             "--model", "fake", "--listen", "127.0.0.1:0", "--metrics-listen", "",
                             "--set", f"auth.token_file={token_file}"],
                            capture_output=True, text=True, timeout=30)

@@ -14,41 +14,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tests/unit/temp_dir.h"
 
 namespace mesa_anyjev::config {
 namespace {
 
 using Catch::Contains;
-
-// A mkdtemp directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = ::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(
-        base != nullptr && *base != '\0' ? base : "/tmp", "/cfgtest.XXXXXX");
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string Write(const std::string& name, const std::string& text) const {
-    const std::string file = absl::StrCat(path_, "/", name);
-    std::ofstream out(file, std::ios::binary);
-    out << text;
-    REQUIRE(out.good());
-    return file;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::mesa_anyjev::testing::TempDir;
 
 Config LoadOk(const LoadOptions& options) {
   absl::StatusOr<Config> config = LoadConfig(options);

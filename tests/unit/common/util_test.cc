@@ -10,16 +10,10 @@
 #include "common/util/files.h"
 #include "common/util/host_port.h"
 #include "common/util/secret.h"
+#include "tests/unit/temp_dir.h"
 
 namespace mesa_anyjev::util {
 namespace {
-
-std::filesystem::path TempDir() {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "mesa-util-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
 
 TEST_CASE("ParseHostPort accepts host:port and [v6]:port", "[util]") {
   auto a = ParseHostPort("127.0.0.1:0");
@@ -53,7 +47,8 @@ TEST_CASE("LoadSecret reads env, refuses loose files, never echoes the value",
   CHECK_THAT(std::string(unset.status().message()),
              Catch::Contains("MESA_TEST_SECRET"));
 
-  const auto dir = TempDir();
+  const testing::TempDir temp;
+  const std::filesystem::path dir = temp.path();
   const std::string file = (dir / "token").string();
   std::ofstream(file) << "file-token-value\n";
   chmod(file.c_str(), 0644);
@@ -68,12 +63,12 @@ TEST_CASE("LoadSecret reads env, refuses loose files, never echoes the value",
   CHECK(**tight == "file-token-value");
   CHECK(absl::IsInvalidArgument(
       LoadSecret("", (dir / "missing").string(), "auth").status()));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("WriteFileAtomic replaces whole content and leaves no temp files",
           "[util]") {
-  const auto dir = TempDir();
+  const testing::TempDir temp;
+  const std::filesystem::path dir = temp.path();
   const std::string path = (dir / "port").string();
   REQUIRE(WriteFileAtomic(path, "123\n").ok());
   REQUIRE(WriteFileAtomic(path, "45678\n").ok());
@@ -89,7 +84,6 @@ TEST_CASE("WriteFileAtomic replaces whole content and leaves no temp files",
   CHECK(absl::IsNotFound(ReadFile((dir / "nope").string()).status()));
   CHECK_FALSE(
       WriteFileAtomic((dir / "no" / "such" / "dir").string(), "x").ok());
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -17,43 +17,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tests/unit/temp_dir.h"
 
 namespace mesa_anyjev::model::testing {
 
-// A mkdtemp directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = ::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(
-        base != nullptr && *base != '\0' ? base : "/tmp", "/sttest.XXXXXX");
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  // Writes `bytes` to `name` (created with its parent folders); its path.
-  std::string Write(const std::string& name, std::string_view bytes) const {
-    const std::filesystem::path file = std::filesystem::path(path_) / name;
-    std::filesystem::create_directories(file.parent_path());
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    REQUIRE(out.good());
-    return file.string();
-  }
-  const std::string& path() const { return path_; }
-  std::string Path(const std::string& name) const {
-    return (std::filesystem::path(path_) / name).string();
-  }
-
- private:
-  std::string path_;
-};
+using ::mesa_anyjev::testing::TempDir;
 
 inline std::string U64Le(uint64_t value) {
   std::string bytes(8, '\0');
