@@ -256,9 +256,10 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
     }
     if (top_k > 0) {
       const auto [top_values, top_ids] = logprobs.topk(top_k);
+      const auto values_k = top_values.accessor<float, 1>();
+      const auto ids_k = top_ids.accessor<int64_t, 1>();
       for (int64_t k = 0; k < top_k; ++k) {
-        dst.top.push_back({static_cast<TokenId>(top_ids[k].item<int64_t>()),
-                           top_values[k].item<double>()});
+        dst.top.push_back({static_cast<TokenId>(ids_k[k]), values_k[k]});
       }
     }
     dst.n_tokens =
@@ -287,9 +288,12 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   // Early stop: the forward (and the prefix) run only as deep as needed.
   int32_t depth = 0;
   for (int32_t layer : layers) depth = std::max(depth, layer);
+  at::Tensor batch_hidden;
   auto emit = [&](const Prompt& p, const model::ForwardResult& result,
                   int64_t r) {
-    const at::Tensor hidden = result.hidden[r].cpu().contiguous();  // [L, H]
+    // One device-to-host copy per batch: [B, L, H].
+    if (r == 0) batch_hidden = result.hidden.cpu().contiguous();
+    const at::Tensor hidden = batch_hidden[r];  // [L, H], contiguous
     std::memcpy(out.values.data() + p.row * row_values,
                 hidden.data_ptr<float>(), row_values * sizeof(float));
   };
