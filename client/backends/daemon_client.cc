@@ -11,6 +11,8 @@
 #include "common/status/status_macros.h"
 #include "common/util/files.h"
 #include "common/util/secret.h"
+#include "client/backends/decision_proto.h"
+#include "mesa/anyjev/v1/decisions.grpc.pb.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
 
 namespace mesa_anyjev::client {
@@ -89,16 +91,18 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);  // the daemon caps what it sends
   auto channel = grpc::CreateCustomChannel(config.address, credentials, args);
-  return std::unique_ptr<DaemonClient>(new DaemonClient(
-      std::move(channel), std::move(token), absl::Seconds(config.timeout_s)));
+  return std::unique_ptr<DaemonClient>(
+      new DaemonClient(std::move(channel), std::move(token),
+                       absl::Seconds(config.timeout_s), config.address));
 }
 
 DaemonClient::DaemonClient(std::shared_ptr<grpc::Channel> channel,
                            std::optional<std::string> token,
-                           absl::Duration timeout)
+                           absl::Duration timeout, std::string address)
     : channel_(std::move(channel)),
       token_(std::move(token)),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      address_(std::move(address)) {}
 
 namespace {
 
@@ -157,6 +161,90 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
   out.limits.max_texts = limits.max_texts();
   out.limits.max_text_bytes = limits.max_text_bytes();
   return out;
+}
+
+absl::StatusOr<std::vector<std::vector<TokenId>>> DaemonClient::Tokenize(
+    const std::vector<std::string>& texts) {
+  auto stub = v1::Inference::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::TokenizeRequest request;
+  for (const std::string& text : texts) request.add_texts(text);
+  v1::TokenizeResponse response;
+  grpc::Status status = stub->Tokenize(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status, "Tokenize");
+  if (response.items_size() != static_cast<int>(texts.size())) {
+    return absl::InternalError("Tokenize: one item per text expected");
+  }
+  std::vector<std::vector<TokenId>> out;
+  for (const v1::TokenIds& item : response.items()) {
+    out.emplace_back(item.ids().begin(), item.ids().end());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<decision::Decision>>>
+DaemonClient::Decide(const std::vector<std::string>& states,
+                     const std::vector<decision::Question>& questions,
+                     decision::Level level,
+                     std::optional<decision::Level> require) {
+  auto stub = v1::Decisions::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::DecideRequest request;
+  for (const std::string& state : states) {
+    request.add_states()->set_text(state);
+  }
+  for (const decision::Question& question : questions) {
+    ToProto(question, request.add_questions());
+  }
+  request.set_level(decision::LevelName(level));
+  if (require.has_value()) request.set_require(decision::LevelName(*require));
+  v1::DecideResponse response;
+  grpc::Status status = stub->Decide(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status, "Decide");
+  return FromProto(response, states.size(), questions);
+}
+
+absl::StatusOr<nlohmann::ordered_json> DaemonClient::ExportArtifacts() {
+  auto stub = v1::Decisions::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::ExportArtifactsResponse response;
+  grpc::Status status = stub->ExportArtifacts(
+      &context, v1::ExportArtifactsRequest(), &response);
+  if (!status.ok()) return FromGrpc(status, "ExportArtifacts");
+  try {
+    return nlohmann::ordered_json::parse(response.artifacts_json());
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("ExportArtifacts: not JSON: ", e.what()));
+  }
+}
+
+absl::StatusOr<int> DaemonClient::LoadArtifacts(
+    const nlohmann::ordered_json& file) {
+  auto stub = v1::Decisions::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::LoadArtifactsRequest request;
+  request.set_artifacts_json(file.dump());
+  v1::LoadArtifactsResponse response;
+  grpc::Status status = stub->LoadArtifacts(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status, "LoadArtifacts");
+  return response.loaded();
+}
+
+absl::Status DaemonClient::ResetPriors(const std::vector<std::string>& keys) {
+  auto stub = v1::Decisions::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::ResetPriorsRequest request;
+  for (const std::string& key : keys) request.add_question_keys(key);
+  v1::ResetPriorsResponse response;
+  grpc::Status status = stub->ResetPriors(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status, "ResetPriors");
+  return absl::OkStatus();
 }
 
 }  // namespace mesa_anyjev::client

@@ -10,6 +10,10 @@
 #include "absl/status/statusor.h"
 #include "common/backend.h"
 #include "common/config/config.h"
+#include "common/decision/decision.h"
+#include "common/decision/level.h"
+#include "common/decision/question.h"
+#include "nlohmann/json.hpp"
 
 namespace grpc {
 class Channel;
@@ -34,14 +38,32 @@ class DaemonClient {
   // "NOT_SERVING", ...; transport failures are errors.
   absl::StatusOr<std::string> Health(const std::string& service = "");
   absl::StatusOr<DaemonInfo> Info();
+  // The daemon's tokenizer: ids of each text (no special tokens added).
+  absl::StatusOr<std::vector<std::vector<TokenId>>> Tokenize(
+      const std::vector<std::string>& texts);
+  // Decide over rendered state texts: result[state][question]. `require`
+  // makes the daemon refuse (FAILED_PRECONDITION) a question it would serve
+  // below that level, before any work.
+  absl::StatusOr<std::vector<std::vector<decision::Decision>>> Decide(
+      const std::vector<std::string>& states,
+      const std::vector<decision::Question>& questions, decision::Level level,
+      std::optional<decision::Level> require = std::nullopt);
+  // The daemon decider's heads/export file, and loading one into it.
+  absl::StatusOr<nlohmann::ordered_json> ExportArtifacts();
+  absl::StatusOr<int> LoadArtifacts(const nlohmann::ordered_json& file);
+  // Clears running batch priors (every key when `keys` is empty).
+  absl::Status ResetPriors(const std::vector<std::string>& keys = {});
+  const std::string& address() const { return address_; }
 
  private:
   DaemonClient(std::shared_ptr<grpc::Channel> channel,
-               std::optional<std::string> token, absl::Duration timeout);
+               std::optional<std::string> token, absl::Duration timeout,
+               std::string address);
 
   std::shared_ptr<grpc::Channel> channel_;
   std::optional<std::string> token_;
   absl::Duration timeout_;
+  std::string address_;
 };
 
 }  // namespace mesa_anyjev::client

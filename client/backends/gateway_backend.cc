@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 #include "common/util/secret.h"
 #include "nlohmann/json.hpp"
 
@@ -172,23 +174,62 @@ HttpResult Perform(const GatewayOptions& options,
   return result;
 }
 
+// GET {base}/health/liveliness once, bounded by the deadline.
+absl::Status LivenessOf(const GatewayOptions& options, const std::string& base,
+                        const std::optional<std::string>& api_key,
+                        const CallControl& control) {
+  const absl::Time now = absl::Now();
+  if (now >= control.deadline) {
+    return absl::DeadlineExceededError(
+        "deadline passed before the liveness check");
+  }
+  const absl::Duration limit =
+      std::min(absl::Seconds(options.timeout_s), control.deadline - now);
+  const HttpResult result =
+      Perform(options, api_key, absl::StrCat(base, "/health/liveliness"),
+              /*post_body=*/nullptr,
+              std::max<int64_t>(1, absl::ToInt64Milliseconds(limit)), control);
+  if (result.code == CURLE_OPERATION_TIMEDOUT) {
+    return absl::DeadlineExceededError("gateway liveness: timed out");
+  }
+  if (result.code != CURLE_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("gateway liveness: ", curl_easy_strerror(result.code)));
+  }
+  if (result.http_status != 200) {
+    return HttpStatusToStatus(result.http_status, result.body);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-GatewayOptions GatewayOptionsFromConfig(const config::GatewayConfig& config) {
+GatewayOptions GatewayOptionsFromConfig(const config::BackendConfig& config) {
   GatewayOptions options;
-  options.base_url = config.base_url;
+  options.base_url = config.gateway_base_url;
   options.served_model = config.served_model;
   options.canonical_model = config.canonical_model;
   options.tokenizer = config.tokenizer;
-  options.api_key_env = config.api_key_env;
-  options.api_key_file = config.api_key_file;
+  options.api_key_env = config.gateway_api_key_env;
+  options.api_key_file = config.gateway_api_key_file;
+  if (options.api_key_env.empty() && options.api_key_file.empty()) {
+    options.api_key_env = DefaultApiKeyVariable();
+  }
   options.ca_file = config.ca_file;
   options.pinned_public_key = config.pinned_public_key;
   options.logprobs = config.logprobs;
   options.max_choice_k = config.max_choice_k;
   options.workers = config.workers;
-  options.timeout_s = config.timeout_s;
+  options.timeout_s = config.timeout;
   return options;
+}
+
+std::string DefaultApiKeyVariable() {
+  for (const char* name : {kNativeApiKeyVariable, kMesaMcpApiKeyVariable}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') return name;
+  }
+  return "";
 }
 
 absl::Duration BackoffDelay(int32_t attempt, double base_s, double u) {
@@ -270,9 +311,8 @@ std::optional<double> LookupLabel(const std::map<std::string, double>& top,
   return std::nullopt;
 }
 
-absl::StatusOr<std::unique_ptr<GatewayBackend>> GatewayBackend::Create(
+absl::StatusOr<std::string> GatewayBackend::ValidateBaseUrl(
     const GatewayOptions& options) {
-  GlobalInit();
   std::string scheme, host, path;
   if (absl::Status status = ParseUrl(options.base_url, &scheme, &host, &path);
       !status.ok()) {
@@ -299,6 +339,13 @@ absl::StatusOr<std::unique_ptr<GatewayBackend>> GatewayBackend::Create(
         "gateway_base_url must not end in /v1 (the backend appends "
         "/v1/completions)");
   }
+  return base;
+}
+
+absl::StatusOr<std::unique_ptr<GatewayBackend>> GatewayBackend::Create(
+    const GatewayOptions& options) {
+  GlobalInit();
+  ASSIGN_OR_RETURN(std::string base, ValidateBaseUrl(options));
   if (options.served_model.empty()) {
     return absl::InvalidArgumentError("gateway served_model is empty");
   }
@@ -485,29 +532,24 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
 }
 
 absl::Status GatewayBackend::Liveness(const CallControl& control) {
-  const absl::Time now = absl::Now();
-  if (now >= control.deadline) {
-    return absl::DeadlineExceededError(
-        "deadline passed before the liveness "
-        "check");
-  }
-  const absl::Duration limit =
-      std::min(absl::Seconds(options_.timeout_s), control.deadline - now);
-  const HttpResult result =
-      Perform(options_, api_key_, absl::StrCat(base_url_, "/health/liveliness"),
-              /*post_body=*/nullptr,
-              std::max<int64_t>(1, absl::ToInt64Milliseconds(limit)), control);
-  if (result.code == CURLE_OPERATION_TIMEDOUT) {
-    return absl::DeadlineExceededError("gateway liveness: timed out");
-  }
-  if (result.code != CURLE_OK) {
-    return absl::UnavailableError(
-        absl::StrCat("gateway liveness: ", curl_easy_strerror(result.code)));
-  }
-  if (result.http_status != 200) {
-    return HttpStatusToStatus(result.http_status, result.body);
-  }
-  return absl::OkStatus();
+  return LivenessOf(options_, base_url_, api_key_, control);
+}
+
+absl::Status GatewayBackend::CheckLiveness(const GatewayOptions& options,
+                                           const CallControl& control) {
+  GlobalInit();
+  ASSIGN_OR_RETURN(const std::string base, ValidateBaseUrl(options));
+  return LivenessOf(options, base, std::nullopt, control);
+}
+
+absl::Status GatewayBackend::CheckLogprobsCap(int32_t logprobs,
+                                              const CallControl& control) {
+  const nlohmann::json request = {{"model", options_.served_model},
+                                  {"prompt", "Answer Yes or No."},
+                                  {"max_tokens", 1},
+                                  {"temperature", 0.0},
+                                  {"logprobs", logprobs}};
+  return Post(request.dump(), control).status();
 }
 
 absl::StatusOr<PromptLogprobs> GatewayBackend::One(

@@ -52,8 +52,20 @@ struct GatewayOptions {
   int64_t max_response_bytes = 8 << 20;
 };
 
-// The options of config section `gateway` (the rest keep their defaults).
-GatewayOptions GatewayOptionsFromConfig(const config::GatewayConfig& config);
+// The reference's key variables (reference-system.md 4.1, 10): the native
+// one wins over mesa-mcp's.
+inline constexpr char kNativeApiKeyVariable[] =
+    "MESA_ANYJEV_BACKEND__GATEWAY_API_KEY";
+inline constexpr char kMesaMcpApiKeyVariable[] = "MESA_LLM_API_KEY";
+
+// The gateway options of config section `backend` (the rest keep their
+// defaults). Without backend.gateway_api_key_env/_file the key comes from
+// DefaultApiKeyVariable().
+GatewayOptions GatewayOptionsFromConfig(const config::BackendConfig& config);
+
+// The first of kNativeApiKeyVariable, kMesaMcpApiKeyVariable that is set and
+// non-empty, else "".
+std::string DefaultApiKeyVariable();
 
 // The wait before retry `attempt` (0-based): base * 2^attempt scaled by
 // 0.75 + 0.5 * u for u in [0, 1) (jitter of +-25%).
@@ -124,6 +136,17 @@ class GatewayBackend : public Backend {
   // GET {base}/health/liveliness (the reference probe's first step): one
   // attempt, bounded by the deadline, outside the breaker. OK on HTTP 200.
   absl::Status Liveness(const CallControl& control);
+  // The same before a backend exists (no key, no tokenizer needed): the
+  // doctor's order checks liveness first.
+  static absl::Status CheckLiveness(const GatewayOptions& options,
+                                    const CallControl& control);
+  // The base URL rules (https, or http to loopback; no trailing /v1): the
+  // URL with trailing slashes removed, or INVALID_ARGUMENT saying why.
+  static absl::StatusOr<std::string> ValidateBaseUrl(
+      const GatewayOptions& options);
+  // One completion asking for `logprobs` top entries: OK when the gateway
+  // accepts it, else its error (a 400 is INVALID_ARGUMENT with the body).
+  absl::Status CheckLogprobsCap(int32_t logprobs, const CallControl& control);
 
   int64_t missing_label_events() const { return missing_label_events_.load(); }
   int64_t requests() const { return requests_.load(); }

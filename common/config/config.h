@@ -97,22 +97,57 @@ struct ClientConfig {
   std::string tls_ca;  // PEM of the CA that signed the daemon's cert; on = TLS
 };
 
-// The CLI's gateway backend (docs/gateway.md): an OpenAI-compatible server
-// asked for top-20 logprobs. The API key comes from the variable named in
-// api_key_env or a 0600 file, never from the YAML file or a flag.
-struct GatewayConfig {
-  std::string base_url = "http://127.0.0.1:8000";  // not ending in /v1
-  std::string served_model = "carc-fast";          // "model" of requests
-  std::string canonical_model = "RedHatAI/Qwen3-8B-NVFP4";  // identity name
-  std::string tokenizer;     // the served model's tokenizer.json (or dir)
-  std::string api_key_env;   // name of an environment variable with the key
-  std::string api_key_file;  // or a file with mode 0600 holding it
-  std::string ca_file;       // PEM CA bundle for a private https gateway
-  std::string pinned_public_key;  // "sha256//<base64>;..." or a key file
-  int32_t logprobs = 20;          // top-k asked for (vLLM's cap)
-  int32_t max_choice_k = 8;       // wider choice questions are refused
-  int32_t workers = 8;            // concurrent requests
-  double timeout_s = 120.0;       // per request (connect: 5 s)
+// The CLI's backend (reference-system.md 4.2 `backend.*`, docs/cli.md):
+// fake (in process), gateway (an OpenAI-compatible server asked for top-20
+// logprobs, docs/gateway.md), hf (mesa-anyjevd at client.address) or
+// composite (raw/L0/L1 from the gateway, L2 from the daemon). The gateway's
+// API key never comes from the YAML file or a flag: it is read from
+// MESA_ANYJEV_BACKEND__GATEWAY_API_KEY, MESA_LLM_API_KEY, the variable
+// named in gateway_api_key_env, or a 0600 file.
+struct BackendConfig {
+  std::string kind = "fake";  // fake | gateway | hf | composite
+  std::string gateway_base_url = "http://127.0.0.1:8000";  // not .../v1
+  std::string served_model = "carc-fast";  // "model" of gateway requests
+  // The gateway model's name: the bundle key for the gateway kind.
+  std::string canonical_model = "RedHatAI/Qwen3-8B-NVFP4";
+  // The served model's tokenizer.json (or its directory); the reference
+  // names a hub repo here, which cannot be fetched offline.
+  std::string tokenizer;
+  std::string hf_model = "Qwen/Qwen3-8B";  // the daemon's model (hf, composite)
+  std::string gateway_api_key_env;   // name of a variable holding the key
+  std::string gateway_api_key_file;  // or a file with mode 0600 holding it
+  std::string ca_file;               // PEM CA bundle for a private gateway
+  std::string pinned_public_key;     // "sha256//<base64>;..." or a key file
+  int32_t logprobs = 20;             // top-k asked for (vLLM's cap)
+  int32_t max_choice_k = 8;          // wider choices are refused below L2
+  int32_t workers = 8;               // concurrent gateway requests
+  double timeout = 120.0;            // seconds per gateway request
+};
+
+// The CLI's decider (reference-system.md 4.2 `decider.*`): the level asked
+// for and the L0 settings of the decider that gateway and fake work runs on.
+struct DeciderConfig {
+  std::string level = "auto";  // raw | L0 | L1 | L2 | auto
+  std::string prior = "batch";  // batch | content_free | none
+  bool adaptive_shifts = true;  // serving only; fits force false
+  int32_t max_permutations = 0;  // 0 = every shift (the reference's null)
+};
+
+// The write policy and annotate's limits (reference-system.md 4.2, 7.4).
+struct PolicyConfig {
+  std::string profile = "prod";  // prod | dev
+  int32_t max_candidates = 12;   // candidate cap; children cap too
+  int32_t max_avus = 25;         // kept AVUs per run
+  int32_t proposal_size = 8;
+  bool specificity = true;         // try more specific children
+  double specificity_delta = 0.10;  // p(child) >= p(parent) + delta
+  bool audit_planner = true;        // ask dataset.ontology_applies (Q0)
+};
+
+// The bundle store (reference-system.md 8.4).
+struct ArtifactsConfig {
+  std::string dir = "~/.mesa/anyjev/artifacts";
+  bool strict = true;  // refuse bundles fit on another backend kind
 };
 
 struct LogConfig {
@@ -127,7 +162,10 @@ struct Config {
   DecisionsConfig decisions;
   AuthConfig auth;
   ClientConfig client;
-  GatewayConfig gateway;
+  BackendConfig backend;
+  DeciderConfig decider;
+  PolicyConfig policy;
+  ArtifactsConfig artifacts;
   LogConfig log;
 };
 

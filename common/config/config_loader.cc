@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/config/config_schema.h"
 #include "common/config/config_validator.h"
 #include "common/status/status_macros.h"
@@ -244,6 +245,7 @@ absl::Status ApplyFile(const std::string& path, State* state) {
 }
 
 constexpr absl::string_view kEnvPrefix = "MESA_ANYJEV_";
+constexpr absl::string_view kGatewayApiKeyKey = "backend.gateway_api_key";
 
 absl::Status ApplyEnvironment(const std::map<std::string, std::string>& env,
                               State* state) {
@@ -263,6 +265,8 @@ absl::Status ApplyEnvironment(const std::map<std::string, std::string>& env,
     const std::string key =
         absl::StrCat(absl::AsciiStrToLower(rest.substr(0, split)), ".",
                      absl::AsciiStrToLower(rest.substr(split + 2)));
+    // A secret, read by the gateway backend itself; never a config value.
+    if (key == kGatewayApiKeyKey) continue;
     const std::string origin = absl::StrCat("environment ", name);
     const Field* field = FindField(key);
     if (field == nullptr) return UnknownKeyError(origin, key, "");
@@ -273,6 +277,17 @@ absl::Status ApplyEnvironment(const std::map<std::string, std::string>& env,
                        " both set ", field->key()));
     }
     RETURN_IF_ERROR(Apply(*field, value, origin, "", state));
+  }
+  // mesa-mcp's variable, used only when the native one is absent
+  // (reference-system.md 4.1): a trailing "/" and then "/v1" are stripped.
+  const auto llm = env.find("MESA_LLM_BASE_URL");
+  if (llm != env.end() && !variable_of_key.contains("backend.gateway_base_url")) {
+    absl::string_view url = llm->second;
+    absl::ConsumeSuffix(&url, "/");
+    absl::ConsumeSuffix(&url, "/v1");
+    RETURN_IF_ERROR(Apply(*FindField("backend.gateway_base_url"),
+                          std::string(url), "environment MESA_LLM_BASE_URL",
+                          "", state));
   }
   return absl::OkStatus();
 }

@@ -72,6 +72,9 @@ constexpr Field MakeField(std::string_view key,
 constexpr const char* kDtypes[] = {"float32", "bfloat16"};
 constexpr const char* kAttentions[] = {"eager", "sdpa"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
+constexpr const char* kBackendKinds[] = {"fake", "gateway", "hf", "composite"};
+constexpr const char* kLevels[] = {"raw", "L0", "L1", "L2", "auto"};
+constexpr const char* kProfiles[] = {"prod", "dev"};
 constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warn",
                                       "error"};
 
@@ -134,18 +137,36 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(client, token_file),
     MESA_CONFIG_FIELD(client, tls_ca),
 
-    MESA_CONFIG_FIELD(gateway, base_url),
-    MESA_CONFIG_FIELD(gateway, served_model),
-    MESA_CONFIG_FIELD(gateway, canonical_model),
-    MESA_CONFIG_FIELD(gateway, tokenizer),
-    MESA_CONFIG_FIELD(gateway, api_key_env),
-    MESA_CONFIG_FIELD(gateway, api_key_file),
-    MESA_CONFIG_FIELD(gateway, ca_file),
-    MESA_CONFIG_FIELD(gateway, pinned_public_key),
-    MESA_CONFIG_FIELD(gateway, logprobs),
-    MESA_CONFIG_FIELD(gateway, max_choice_k),
-    MESA_CONFIG_FIELD(gateway, workers),
-    MESA_CONFIG_FIELD(gateway, timeout_s),
+    MESA_CONFIG_ENUM(backend, kind, kBackendKinds),
+    MESA_CONFIG_FIELD(backend, gateway_base_url),
+    MESA_CONFIG_FIELD(backend, served_model),
+    MESA_CONFIG_FIELD(backend, canonical_model),
+    MESA_CONFIG_FIELD(backend, tokenizer),
+    MESA_CONFIG_FIELD(backend, hf_model),
+    MESA_CONFIG_FIELD(backend, gateway_api_key_env),
+    MESA_CONFIG_FIELD(backend, gateway_api_key_file),
+    MESA_CONFIG_FIELD(backend, ca_file),
+    MESA_CONFIG_FIELD(backend, pinned_public_key),
+    MESA_CONFIG_FIELD(backend, logprobs),
+    MESA_CONFIG_FIELD(backend, max_choice_k),
+    MESA_CONFIG_FIELD(backend, workers),
+    MESA_CONFIG_FIELD(backend, timeout),
+
+    MESA_CONFIG_ENUM(decider, level, kLevels),
+    MESA_CONFIG_ENUM(decider, prior, kPriors),
+    MESA_CONFIG_FIELD(decider, adaptive_shifts),
+    MESA_CONFIG_FIELD(decider, max_permutations),
+
+    MESA_CONFIG_ENUM(policy, profile, kProfiles),
+    MESA_CONFIG_FIELD(policy, max_candidates),
+    MESA_CONFIG_FIELD(policy, max_avus),
+    MESA_CONFIG_FIELD(policy, proposal_size),
+    MESA_CONFIG_FIELD(policy, specificity),
+    MESA_CONFIG_FIELD(policy, specificity_delta),
+    MESA_CONFIG_FIELD(policy, audit_planner),
+
+    MESA_CONFIG_FIELD(artifacts, dir),
+    MESA_CONFIG_FIELD(artifacts, strict),
 
     MESA_CONFIG_ENUM(log, level, kLogLevels),
 };
@@ -195,7 +216,7 @@ constexpr size_t FieldsIn(std::string_view section) {
   return count;
 }
 
-static_assert(MemberCount<Config>() == 9, "a new section needs kFields lines");
+static_assert(MemberCount<Config>() == 12, "a new section needs kFields lines");
 static_assert(MemberCount<DecisionsConfig>() == FieldsIn("decisions"),
               "every DecisionsConfig member needs a line in kFields");
 static_assert(MemberCount<EngineConfig>() == FieldsIn("engine"),
@@ -210,8 +231,14 @@ static_assert(MemberCount<AuthConfig>() == FieldsIn("auth"),
               "every AuthConfig member needs a line in kFields");
 static_assert(MemberCount<ClientConfig>() == FieldsIn("client"),
               "every ClientConfig member needs a line in kFields");
-static_assert(MemberCount<GatewayConfig>() == FieldsIn("gateway"),
-              "every GatewayConfig member needs a line in kFields");
+static_assert(MemberCount<BackendConfig>() == FieldsIn("backend"),
+              "every BackendConfig member needs a line in kFields");
+static_assert(MemberCount<DeciderConfig>() == FieldsIn("decider"),
+              "every DeciderConfig member needs a line in kFields");
+static_assert(MemberCount<PolicyConfig>() == FieldsIn("policy"),
+              "every PolicyConfig member needs a line in kFields");
+static_assert(MemberCount<ArtifactsConfig>() == FieldsIn("artifacts"),
+              "every ArtifactsConfig member needs a line in kFields");
 static_assert(MemberCount<LogConfig>() == FieldsIn("log"),
               "every LogConfig member needs a line in kFields");
 
@@ -272,6 +299,14 @@ std::string UnknownKeyHint(absl::string_view key, absl::string_view where) {
 
 absl::Status UnknownKeyError(absl::string_view origin, absl::string_view key,
                              absl::string_view where) {
+  if (key == "backend.gateway_api_key") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config: ", origin,
+        ": backend.gateway_api_key is a secret and is never read from a file "
+        "or a flag; set MESA_ANYJEV_BACKEND__GATEWAY_API_KEY or "
+        "MESA_LLM_API_KEY in the environment, or backend.gateway_api_key_file "
+        "(mode 0600)"));
+  }
   return absl::InvalidArgumentError(absl::StrCat("config: ", origin,
                                                  ": unknown key ", Quote(key),
                                                  UnknownKeyHint(key, where)));

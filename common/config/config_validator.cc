@@ -100,10 +100,24 @@ class Validator {
 
     Positive("client.timeout_s", config_.client.timeout_s);
     if (config_.client.address.empty()) Error("client.address", "is empty");
-    Positive("gateway.timeout_s", config_.gateway.timeout_s);
-    Range<int64_t>("gateway.workers", config_.gateway.workers, 1, 256);
-    Range<int64_t>("gateway.logprobs", config_.gateway.logprobs, 1, 20);
-    Range<int64_t>("gateway.max_choice_k", config_.gateway.max_choice_k, 2, 26);
+    const BackendConfig& b = config_.backend;
+    Positive("backend.timeout", b.timeout);
+    Range<int64_t>("backend.workers", b.workers, 1, 256);
+    Range<int64_t>("backend.logprobs", b.logprobs, 1, 20);
+    Range<int64_t>("backend.max_choice_k", b.max_choice_k, 2, 26);
+    if (b.gateway_base_url.empty()) Error("backend.gateway_base_url", "is empty");
+    Range<int64_t>("decider.max_permutations", config_.decider.max_permutations,
+                   0, 26);
+    const PolicyConfig& p = config_.policy;
+    Range<int64_t>("policy.max_candidates", p.max_candidates, 1, 1000);
+    Range<int64_t>("policy.max_avus", p.max_avus, 1, 100000);
+    Range<int64_t>("policy.proposal_size", p.proposal_size, 1, 26);
+    if (!(p.specificity_delta >= 0.0 && p.specificity_delta <= 1.0)) {
+      Error("policy.specificity_delta",
+            absl::StrCat(FormatDouble(p.specificity_delta),
+                         " is outside [0, 1]"));
+    }
+    if (config_.artifacts.dir.empty()) Error("artifacts.dir", "is empty");
 
     // Schema-wide rules: every limit is a positive count, every enum holds
     // one of its choices (a default edited in config.h is checked too).

@@ -75,7 +75,8 @@ TEST_CASE("config: KnownKeys lists every section.field, sorted", "[config]") {
        {"server.listen", "server.queue_capacity", "server.tls_key",
         "model.fake_delay_s", "limits.max_top_k", "limits.max_text_bytes",
         "auth.token_file", "client.address", "client.tls_ca",
-        "gateway.base_url", "gateway.api_key_env", "log.level"}) {
+        "backend.gateway_base_url", "backend.gateway_api_key_env",
+        "decider.level", "policy.max_avus", "artifacts.dir", "log.level"}) {
     INFO(key);
     CHECK(std::find(keys.begin(), keys.end(), key) != keys.end());
   }
@@ -168,14 +169,14 @@ TEST_CASE("config: unknown keys are refused, named", "[config]") {
   }
   SECTION("unknown section in the file") {
     LoadOptions options;
-    options.config_path = dir.Write("c.yaml", "backend:\n  kind: fake\n");
+    options.config_path = dir.Write("c.yaml", "planner:\n  kind: static\n");
     const std::string message = LoadError(options);
     CHECK_THAT(message, Contains(options.config_path));
-    CHECK_THAT(message, Contains("unknown section 'backend'"));
+    CHECK_THAT(message, Contains("unknown section 'planner'"));
     CHECK_THAT(
         message,
         Contains("server, model, engine, limits, decisions, auth, client, "
-                 "gateway, log"));
+                 "backend, decider, policy, artifacts, log"));
   }
   SECTION("unknown field in the environment") {
     LoadOptions options;
@@ -186,10 +187,10 @@ TEST_CASE("config: unknown keys are refused, named", "[config]") {
   }
   SECTION("unknown section in the environment") {
     LoadOptions options;
-    options.env = {{"MESA_ANYJEV_BACKEND__KIND", "fake"}};
+    options.env = {{"MESA_ANYJEV_PLANNER__KIND", "static"}};
     const std::string message = LoadError(options);
-    CHECK_THAT(message, Contains("environment MESA_ANYJEV_BACKEND__KIND"));
-    CHECK_THAT(message, Contains("unknown section 'backend'"));
+    CHECK_THAT(message, Contains("environment MESA_ANYJEV_PLANNER__KIND"));
+    CHECK_THAT(message, Contains("unknown section 'planner'"));
   }
   SECTION("unknown flag key names the flag") {
     const std::string message = FlagError("server.lisen", "x:1");
@@ -661,6 +662,64 @@ TEST_CASE("config: ToYaml round-trips through LoadConfig", "[config]") {
     CHECK_FALSE(loaded.server.reflection);
   }
 }
+
+TEST_CASE("config: the reference's backend keys and their environment",
+          "[config]") {
+  TempDir dir;
+  SECTION("MESA_ANYJEV_BACKEND__KIND sets backend.kind") {
+    LoadOptions options;
+    options.env = {{"MESA_ANYJEV_BACKEND__KIND", "gateway"},
+                   {"MESA_ANYJEV_DECIDER__LEVEL", "L0"}};
+    auto config = LoadConfig(options);
+    REQUIRE(config.ok());
+    CHECK(config->backend.kind == "gateway");
+    CHECK(config->decider.level == "L0");
+  }
+  SECTION("a backend kind outside the four is refused, naming them") {
+    LoadOptions options;
+    options.env = {{"MESA_ANYJEV_BACKEND__KIND", "vllm"}};
+    const std::string message = LoadError(options);
+    CHECK_THAT(message, Contains("backend.kind"));
+    CHECK_THAT(message, Contains("fake, gateway, hf, composite"));
+  }
+  SECTION("the API key variable is a secret, not a config value") {
+    LoadOptions options;
+    options.env = {{"MESA_ANYJEV_BACKEND__GATEWAY_API_KEY", "sk-123"}};
+    auto config = LoadConfig(options);
+    REQUIRE(config.ok());
+    CHECK_FALSE(absl::StrContains(ToYaml(*config), "sk-123"));
+  }
+  SECTION("an API key in the file is refused without echoing it") {
+    LoadOptions options;
+    options.config_path =
+        dir.Write("c.yaml", "backend:\n  gateway_api_key: sk-123\n");
+    const std::string message = LoadError(options);
+    CHECK_THAT(message, Contains("is a secret"));
+    CHECK_THAT(message, Contains("MESA_LLM_API_KEY"));
+    CHECK_FALSE(absl::StrContains(message, "sk-123"));
+  }
+  SECTION("MESA_LLM_BASE_URL applies without the native variable") {
+    LoadOptions options;
+    options.env = {{"MESA_LLM_BASE_URL", "http://127.0.0.1:18000/v1/"}};
+    auto config = LoadConfig(options);
+    REQUIRE(config.ok());
+    CHECK(config->backend.gateway_base_url == "http://127.0.0.1:18000");
+    options.env["MESA_ANYJEV_BACKEND__GATEWAY_BASE_URL"] =
+        "http://localhost:8000";
+    config = LoadConfig(options);
+    REQUIRE(config.ok());
+    CHECK(config->backend.gateway_base_url == "http://localhost:8000");
+  }
+  SECTION("policy and decider ranges name the field and the limit") {
+    CHECK_THAT(FlagError("policy.specificity_delta", "1.5"),
+               Contains("policy.specificity_delta"));
+    CHECK_THAT(FlagError("decider.max_permutations", "27"),
+               Contains("decider.max_permutations"));
+    CHECK_THAT(FlagError("decider.level", "L3"),
+               Contains("raw, L0, L1, L2, auto"));
+  }
+}
+
 
 }  // namespace
 }  // namespace mesa_anyjev::config

@@ -1,0 +1,90 @@
+#include "client/backends/composite_provider.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status/status_macros.h"
+
+namespace mesa_anyjev::client {
+
+using decision::Level;
+
+absl::StatusOr<std::vector<std::string>> LabelDisagreements(
+    const text::Tokenizer& local, DaemonClient& daemon) {
+  const std::vector<std::string> labels = CheckedLabels();
+  ASSIGN_OR_RETURN(const auto remote, daemon.Tokenize(labels));
+  std::vector<std::string> differ;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    ASSIGN_OR_RETURN(const auto ids, local.Encode(labels[i]));
+    if (ids != remote[i]) differ.push_back(labels[i]);
+  }
+  return differ;
+}
+
+absl::StatusOr<std::unique_ptr<CompositeProvider>> CompositeProvider::Create(
+    std::unique_ptr<LocalProvider> gateway,
+    std::unique_ptr<DaemonProvider> daemon) {
+  ASSIGN_OR_RETURN(
+      const auto differ,
+      LabelDisagreements(gateway->backend().tokenizer(), daemon->client()));
+  if (!differ.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the two tokenizers disagree on label tokens [",
+        absl::StrJoin(differ, ", "),
+        "]; a composite backend needs identical label ids"));
+  }
+  return std::unique_ptr<CompositeProvider>(
+      new CompositeProvider(std::move(gateway), std::move(daemon)));
+}
+
+CompositeProvider::CompositeProvider(std::unique_ptr<LocalProvider> gateway,
+                                     std::unique_ptr<DaemonProvider> daemon)
+    : gateway_(std::move(gateway)), daemon_(std::move(daemon)) {
+  info_.kind = "composite";
+  info_.model = daemon_->info().model;  // bundles are keyed by the local model
+  info_.served_model = gateway_->info().served_model;
+  // The readout below L2 is still the gateway's top 20.
+  info_.max_choice_k = gateway_->info().max_choice_k;
+  info_.hidden_states = daemon_->info().hidden_states;
+  info_.logprob_top_k = gateway_->info().logprob_top_k;
+}
+
+absl::StatusOr<std::vector<decision::Decision>> CompositeProvider::DecideBatch(
+    const std::vector<std::string>& states, const decision::Question& question,
+    Level level) {
+  if (level == Level::kL2) return daemon_->DecideBatch(states, question, level);
+  if (level != Level::kAuto) {
+    return gateway_->DecideBatch(states, question, level);
+  }
+  // The daemon refuses before any work when it has no head to serve L2.
+  auto l2 = daemon_->DecideRequiring(states, question, Level::kAuto, Level::kL2);
+  if (l2.ok() || l2.status().code() != absl::StatusCode::kFailedPrecondition) {
+    return l2;
+  }
+  return gateway_->DecideBatch(states, question, Level::kAuto);
+}
+
+absl::Status CompositeProvider::ResetRunningPriors() {
+  RETURN_IF_ERROR(gateway_->ResetRunningPriors());
+  return daemon_->ResetRunningPriors();
+}
+
+absl::StatusOr<int> CompositeProvider::LoadArtifacts(
+    const nlohmann::ordered_json& file) {
+  nlohmann::ordered_json heads = file, temperatures = file;
+  heads["artifacts"] = nlohmann::ordered_json::object();
+  temperatures["heads"] = nlohmann::ordered_json::object();
+  int loaded = 0;
+  if (file.contains("heads") && !file["heads"].empty()) {
+    ASSIGN_OR_RETURN(const int n, daemon_->LoadArtifacts(heads));
+    loaded += n;
+  }
+  if (file.contains("artifacts") && !file["artifacts"].empty()) {
+    ASSIGN_OR_RETURN(const int n, gateway_->LoadArtifacts(temperatures));
+    loaded += n;
+  }
+  return loaded;
+}
+
+}  // namespace mesa_anyjev::client

@@ -1,0 +1,59 @@
+// The composite provider (reference-system.md 5.7, D20): raw, L0 and L1 read
+// the gateway's logprobs through a decider here; L2 goes to the daemon,
+// whose heads read its local model's hidden states. auto serves L2 where
+// the daemon has a head for the question, else the gateway's best of L1
+// and L0. Both sides must give the same ids for every label, or the
+// composite refuses to start.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/backends/daemon_provider.h"
+#include "client/backends/local_provider.h"
+#include "common/text/tokenizer.h"
+
+namespace mesa_anyjev::client {
+
+// Labels (of CheckedLabels()) whose ids differ between `local` and the
+// daemon's tokenizer, in CheckedLabels() order.
+absl::StatusOr<std::vector<std::string>> LabelDisagreements(
+    const text::Tokenizer& local, DaemonClient& daemon);
+
+class CompositeProvider : public Provider {
+ public:
+  // FAILED_PRECONDITION naming the labels when the tokenizers disagree.
+  static absl::StatusOr<std::unique_ptr<CompositeProvider>> Create(
+      std::unique_ptr<LocalProvider> gateway,
+      std::unique_ptr<DaemonProvider> daemon);
+
+  const ProviderInfo& info() const override { return info_; }
+  absl::StatusOr<std::vector<decision::Decision>> DecideBatch(
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level) override;
+  absl::Status ResetRunningPriors() override;
+  // Heads go to the daemon (they read its hidden states), L1 artifacts to
+  // the gateway's decider.
+  absl::StatusOr<int> LoadArtifacts(
+      const nlohmann::ordered_json& file) override;
+  int64_t prompts() const override {
+    return gateway_->prompts() + daemon_->prompts();
+  }
+  int64_t missing_label_events() const override {
+    return gateway_->missing_label_events();
+  }
+
+  LocalProvider& gateway() { return *gateway_; }
+  DaemonProvider& daemon() { return *daemon_; }
+
+ private:
+  CompositeProvider(std::unique_ptr<LocalProvider> gateway,
+                    std::unique_ptr<DaemonProvider> daemon);
+
+  std::unique_ptr<LocalProvider> gateway_;
+  std::unique_ptr<DaemonProvider> daemon_;
+  ProviderInfo info_;
+};
+
+}  // namespace mesa_anyjev::client

@@ -1,0 +1,75 @@
+#include "client/backends/daemon_provider.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+
+namespace mesa_anyjev::client {
+
+absl::StatusOr<std::unique_ptr<DaemonProvider>> DaemonProvider::Create(
+    const config::Config& config) {
+  ASSIGN_OR_RETURN(auto client, DaemonClient::Create(config.client));
+  absl::StatusOr<DaemonInfo> daemon = client->Info();
+  if (!daemon.ok()) {
+    return absl::Status(
+        daemon.status().code(),
+        absl::StrCat("mesa-anyjevd at ", config.client.address, ": ",
+                     daemon.status().message(), " (is mesa-anyjevd running?)"));
+  }
+  ProviderInfo info;
+  info.kind = "hf";
+  info.model = daemon->identity.name;
+  info.max_choice_k = daemon->capabilities.max_choice_k;
+  info.hidden_states = daemon->capabilities.hidden_states;
+  // The daemon refuses more states per Decide than its limit; the client
+  // splits under the default limit (GetModelInfo does not report it).
+  const int32_t max_states = config::LimitsConfig{}.max_decide_states;
+  return std::unique_ptr<DaemonProvider>(new DaemonProvider(
+      std::move(client), *std::move(daemon), std::move(info), max_states));
+}
+
+absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::DecideBatch(
+    const std::vector<std::string>& states, const decision::Question& question,
+    decision::Level level) {
+  return Run(states, question, level, std::nullopt);
+}
+
+absl::StatusOr<std::vector<decision::Decision>>
+DaemonProvider::DecideRequiring(const std::vector<std::string>& states,
+                                const decision::Question& question,
+                                decision::Level level,
+                                decision::Level require) {
+  return Run(states, question, level, require);
+}
+
+absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::Run(
+    const std::vector<std::string>& states, const decision::Question& question,
+    decision::Level level, std::optional<decision::Level> require) {
+  std::vector<decision::Decision> out;
+  out.reserve(states.size());
+  for (size_t begin = 0; begin < states.size(); begin += max_states_) {
+    const size_t end = std::min(states.size(), begin + max_states_);
+    const std::vector<std::string> chunk(states.begin() + begin,
+                                         states.begin() + end);
+    ASSIGN_OR_RETURN(auto decided,
+                     client_->Decide(chunk, {question}, level, require));
+    for (auto& row : decided) {
+      prompts_.fetch_add(row.front().diagnostics.prompts);
+      out.push_back(std::move(row.front()));
+    }
+  }
+  return out;
+}
+
+absl::Status DaemonProvider::ResetRunningPriors() {
+  return client_->ResetPriors();
+}
+
+absl::StatusOr<int> DaemonProvider::LoadArtifacts(
+    const nlohmann::ordered_json& file) {
+  return client_->LoadArtifacts(file);
+}
+
+}  // namespace mesa_anyjev::client

@@ -1,0 +1,62 @@
+// The hf provider: mesa-anyjevd over gRPC. The daemon's own decider serves
+// every level on its local model (L2 from its heads, with early stop); this
+// side only sends states and questions and counts the prompts it reports.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/backends/daemon_client.h"
+#include "client/backends/provider.h"
+
+namespace mesa_anyjev::client {
+
+class DaemonProvider : public Provider {
+ public:
+  // Connects and reads the daemon's model info (UNAVAILABLE naming the
+  // address when it does not answer).
+  static absl::StatusOr<std::unique_ptr<DaemonProvider>> Create(
+      const config::Config& config);
+
+  const ProviderInfo& info() const override { return info_; }
+  absl::StatusOr<std::vector<decision::Decision>> DecideBatch(
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level) override;
+  // As DecideBatch, but refused (FAILED_PRECONDITION, before any work) when
+  // the daemon would serve the question below `require`.
+  absl::StatusOr<std::vector<decision::Decision>> DecideRequiring(
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level,
+      decision::Level require);
+  absl::Status ResetRunningPriors() override;
+  absl::StatusOr<int> LoadArtifacts(
+      const nlohmann::ordered_json& file) override;
+  int64_t prompts() const override { return prompts_.load(); }
+  int64_t missing_label_events() const override { return 0; }
+
+  DaemonClient& client() { return *client_; }
+  const DaemonInfo& daemon() const { return daemon_; }
+
+ private:
+  DaemonProvider(std::unique_ptr<DaemonClient> client, DaemonInfo daemon,
+                 ProviderInfo info, int32_t max_states)
+      : client_(std::move(client)),
+        daemon_(std::move(daemon)),
+        info_(std::move(info)),
+        max_states_(max_states) {}
+
+  absl::StatusOr<std::vector<decision::Decision>> Run(
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level,
+      std::optional<decision::Level> require);
+
+  std::unique_ptr<DaemonClient> client_;
+  DaemonInfo daemon_;
+  ProviderInfo info_;
+  int32_t max_states_;
+  std::atomic<int64_t> prompts_{0};
+};
+
+}  // namespace mesa_anyjev::client

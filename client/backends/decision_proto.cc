@@ -1,0 +1,102 @@
+#include "client/backends/decision_proto.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace mesa_anyjev::client {
+
+namespace v1 = ::mesa::anyjev::v1;
+using decision::Question;
+using decision::QuestionKind;
+
+void ToProto(const Question& question, v1::Question* out) {
+  out->set_id(question.name());
+  out->set_kind(decision::QuestionKindName(question.kind()));
+  out->set_text(question.text());
+  bool bins = false;
+  if (question.kind() == QuestionKind::kScore) {
+    auto as_bins = Question::ScoreBins(question.text(), question.k(),
+                                       question.scale_lo(),
+                                       question.scale_hi(), question.name());
+    bins = as_bins.ok() && as_bins->key() == question.key();
+  }
+  if (bins) {
+    out->set_bins(question.k());
+    out->set_scale_lo(question.scale_lo());
+    out->set_scale_hi(question.scale_hi());
+  } else if (question.kind() != QuestionKind::kNoul) {
+    for (const std::string& option : question.options()) {
+      out->add_options(option);
+    }
+  }
+  for (const std::string& label : question.custom_labels()) {
+    out->add_labels(label);
+  }
+}
+
+absl::StatusOr<std::vector<std::vector<decision::Decision>>> FromProto(
+    const v1::DecideResponse& response, size_t n_states,
+    const std::vector<Question>& questions) {
+  const size_t n = n_states * questions.size();
+  if (static_cast<size_t>(response.decisions_size()) != n) {
+    return absl::InternalError(
+        absl::StrCat("Decide: ", response.decisions_size(),
+                     " decisions for ", n, " (state, question) pairs"));
+  }
+  std::vector<std::vector<decision::Decision>> out(
+      n_states, std::vector<decision::Decision>(questions.size()));
+  for (const v1::Decision& in : response.decisions()) {
+    const int s = in.state_index(), q = in.question_index();
+    if (s < 0 || static_cast<size_t>(s) >= n_states || q < 0 ||
+        static_cast<size_t>(q) >= questions.size()) {
+      return absl::InternalError("Decide: a decision index out of range");
+    }
+    auto level = decision::ParseLevel(in.level());
+    if (!level.ok() || *level == decision::Level::kAuto) {
+      return absl::InternalError(
+          absl::StrCat("Decide: served level '", in.level(), "'"));
+    }
+    if (in.probs_size() != questions[q].k()) {
+      return absl::InternalError("Decide: probs do not match the options");
+    }
+    decision::Decision& d = out[s][q];
+    d.question_id = in.question_id();
+    d.question_key = in.question_key();
+    d.kind = questions[q].kind();
+    d.options = questions[q].options();
+    d.level = *level;
+    d.probs.assign(in.probs().begin(), in.probs().end());
+    if (in.has_score_value()) d.score_value = in.score_value();
+    const v1::DecisionDiagnostics& g = in.diagnostics();
+    decision::DecisionDiagnostics& o = d.diagnostics;
+    if (g.has_answer_mass()) o.answer_mass = g.answer_mass();
+    o.raw_probs.assign(g.raw_probs().begin(), g.raw_probs().end());
+    o.prior_method = g.prior_method();
+    o.prior_strength = g.prior_strength();
+    if (g.has_order_flip_raw()) o.order_flip_raw = g.order_flip_raw();
+    if (g.has_order_flip_l0()) o.order_flip_l0 = g.order_flip_l0();
+    o.adaptive = g.adaptive();
+    if (g.has_stop_threshold()) o.stop_threshold = g.stop_threshold();
+    if (g.has_temperature()) o.temperature = g.temperature();
+    o.n_calib = g.n_calib();
+    o.readout = g.readout();
+    o.exit_layer = g.blocks_executed();
+    o.blocks_executed = g.blocks_executed();
+    o.n_blocks = g.n_blocks();
+    o.early_stop = g.early_stop();
+    o.routed_from = g.routed_from();
+    o.reordered = g.reordered();
+    o.adapted = g.adapted();
+    o.adapt_n = g.adapt_n();
+    o.head_version = g.head_version();
+    o.prompts = g.prompts();
+    o.prompt_sha256 = g.prompt_sha256();
+    o.prompt_texts.assign(g.prompt_texts().begin(), g.prompt_texts().end());
+    // perms are not sent; shifts_read keeps their count.
+    o.perms.assign(static_cast<size_t>(g.shifts_read()), {});
+  }
+  return out;
+}
+
+}  // namespace mesa_anyjev::client

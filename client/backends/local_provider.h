@@ -1,0 +1,52 @@
+// The provider that runs the decider in this process over a Backend here:
+// the fake model, or the gateway (whose logprobs come over HTTP).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/backends/counting_backend.h"
+#include "client/backends/provider.h"
+#include "common/backend.h"
+#include "common/decision/decider.h"
+
+namespace mesa_anyjev::client {
+
+// The decider settings of config section `decider` (reference-system.md 7.2:
+// L0 by default, auto resolved per exact question key).
+decision::DeciderOptions DeciderOptionsFromConfig(
+    const config::DeciderConfig& config);
+
+class LocalProvider : public Provider {
+ public:
+  // `missing` reports the backend's missing-label count (nullptr: none).
+  LocalProvider(std::unique_ptr<Backend> backend, ProviderInfo info,
+                decision::DeciderOptions options,
+                std::function<int64_t()> missing = nullptr);
+
+  const ProviderInfo& info() const override { return info_; }
+  absl::StatusOr<std::vector<decision::Decision>> DecideBatch(
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level) override;
+  absl::Status ResetRunningPriors() override;
+  absl::StatusOr<int> LoadArtifacts(
+      const nlohmann::ordered_json& file) override;
+  int64_t prompts() const override { return counting_.prompts(); }
+  int64_t missing_label_events() const override {
+    return missing_ ? missing_() : 0;
+  }
+
+  Backend& backend() { return *backend_; }
+  decision::Decider& decider() { return decider_; }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  CountingBackend counting_;
+  ProviderInfo info_;
+  decision::Decider decider_;
+  std::function<int64_t()> missing_;
+};
+
+}  // namespace mesa_anyjev::client

@@ -1,0 +1,67 @@
+// A Provider is what the CLI's commands decide through, whichever backend
+// kind answers (reference-system.md 5, 7.2): fake (the fake model in
+// process), gateway (an OpenAI-compatible server, top-20 logprobs),
+// hf (mesa-anyjevd over gRPC: its own decider, local model, heads) and
+// composite (raw/L0/L1 through the gateway, L2 through the daemon).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config/config.h"
+#include "common/decision/decision.h"
+#include "common/decision/level.h"
+#include "common/decision/question.h"
+#include "nlohmann/json.hpp"
+
+namespace mesa_anyjev::client {
+
+struct ProviderInfo {
+  std::string kind;          // fake | gateway | hf | composite
+  std::string model;         // the model bundles are keyed by
+  std::string served_model;  // the gateway's served name ("" without one)
+  int32_t max_choice_k = 26;
+  bool hidden_states = false;  // L2 can be served
+  int32_t logprob_top_k = 0;   // 0: the full vocabulary
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+
+  virtual const ProviderInfo& info() const = 0;
+
+  // One decision per state (rendered text) for `question` at `level` (auto
+  // resolved per question key). FAILED_PRECONDITION when the level cannot
+  // be served, naming what is missing.
+  virtual absl::StatusOr<std::vector<decision::Decision>> DecideBatch(
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level) = 0;
+
+  // Clears running batch priors, so that a run depends only on its input
+  // and the loaded artifacts (reference A6).
+  virtual absl::Status ResetRunningPriors() = 0;
+
+  // Installs a heads/export file (decision-method.md 9); returns the number
+  // of artifacts and heads loaded.
+  virtual absl::StatusOr<int> LoadArtifacts(
+      const nlohmann::ordered_json& file) = 0;
+
+  // Prompts scored so far (every prefill, as the reference's count_prompts)
+  // and label ids missing from a top-k readout (gateway only).
+  virtual int64_t prompts() const = 0;
+  virtual int64_t missing_label_events() const = 0;
+};
+
+// The provider of `kind` ("" = backend.kind) built from `config`.
+absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
+    const config::Config& config, const std::string& kind = "");
+
+// The labels every served model must read as one token each
+// (reference-system.md 5.8): A..Z, Yes, No, 1..9.
+std::vector<std::string> CheckedLabels();
+
+}  // namespace mesa_anyjev::client

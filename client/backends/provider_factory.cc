@@ -1,0 +1,77 @@
+// MakeProvider: the backend kinds of reference-system.md 5.3.
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/backends/composite_provider.h"
+#include "client/backends/daemon_provider.h"
+#include "client/backends/gateway_backend.h"
+#include "client/backends/local_provider.h"
+#include "client/backends/provider.h"
+#include "common/fake_backend.h"
+#include "common/status/status_macros.h"
+
+namespace mesa_anyjev::client {
+namespace {
+
+absl::StatusOr<std::unique_ptr<LocalProvider>> MakeGateway(
+    const config::Config& config, const std::string& canonical_model) {
+  GatewayOptions options = GatewayOptionsFromConfig(config.backend);
+  options.canonical_model = canonical_model;
+  ASSIGN_OR_RETURN(auto backend, GatewayBackend::Create(options));
+  GatewayBackend* gateway = backend.get();
+  ProviderInfo info;
+  info.kind = "gateway";
+  info.model = canonical_model;
+  info.served_model = config.backend.served_model;
+  info.max_choice_k = config.backend.max_choice_k;
+  info.hidden_states = false;
+  info.logprob_top_k = config.backend.logprobs;
+  return std::make_unique<LocalProvider>(
+      std::move(backend), std::move(info),
+      DeciderOptionsFromConfig(config.decider),
+      [gateway] { return gateway->missing_label_events(); });
+}
+
+}  // namespace
+
+std::vector<std::string> CheckedLabels() {
+  std::vector<std::string> labels;
+  for (char c = 'A'; c <= 'Z'; ++c) labels.emplace_back(1, c);
+  labels.emplace_back("Yes");
+  labels.emplace_back("No");
+  for (char c = '1'; c <= '9'; ++c) labels.emplace_back(1, c);
+  return labels;
+}
+
+absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
+    const config::Config& config, const std::string& kind_in) {
+  const std::string kind = kind_in.empty() ? config.backend.kind : kind_in;
+  if (kind == "fake") {
+    ProviderInfo info;
+    info.kind = "fake";
+    info.model = "fake";
+    info.max_choice_k = FakeBackend::kMaxChoiceK;
+    info.hidden_states = true;
+    return std::make_unique<LocalProvider>(
+        std::make_unique<FakeBackend>(), std::move(info),
+        DeciderOptionsFromConfig(config.decider));
+  }
+  if (kind == "gateway") {
+    return MakeGateway(config, config.backend.canonical_model);
+  }
+  if (kind == "hf") return DaemonProvider::Create(config);
+  if (kind == "composite") {
+    ASSIGN_OR_RETURN(auto daemon, DaemonProvider::Create(config));
+    // Named after the local model, so both halves key the same bundles
+    // (reference-system.md 5.3).
+    ASSIGN_OR_RETURN(auto gateway, MakeGateway(config, daemon->info().model));
+    return CompositeProvider::Create(std::move(gateway), std::move(daemon));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "backend.kind: unknown backend kind '", kind,
+      "' (fake, gateway, hf or composite)"));
+}
+
+}  // namespace mesa_anyjev::client

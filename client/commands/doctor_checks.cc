@@ -1,0 +1,312 @@
+#include "client/commands/doctor_checks.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "client/backends/composite_provider.h"
+#include "client/backends/daemon_provider.h"
+#include "client/backends/gateway_backend.h"
+#include "client/backends/local_provider.h"
+#include "client/backends/provider.h"
+#include "client/questions/question_lock.h"
+#include "common/decision/label_resolver.h"
+
+namespace mesa_anyjev::client {
+namespace {
+
+using decision::Level;
+using decision::Question;
+
+constexpr char kSingleTokens[] =
+    "A..Z, Yes/No and 1..9 are single tokens (score falls back to letters "
+    "above 9)";
+
+// A tokenizer answering from ids fetched in one batch (the daemon's), so the
+// decider's own label rule (MapLabelTokens) can judge them.
+class FetchedTokenizer : public text::Tokenizer {
+ public:
+  explicit FetchedTokenizer(std::map<std::string, std::vector<TokenId>> ids)
+      : ids_(std::move(ids)) {}
+  absl::StatusOr<std::vector<TokenId>> Encode(
+      std::string_view text) const override {
+    const auto it = ids_.find(std::string(text));
+    if (it == ids_.end()) {
+      return absl::InternalError(absl::StrCat("not fetched: '", text, "'"));
+    }
+    return it->second;
+  }
+  absl::StatusOr<std::string> Decode(absl::Span<const TokenId>) const override {
+    return absl::UnimplementedError("FetchedTokenizer decodes nothing");
+  }
+  int32_t vocab_size() const override { return 0; }
+
+ private:
+  std::map<std::string, std::vector<TokenId>> ids_;
+};
+
+// The reference's three label sets, each mapped by the decider's rule.
+absl::Status LabelsSingleTokens(const text::Tokenizer& tokenizer) {
+  const std::vector<std::string> labels = CheckedLabels();
+  const std::vector<std::string> letters(labels.begin(), labels.begin() + 26);
+  const std::vector<std::string> noul(labels.begin() + 26,
+                                      labels.begin() + 28);
+  const std::vector<std::string> digits(labels.begin() + 28, labels.end());
+  for (const auto* set : {&letters, &noul, &digits}) {
+    auto ids = decision::MapLabelTokens(tokenizer, *set);
+    if (!ids.ok()) return ids.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FetchedTokenizer> FetchLabels(DaemonClient& daemon) {
+  std::vector<std::string> texts;
+  for (const std::string& label : CheckedLabels()) {
+    texts.push_back(label);
+    texts.push_back(" " + label);
+  }
+  auto ids = daemon.Tokenize(texts);
+  if (!ids.ok()) return ids.status();
+  std::map<std::string, std::vector<TokenId>> map;
+  for (size_t i = 0; i < texts.size(); ++i) map[texts[i]] = (*ids)[i];
+  return FetchedTokenizer(std::move(map));
+}
+
+class Doctor {
+ public:
+  Doctor(const config::Config& config, std::string kind)
+      : config_(config), kind_(std::move(kind)) {}
+
+  std::vector<DoctorCheck> Run() {
+    QuestionsLock();
+    Add("backend", true,
+        absl::StrCat("kind=", kind_, " planner=static profile=",
+                     config_.policy.profile));
+    std::unique_ptr<GatewayBackend> gateway;
+    if (kind_ == "gateway" || kind_ == "composite") gateway = GatewayGroup();
+    std::unique_ptr<DaemonProvider> daemon;
+    if (kind_ == "hf" || kind_ == "composite") daemon = DaemonGroup();
+    if (kind_ == "composite") Agreement(gateway.get(), daemon.get());
+    return std::move(checks_);
+  }
+
+ private:
+  bool Add(std::string name, bool ok, std::string detail) {
+    checks_.push_back({std::move(name), ok, std::move(detail)});
+    return ok;
+  }
+
+  void QuestionsLock() {
+    auto drift = LockDriftFromFile(kDefaultLockPath);
+    if (!drift.ok()) {
+      Add("questions lock", false, std::string(drift.status().message()));
+    } else if (drift->empty()) {
+      Add("questions lock", true, LockSha(CurrentLock()).substr(0, 12));
+    } else {
+      Add("questions lock", false, absl::StrJoin(*drift, "; "));
+    }
+  }
+
+  // url, liveness, key, tokenizer, label tokens, logprobs probe, cap.
+  std::unique_ptr<GatewayBackend> GatewayGroup() {
+    GatewayOptions options = GatewayOptionsFromConfig(config_.backend);
+    auto base = GatewayBackend::ValidateBaseUrl(options);
+    if (!base.ok()) {
+      Add("gateway url", false, std::string(base.status().message()));
+      return nullptr;
+    }
+    CallControl control;
+    control.deadline = absl::Now() + absl::Seconds(5);
+    const absl::Status live = GatewayBackend::CheckLiveness(options, control);
+    if (!live.ok()) {
+      // A transport failure (no answer at all) versus a non-200 answer.
+      const bool transport = absl::StartsWith(live.message(), "gateway liveness");
+      Add("gateway liveness", false,
+          transport
+              ? absl::StrCat(*base, ": ", live.message(), " (is the tunnel up?)")
+              : absl::StrCat(*base, " -> ", live.message()));
+      return nullptr;
+    }
+    Add("gateway liveness", true, absl::StrCat(*base, " -> 200"));
+    if (options.api_key_env.empty() && options.api_key_file.empty()) {
+      Add("gateway key", false,
+          absl::StrCat(kNativeApiKeyVariable, " or ", kMesaMcpApiKeyVariable,
+                       " is unset"));
+      return nullptr;
+    }
+    options.workers = 1;
+    auto backend = GatewayBackend::Create(options);
+    if (!Add("tokenizer", backend.ok(),
+             backend.ok() ? options.tokenizer
+                          : absl::StrCat(options.tokenizer, ": ",
+                                         backend.status().message()))) {
+      return nullptr;
+    }
+    if (!LabelTokens((*backend)->tokenizer())) return nullptr;
+    if (!GatewayProbe(**backend)) return nullptr;
+    control.deadline = absl::Now() + absl::Seconds(config_.backend.timeout);
+    const absl::Status cap = (*backend)->CheckLogprobsCap(26, control);
+    if (cap.ok()) {
+      Add("logprobs cap", false,
+          "logprobs=26 was accepted; the doctor expected the vLLM default cap "
+          "of 20; re-verify max_choice_k");
+    } else if (cap.code() == absl::StatusCode::kInvalidArgument) {
+      Add("logprobs cap", true, "26 -> 400 (cap 20)");
+    } else {
+      Add("logprobs cap", false, std::string(cap.message()));
+    }
+    return *std::move(backend);
+  }
+
+  bool LabelTokens(const text::Tokenizer& tokenizer) {
+    const absl::Status single = LabelsSingleTokens(tokenizer);
+    return Add("label tokens", single.ok(),
+               single.ok() ? kSingleTokens : std::string(single.message()));
+  }
+
+  // The reference's probe: the noul over one state at raw; ok when both
+  // labels were in the top-k (no missing label) and the values are finite.
+  bool GatewayProbe(GatewayBackend& backend) {
+    const int64_t missing_before = backend.missing_label_events();
+    CountingBackend counting(&backend);
+    decision::DeciderOptions options;
+    options.prior = decision::PriorMode::kNone;
+    decision::Decider decider(&counting, options);
+    const auto start = std::chrono::steady_clock::now();
+    auto decided = decider.Decide({kProbeStateYes},
+                                  {Question::Noul(kProbeQuestion, "probe")},
+                                  Level::kRaw);
+    const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+    if (!decided.ok()) {
+      return Add("gateway logprobs", false,
+                 absl::StrCat("top_k=", config_.backend.logprobs,
+                              " labels_present=false ", ms, " ms error=",
+                              decided.status().message()));
+    }
+    const bool present = backend.missing_label_events() == missing_before;
+    bool finite = true;
+    for (double p : (*decided)[0][0].probs) finite = finite && std::isfinite(p);
+    return Add("gateway logprobs", present && finite,
+               absl::StrCat("top_k=", config_.backend.logprobs,
+                            " labels_present=", present ? "true" : "false",
+                            " ", ms, " ms"));
+  }
+
+  // reachable and SERVING, model, label tokens, answer mass, early stop,
+  // attention.
+  std::unique_ptr<DaemonProvider> DaemonGroup() {
+    const std::string address = config_.client.address;
+    auto client = DaemonClient::Create(config_.client);
+    if (!client.ok()) {
+      Add("daemon", false, std::string(client.status().message()));
+      return nullptr;
+    }
+    auto health = (*client)->Health();
+    if (!health.ok()) {
+      Add("daemon", false,
+          absl::StrCat(address, ": ", health.status().message(),
+                       " (is mesa-anyjevd running?)"));
+      return nullptr;
+    }
+    if (!Add("daemon", *health == "SERVING",
+             absl::StrCat(address, " -> ", *health))) {
+      return nullptr;
+    }
+    auto provider = DaemonProvider::Create(config_);
+    if (!provider.ok()) {
+      Add("hf model", false, std::string(provider.status().message()));
+      return nullptr;
+    }
+    const DaemonInfo& info = (*provider)->daemon();
+    const Capabilities& caps = info.capabilities;
+    const bool named = info.identity.name == config_.backend.hf_model;
+    if (!Add("hf model", named,
+             named ? absl::StrCat(info.identity.name, " n_layers=",
+                                  caps.n_layers, " hidden_size=",
+                                  caps.hidden_size, " dtype=",
+                                  info.identity.dtype, " device=",
+                                  info.identity.device)
+                   : absl::StrCat("the daemon serves '", info.identity.name,
+                                  "' but backend.hf_model is '",
+                                  config_.backend.hf_model,
+                                  "' (bundles are keyed by it)"))) {
+      return nullptr;
+    }
+    auto fetched = FetchLabels((*provider)->client());
+    if (!fetched.ok()) {
+      Add("label tokens", false, std::string(fetched.status().message()));
+      return nullptr;
+    }
+    if (!LabelTokens(*fetched)) return nullptr;
+    auto decided = (*provider)->DecideBatch(
+        {kProbeStateYes, kProbeStateNo},
+        Question::Noul(kProbeQuestion, "probe"), Level::kRaw);
+    if (!decided.ok()) {
+      Add("answer mass", false, std::string(decided.status().message()));
+      return nullptr;
+    }
+    double mass = 1.0;
+    for (const auto& d : *decided) {
+      mass = std::min(mass, d.diagnostics.answer_mass.value_or(0.0));
+    }
+    if (!Add("answer mass", mass >= 0.5,
+             absl::StrFormat("min answer_mass %.3f on two probe states "
+                             "(label tokens %s the answer)",
+                             mass, mass >= 0.5 ? "carry" : "do not carry"))) {
+      return nullptr;
+    }
+    const bool early = caps.hidden_states && caps.early_stop;
+    if (!Add("early stop", early,
+             early ? "block loop available for L2 heads"
+                   : "the daemon's model serves no early-stopped hidden "
+                     "states (L2 unavailable)")) {
+      return nullptr;
+    }
+    Add("attention", true,
+        info.identity.attention.empty() ? "n/a" : info.identity.attention);
+    return *std::move(provider);
+  }
+
+  void Agreement(GatewayBackend* gateway, DaemonProvider* daemon) {
+    if (gateway == nullptr || daemon == nullptr) {
+      Add("tokenizer agreement", false,
+          "needs both the gateway and the daemon checks to pass");
+      return;
+    }
+    auto differ = LabelDisagreements(gateway->tokenizer(), daemon->client());
+    if (!differ.ok()) {
+      Add("tokenizer agreement", false, std::string(differ.status().message()));
+    } else if (differ->empty()) {
+      Add("tokenizer agreement", true,
+          "the gateway's and the daemon's tokenizers give the same ids for "
+          "A..Z, Yes, No and 1..9");
+    } else {
+      Add("tokenizer agreement", false,
+          absl::StrCat("the two tokenizers disagree on label tokens [",
+                       absl::StrJoin(*differ, ", "),
+                       "]; a composite backend needs identical label ids"));
+    }
+  }
+
+  const config::Config& config_;
+  const std::string kind_;
+  std::vector<DoctorCheck> checks_;
+};
+
+}  // namespace
+
+std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
+                                         const std::string& kind) {
+  return Doctor(config, kind).Run();
+}
+
+}  // namespace mesa_anyjev::client
