@@ -49,6 +49,18 @@ int Main(int argc, char** argv) {
       ->required();
   tokenize->add_flag("--decode", tokenize_options.decode,
                      "read {\"ids\": [...]} lines, write {\"text\": ...}");
+  mesa_anyjev::client::QuestionsOptions questions_options;
+  CLI::App* questions = app.add_subcommand(
+      "questions", "the fixed-key questions and questions.lock.json");
+  questions->add_flag("--check", questions_options.check,
+                      "exit 0 if the lock matches the code, else 1 with "
+                      "DRIFT lines on stderr");
+  questions->add_flag("--update-lock", questions_options.update_lock,
+                      "rewrite the lock from the code");
+  questions->add_option("--lock", questions_options.lock_path,
+                        "lock file (default: ./questions.lock.json)");
+  questions->add_flag("--json", questions_options.json,
+                      "print JSON for machines");
 
   try {
     app.parse(argc, argv);
@@ -95,6 +107,9 @@ int Main(int argc, char** argv) {
   if (info->parsed()) return mesa_anyjev::client::RunInfo(*config, output);
   if (tokenize->parsed()) {
     return mesa_anyjev::client::RunTokenize(tokenize_options);
+  }
+  if (questions->parsed()) {
+    return mesa_anyjev::client::RunQuestions(questions_options);
   }
   return 2;
 }

@@ -23,4 +23,14 @@ struct TokenizeOptions {
 // Offline: JSON lines on stdin, JSON lines on stdout; no daemon involved.
 int RunTokenize(const TokenizeOptions& options);
 
+struct QuestionsOptions {
+  std::string lock_path = "questions.lock.json";
+  bool check = false;        // compare with the lock: exit 0 in sync, 1 drift
+  bool update_lock = false;  // rewrite the lock from the code (atomically)
+  bool json = false;         // listing or check result as one JSON document
+};
+
+// Offline: the fixed-key questions and questions.lock.json (reference 6.1).
+int RunQuestions(const QuestionsOptions& options);
+
 }  // namespace mesa_anyjev::client
