@@ -49,6 +49,53 @@ int Main(int argc, char** argv) {
       ->required();
   tokenize->add_flag("--decode", tokenize_options.decode,
                      "read {\"ids\": [...]} lines, write {\"text\": ...}");
+  mesa_anyjev::client::QuestionsOptions questions_options;
+  CLI::App* questions = app.add_subcommand(
+      "questions", "the fixed-key questions and questions.lock.json");
+  questions->add_flag("--check", questions_options.check,
+                      "exit 0 if the lock matches the code, else 1 with "
+                      "DRIFT lines on stderr");
+  questions->add_flag("--update-lock", questions_options.update_lock,
+                      "rewrite the lock from the code");
+  questions->add_option("--lock", questions_options.lock_path,
+                        "lock file (default: ./questions.lock.json)");
+  questions->add_flag("--json", questions_options.json,
+                      "print JSON for machines");
+
+  std::string doctor_backend;
+  CLI::App* doctor = app.add_subcommand(
+      "doctor", "check the backend end to end; exit 0 when every check passes");
+  const std::vector<std::string> kinds = {"fake", "gateway", "hf", "composite"};
+  doctor->add_option("--backend", doctor_backend,
+                     "backend kind for the checks (default: backend.kind)")
+      ->check(CLI::IsMember(kinds));
+  doctor->add_flag("--json", json, "print JSON for machines");
+
+  mesa_anyjev::client::DecideCommandOptions decide_options;
+  CLI::App* decide = app.add_subcommand(
+      "decide", "decisions for one state: --question ID ... at --level");
+  decide->add_option("--backend", decide_options.backend, "backend kind")
+      ->check(CLI::IsMember(kinds));
+  decide->add_option("--level", decide_options.level,
+                     "raw | L0 | L1 | L2 | auto (default: decider.level)")
+      ->check(CLI::IsMember({"raw", "L0", "L1", "L2", "auto"}));
+  decide->add_option("--state", decide_options.state, "the state text");
+  decide->add_option("--state-file", decide_options.state_file,
+                     "read the state from a file (- = stdin; default stdin)");
+  decide->add_flag("--state-json", decide_options.state_json,
+                   "the state is JSON, rendered as the reference renders "
+                   "dict states");
+  decide->add_option("--question", decide_options.question_ids,
+                     "a question id of the question set (repeatable)");
+  decide->add_option("--questions-file", decide_options.questions_file,
+                     "a JSON list of {id, kind, text, options}");
+  decide->add_flag("--json", decide_options.json, "print JSON for machines");
+
+  CLI::App* config_command =
+      app.add_subcommand("config", "the effective configuration");
+  config_command->require_subcommand(1);
+  CLI::App* config_show = config_command->add_subcommand(
+      "show", "print the merged configuration as YAML (secrets masked)");
 
   try {
     app.parse(argc, argv);
@@ -95,6 +142,16 @@ int Main(int argc, char** argv) {
   if (info->parsed()) return mesa_anyjev::client::RunInfo(*config, output);
   if (tokenize->parsed()) {
     return mesa_anyjev::client::RunTokenize(tokenize_options);
+  }
+  if (doctor->parsed()) {
+    return mesa_anyjev::client::RunDoctor(*config, doctor_backend, output);
+  }
+  if (decide->parsed()) {
+    return mesa_anyjev::client::RunDecide(*config, decide_options);
+  }
+  if (config_show->parsed()) return mesa_anyjev::client::RunConfigShow(*config);
+  if (questions->parsed()) {
+    return mesa_anyjev::client::RunQuestions(questions_options);
   }
   return 2;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/config/config.h"
 
@@ -22,5 +23,42 @@ struct TokenizeOptions {
 
 // Offline: JSON lines on stdin, JSON lines on stdout; no daemon involved.
 int RunTokenize(const TokenizeOptions& options);
+
+struct QuestionsOptions {
+  std::string lock_path;  // "" = DefaultLockPath()
+  bool check = false;        // compare with the lock: exit 0 in sync, 1 drift
+  bool update_lock = false;  // rewrite the lock from the code (atomically)
+  bool json = false;         // listing or check result as one JSON document
+};
+
+// Offline: the fixed-key questions and questions.lock.json (reference 6.1).
+int RunQuestions(const QuestionsOptions& options);
+
+// The lock file the checks read: ./questions.lock.json when present, else
+// the one of the source tree this binary was built from.
+std::string DefaultLockPath();
+
+// The reference's checks for `backend` ("" = backend.kind): one line each,
+// exit 0 when all pass, else 1.
+int RunDoctor(const config::Config& config, const std::string& backend,
+              const OutputOptions& output);
+
+struct DecideCommandOptions {
+  std::string backend;  // "" = backend.kind
+  std::string level;    // "" = decider.level
+  std::string state;    // the state text; else state_file; else stdin
+  std::string state_file;
+  bool state_json = false;  // the state is JSON (rendered as a dict state)
+  std::vector<std::string> question_ids;  // from the question set
+  std::string questions_file;             // JSON list of questions
+  bool json = false;
+};
+
+// Decisions for one state; exit 0 decided, 1 refused or failed, 2 bad input.
+int RunDecide(const config::Config& config,
+              const DecideCommandOptions& options);
+
+// The effective configuration as YAML (secrets reported as set/unset only).
+int RunConfigShow(const config::Config& config);
 
 }  // namespace mesa_anyjev::client

@@ -16,7 +16,9 @@
 #include "client/backends/gateway_backend.h"
 #include "client/backends/local_provider.h"
 #include "client/backends/provider.h"
+#include "client/commands/commands.h"
 #include "client/questions/question_lock.h"
+#include "client/questions/question_set.h"
 #include "common/decision/label_resolver.h"
 
 namespace mesa_anyjev::client {
@@ -39,7 +41,7 @@ class FetchedTokenizer : public text::Tokenizer {
       std::string_view text) const override {
     const auto it = ids_.find(std::string(text));
     if (it == ids_.end()) {
-      return absl::InternalError(absl::StrCat("not fetched: '", text, "'"));
+      return absl::InternalError(absl::StrCat("not fetched: '", std::string(text), "'"));
     }
     return it->second;
   }
@@ -104,11 +106,12 @@ class Doctor {
   }
 
   void QuestionsLock() {
-    auto drift = LockDriftFromFile(kDefaultLockPath);
+    const questions::QuestionSet& set = questions::QuestionSet::Reference();
+    auto drift = questions::LockDrift(set, DefaultLockPath());
     if (!drift.ok()) {
       Add("questions lock", false, std::string(drift.status().message()));
     } else if (drift->empty()) {
-      Add("questions lock", true, LockSha(CurrentLock()).substr(0, 12));
+      Add("questions lock", true, questions::LockSha(set).substr(0, 12));
     } else {
       Add("questions lock", false, absl::StrJoin(*drift, "; "));
     }

@@ -5,7 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/fake_backend.h"
 #include "common/status/status_macros.h"
+#if MESA_ANYJEV_WITH_TORCH
 #include "server/engine/qwen3_backend.h"
+#endif
 
 namespace mesa_anyjev::daemon {
 
@@ -27,9 +29,18 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
         absl::StrCat("model.path: '", model.path,
                      "' is neither \"fake\" nor a checkpoint directory"));
   }
+#if MESA_ANYJEV_WITH_TORCH
   ASSIGN_OR_RETURN(auto backend,
                    engine::Qwen3Backend::Load(model, engine, observer));
   return std::unique_ptr<Backend>(std::move(backend));
+#else
+  (void)engine;
+  (void)observer;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "model.path: '", model.path,
+      "' is a checkpoint, but this daemon was built without libtorch "
+      "(MESA_ANYJEV_WITH_TORCH=OFF); only \"fake\" is served"));
+#endif
 }
 
 }  // namespace mesa_anyjev::daemon

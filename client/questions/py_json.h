@@ -1,0 +1,33 @@
+// json.dumps as Python writes it, for the identities the question lock and
+// decision records depend on: lock_sha and state_sha256 hash
+// json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False), and
+// questions.lock.json is json.dumps(indent=1, ensure_ascii=False). Matching
+// those bytes keeps our lock and hashes interchangeable with the reference.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace mesa_anyjev::questions {
+
+struct PyJsonOptions {
+  // None: one line; N: each item on its own line, indented N spaces per
+  // level (Python's item separator is then "," and the key separator ": ").
+  std::optional<int> indent;
+  bool sort_keys = false;  // by code point, as Python sorts str keys
+  bool compact = false;    // separators (",", ":") instead of (", ", ": ")
+};
+
+// Strings as ensure_ascii=False writes them, floats as repr (NaN, Infinity
+// as Python's allow_nan writes them), object keys in their stored order
+// unless sort_keys.
+std::string PyJsonDumps(const nlohmann::ordered_json& value,
+                        const PyJsonOptions& options);
+
+// json.dumps(value, sort_keys=True, separators=(",", ":"),
+// ensure_ascii=False): the canonical text behind lock_sha and state_sha256.
+std::string PyJsonCanonical(const nlohmann::ordered_json& value);
+
+}  // namespace mesa_anyjev::questions
