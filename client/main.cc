@@ -66,8 +66,9 @@ int Main(int argc, char** argv) {
   CLI::App* doctor = app.add_subcommand(
       "doctor", "check the backend end to end; exit 0 when every check passes");
   const std::vector<std::string> kinds = {"fake", "gateway", "hf", "composite"};
-  doctor->add_option("--backend", doctor_backend,
-                     "backend kind for the checks (default: backend.kind)")
+  doctor
+      ->add_option("--backend", doctor_backend,
+                   "backend kind for the checks (default: backend.kind)")
       ->check(CLI::IsMember(kinds));
   doctor->add_flag("--json", json, "print JSON for machines");
 
@@ -76,8 +77,9 @@ int Main(int argc, char** argv) {
       "decide", "decisions for one state: --question ID ... at --level");
   decide->add_option("--backend", decide_options.backend, "backend kind")
       ->check(CLI::IsMember(kinds));
-  decide->add_option("--level", decide_options.level,
-                     "raw | L0 | L1 | L2 | auto (default: decider.level)")
+  decide
+      ->add_option("--level", decide_options.level,
+                   "raw | L0 | L1 | L2 | auto (default: decider.level)")
       ->check(CLI::IsMember({"raw", "L0", "L1", "L2", "auto"}));
   decide->add_option("--state", decide_options.state, "the state text");
   decide->add_option("--state-file", decide_options.state_file,

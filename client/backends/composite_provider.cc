@@ -29,10 +29,10 @@ absl::StatusOr<std::unique_ptr<CompositeProvider>> CompositeProvider::Create(
       const auto differ,
       LabelDisagreements(gateway->backend().tokenizer(), daemon->client()));
   if (!differ.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the two tokenizers disagree on label tokens [",
-        absl::StrJoin(differ, ", "),
-        "]; a composite backend needs identical label ids"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the two tokenizers disagree on label tokens [",
+                     absl::StrJoin(differ, ", "),
+                     "]; a composite backend needs identical label ids"));
   }
   return std::unique_ptr<CompositeProvider>(
       new CompositeProvider(std::move(gateway), std::move(daemon)));
@@ -58,7 +58,8 @@ absl::StatusOr<std::vector<decision::Decision>> CompositeProvider::DecideBatch(
     return gateway_->DecideBatch(states, question, level);
   }
   // The daemon refuses before any work when it has no head to serve L2.
-  auto l2 = daemon_->DecideRequiring(states, question, Level::kAuto, Level::kL2);
+  auto l2 =
+      daemon_->DecideRequiring(states, question, Level::kAuto, Level::kL2);
   if (l2.ok() || l2.status().code() != absl::StatusCode::kFailedPrecondition) {
     return l2;
   }

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "client/backends/decision_proto.h"
 #include "common/status/status_macros.h"
 #include "common/util/files.h"
 #include "common/util/secret.h"
-#include "client/backends/decision_proto.h"
 #include "mesa/anyjev/v1/decisions.grpc.pb.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
 
@@ -211,8 +211,8 @@ absl::StatusOr<nlohmann::ordered_json> DaemonClient::ExportArtifacts() {
   grpc::ClientContext context;
   Prepare(context, timeout_, token_);
   v1::ExportArtifactsResponse response;
-  grpc::Status status = stub->ExportArtifacts(
-      &context, v1::ExportArtifactsRequest(), &response);
+  grpc::Status status =
+      stub->ExportArtifacts(&context, v1::ExportArtifactsRequest(), &response);
   if (!status.ok()) return FromGrpc(status, "ExportArtifacts");
   try {
     return nlohmann::ordered_json::parse(response.artifacts_json());

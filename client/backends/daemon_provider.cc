@@ -36,11 +36,9 @@ absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::DecideBatch(
   return Run(states, question, level, std::nullopt);
 }
 
-absl::StatusOr<std::vector<decision::Decision>>
-DaemonProvider::DecideRequiring(const std::vector<std::string>& states,
-                                const decision::Question& question,
-                                decision::Level level,
-                                decision::Level require) {
+absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::DecideRequiring(
+    const std::vector<std::string>& states, const decision::Question& question,
+    decision::Level level, decision::Level require) {
   return Run(states, question, level, require);
 }
 

@@ -16,9 +16,9 @@ void ToProto(const Question& question, v1::Question* out) {
   out->set_text(question.text());
   bool bins = false;
   if (question.kind() == QuestionKind::kScore) {
-    auto as_bins = Question::ScoreBins(question.text(), question.k(),
-                                       question.scale_lo(),
-                                       question.scale_hi(), question.name());
+    auto as_bins =
+        Question::ScoreBins(question.text(), question.k(), question.scale_lo(),
+                            question.scale_hi(), question.name());
     bins = as_bins.ok() && as_bins->key() == question.key();
   }
   if (bins) {
@@ -41,8 +41,8 @@ absl::StatusOr<std::vector<std::vector<decision::Decision>>> FromProto(
   const size_t n = n_states * questions.size();
   if (static_cast<size_t>(response.decisions_size()) != n) {
     return absl::InternalError(
-        absl::StrCat("Decide: ", response.decisions_size(),
-                     " decisions for ", n, " (state, question) pairs"));
+        absl::StrCat("Decide: ", response.decisions_size(), " decisions for ",
+                     n, " (state, question) pairs"));
   }
   std::vector<std::vector<decision::Decision>> out(
       n_states, std::vector<decision::Decision>(questions.size()));

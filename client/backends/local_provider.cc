@@ -10,8 +10,8 @@ decision::DeciderOptions DeciderOptionsFromConfig(
     const config::DeciderConfig& config) {
   decision::DeciderOptions options;
   // The config validator admits only the three names.
-  options.prior =
-      decision::ParsePriorMode(config.prior).value_or(decision::PriorMode::kBatch);
+  options.prior = decision::ParsePriorMode(config.prior)
+                      .value_or(decision::PriorMode::kBatch);
   options.adaptive_shifts = config.adaptive_shifts;
   if (config.max_permutations > 0) {
     options.max_permutations = config.max_permutations;

@@ -69,9 +69,9 @@ absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
     ASSIGN_OR_RETURN(auto gateway, MakeGateway(config, daemon->info().model));
     return CompositeProvider::Create(std::move(gateway), std::move(daemon));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "backend.kind: unknown backend kind '", kind,
-      "' (fake, gateway, hf or composite)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("backend.kind: unknown backend kind '", kind,
+                   "' (fake, gateway, hf or composite)"));
 }
 
 }  // namespace mesa_anyjev::client

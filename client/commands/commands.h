@@ -25,7 +25,7 @@ struct TokenizeOptions {
 int RunTokenize(const TokenizeOptions& options);
 
 struct QuestionsOptions {
-  std::string lock_path;  // "" = DefaultLockPath()
+  std::string lock_path;     // "" = DefaultLockPath()
   bool check = false;        // compare with the lock: exit 0 in sync, 1 drift
   bool update_lock = false;  // rewrite the lock from the code (atomically)
   bool json = false;         // listing or check result as one JSON document

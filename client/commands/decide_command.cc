@@ -128,8 +128,7 @@ absl::Status LoadState(const DecideCommandOptions& options, std::string* text,
                        nlohmann::ordered_json* json) {
   std::string raw;
   if (!options.state.empty() && !options.state_file.empty()) {
-    return absl::InvalidArgumentError(
-        "give --state or --state-file, not both");
+    return absl::InvalidArgumentError("give --state or --state-file, not both");
   }
   if (!options.state.empty()) {
     raw = options.state;
@@ -172,7 +171,8 @@ std::string ProbsText(const policy::DecisionRecord& record) {
 int RunDecide(const config::Config& config,
               const DecideCommandOptions& options) {
   auto questions = LoadQuestions(options);
-  if (!questions.ok()) return UsageError(std::string(questions.status().message()));
+  if (!questions.ok())
+    return UsageError(std::string(questions.status().message()));
   std::string state_text;
   nlohmann::ordered_json state_json;
   if (absl::Status s = LoadState(options, &state_text, &state_json); !s.ok()) {
@@ -198,8 +198,9 @@ int RunDecide(const config::Config& config,
     // and its noul twin is the question to ask instead.
     if (question.kind() == decision::QuestionKind::kChoice &&
         question.k() > info.max_choice_k && *level != decision::Level::kL2) {
-      std::cerr << "mesa-anyjev decide: " << question.id() << ": K="
-                << question.k() << " exceeds max_choice_k=" << info.max_choice_k
+      std::cerr << "mesa-anyjev decide: " << question.id()
+                << ": K=" << question.k()
+                << " exceeds max_choice_k=" << info.max_choice_k
                 << "; ask the twin\n";
       return 1;
     }
@@ -223,10 +224,12 @@ int RunDecide(const config::Config& config,
 
   const bool table = !options.json && isatty(STDOUT_FILENO);
   if (!table && options.json) {
-    nlohmann::ordered_json doc = {{"backend", info.kind},
-                                  {"model", info.model},
-                                  {"decisions", nlohmann::ordered_json::array()}};
-    for (const auto& record : records) doc["decisions"].push_back(record.ToJson());
+    nlohmann::ordered_json doc = {
+        {"backend", info.kind},
+        {"model", info.model},
+        {"decisions", nlohmann::ordered_json::array()}};
+    for (const auto& record : records)
+      doc["decisions"].push_back(record.ToJson());
     std::cout << doc.dump(1) << "\n";
     return 0;
   }
@@ -236,9 +239,9 @@ int RunDecide(const config::Config& config,
                                  "level", "answer", "p", "probabilities");
   }
   for (const auto& record : records) {
-    const std::string answer =
-        record.answer.size() > 28 ? record.answer.substr(0, 25) + "..."
-                                  : record.answer;
+    const std::string answer = record.answer.size() > 28
+                                   ? record.answer.substr(0, 25) + "..."
+                                   : record.answer;
     std::cout << absl::StrFormat(
         "%-28s %-5s %-28s %7.3f  %s\n", record.question_id,
         policy::RecordLevelName(record.level), answer,

@@ -7,9 +7,9 @@
 #include <memory>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "client/backends/composite_provider.h"
 #include "client/backends/daemon_provider.h"
@@ -41,7 +41,8 @@ class FetchedTokenizer : public text::Tokenizer {
       std::string_view text) const override {
     const auto it = ids_.find(std::string(text));
     if (it == ids_.end()) {
-      return absl::InternalError(absl::StrCat("not fetched: '", std::string(text), "'"));
+      return absl::InternalError(
+          absl::StrCat("not fetched: '", std::string(text), "'"));
     }
     return it->second;
   }
@@ -58,8 +59,7 @@ class FetchedTokenizer : public text::Tokenizer {
 absl::Status LabelsSingleTokens(const text::Tokenizer& tokenizer) {
   const std::vector<std::string> labels = CheckedLabels();
   const std::vector<std::string> letters(labels.begin(), labels.begin() + 26);
-  const std::vector<std::string> noul(labels.begin() + 26,
-                                      labels.begin() + 28);
+  const std::vector<std::string> noul(labels.begin() + 26, labels.begin() + 28);
   const std::vector<std::string> digits(labels.begin() + 28, labels.end());
   for (const auto* set : {&letters, &noul, &digits}) {
     auto ids = decision::MapLabelTokens(tokenizer, *set);
@@ -89,13 +89,12 @@ class Doctor {
   std::vector<DoctorCheck> Run() {
     QuestionsLock();
     Add("backend", true,
-        absl::StrCat("kind=", kind_, " planner=static profile=",
-                     config_.policy.profile));
-    std::unique_ptr<GatewayBackend> gateway;
-    if (kind_ == "gateway" || kind_ == "composite") gateway = GatewayGroup();
-    std::unique_ptr<DaemonProvider> daemon;
-    if (kind_ == "hf" || kind_ == "composite") daemon = DaemonGroup();
-    if (kind_ == "composite") Agreement(gateway.get(), daemon.get());
+        absl::StrCat("kind=", kind_,
+                     " planner=static profile=", config_.policy.profile));
+    if (kind_ == "gateway" || kind_ == "composite") GatewayGroup();
+    if (kind_ == "hf" || kind_ == "composite") DaemonGroup();
+    // Agreement needs only both tokenizers, whatever else failed.
+    if (kind_ == "composite") Agreement(gateway_.get(), daemon_.get());
     return std::move(checks_);
   }
 
@@ -118,31 +117,32 @@ class Doctor {
   }
 
   // url, liveness, key, tokenizer, label tokens, logprobs probe, cap.
-  std::unique_ptr<GatewayBackend> GatewayGroup() {
+  void GatewayGroup() {
     GatewayOptions options = GatewayOptionsFromConfig(config_.backend);
     auto base = GatewayBackend::ValidateBaseUrl(options);
     if (!base.ok()) {
       Add("gateway url", false, std::string(base.status().message()));
-      return nullptr;
+      return;
     }
     CallControl control;
     control.deadline = absl::Now() + absl::Seconds(5);
     const absl::Status live = GatewayBackend::CheckLiveness(options, control);
     if (!live.ok()) {
       // A transport failure (no answer at all) versus a non-200 answer.
-      const bool transport = absl::StartsWith(live.message(), "gateway liveness");
+      const bool transport =
+          absl::StartsWith(live.message(), "gateway liveness");
       Add("gateway liveness", false,
-          transport
-              ? absl::StrCat(*base, ": ", live.message(), " (is the tunnel up?)")
-              : absl::StrCat(*base, " -> ", live.message()));
-      return nullptr;
+          transport ? absl::StrCat(*base, ": ", live.message(),
+                                   " (is the tunnel up?)")
+                    : absl::StrCat(*base, " -> ", live.message()));
+      return;
     }
     Add("gateway liveness", true, absl::StrCat(*base, " -> 200"));
     if (options.api_key_env.empty() && options.api_key_file.empty()) {
       Add("gateway key", false,
           absl::StrCat(kNativeApiKeyVariable, " or ", kMesaMcpApiKeyVariable,
                        " is unset"));
-      return nullptr;
+      return;
     }
     options.workers = 1;
     auto backend = GatewayBackend::Create(options);
@@ -150,12 +150,13 @@ class Doctor {
              backend.ok() ? options.tokenizer
                           : absl::StrCat(options.tokenizer, ": ",
                                          backend.status().message()))) {
-      return nullptr;
+      return;
     }
-    if (!LabelTokens((*backend)->tokenizer())) return nullptr;
-    if (!GatewayProbe(**backend)) return nullptr;
+    gateway_ = *std::move(backend);
+    if (!LabelTokens(gateway_->tokenizer())) return;
+    if (!GatewayProbe(*gateway_)) return;
     control.deadline = absl::Now() + absl::Seconds(config_.backend.timeout);
-    const absl::Status cap = (*backend)->CheckLogprobsCap(26, control);
+    const absl::Status cap = gateway_->CheckLogprobsCap(26, control);
     if (cap.ok()) {
       Add("logprobs cap", false,
           "logprobs=26 was accepted; the doctor expected the vLLM default cap "
@@ -165,7 +166,6 @@ class Doctor {
     } else {
       Add("logprobs cap", false, std::string(cap.message()));
     }
-    return *std::move(backend);
   }
 
   bool LabelTokens(const text::Tokenizer& tokenizer) {
@@ -183,79 +183,80 @@ class Doctor {
     options.prior = decision::PriorMode::kNone;
     decision::Decider decider(&counting, options);
     const auto start = std::chrono::steady_clock::now();
-    auto decided = decider.Decide({kProbeStateYes},
-                                  {Question::Noul(kProbeQuestion, "probe")},
-                                  Level::kRaw);
+    auto decided =
+        decider.Decide({kProbeStateYes},
+                       {Question::Noul(kProbeQuestion, "probe")}, Level::kRaw);
     const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now() - start)
                            .count();
     if (!decided.ok()) {
       return Add("gateway logprobs", false,
                  absl::StrCat("top_k=", config_.backend.logprobs,
-                              " labels_present=false ", ms, " ms error=",
-                              decided.status().message()));
+                              " labels_present=false ", ms,
+                              " ms error=", decided.status().message()));
     }
     const bool present = backend.missing_label_events() == missing_before;
     bool finite = true;
     for (double p : (*decided)[0][0].probs) finite = finite && std::isfinite(p);
     return Add("gateway logprobs", present && finite,
                absl::StrCat("top_k=", config_.backend.logprobs,
-                            " labels_present=", present ? "true" : "false",
-                            " ", ms, " ms"));
+                            " labels_present=", present ? "true" : "false", " ",
+                            ms, " ms"));
   }
 
   // reachable and SERVING, model, label tokens, answer mass, early stop,
   // attention.
-  std::unique_ptr<DaemonProvider> DaemonGroup() {
+  void DaemonGroup() {
     const std::string address = config_.client.address;
     auto client = DaemonClient::Create(config_.client);
     if (!client.ok()) {
       Add("daemon", false, std::string(client.status().message()));
-      return nullptr;
+      return;
     }
     auto health = (*client)->Health();
     if (!health.ok()) {
       Add("daemon", false,
           absl::StrCat(address, ": ", health.status().message(),
                        " (is mesa-anyjevd running?)"));
-      return nullptr;
+      return;
     }
     if (!Add("daemon", *health == "SERVING",
              absl::StrCat(address, " -> ", *health))) {
-      return nullptr;
+      return;
     }
     auto provider = DaemonProvider::Create(config_);
     if (!provider.ok()) {
       Add("hf model", false, std::string(provider.status().message()));
-      return nullptr;
+      return;
     }
-    const DaemonInfo& info = (*provider)->daemon();
+    daemon_ = *std::move(provider);
+    const DaemonInfo& info = daemon_->daemon();
     const Capabilities& caps = info.capabilities;
     const bool named = info.identity.name == config_.backend.hf_model;
     if (!Add("hf model", named,
-             named ? absl::StrCat(info.identity.name, " n_layers=",
-                                  caps.n_layers, " hidden_size=",
-                                  caps.hidden_size, " dtype=",
-                                  info.identity.dtype, " device=",
-                                  info.identity.device)
-                   : absl::StrCat("the daemon serves '", info.identity.name,
-                                  "' but backend.hf_model is '",
-                                  config_.backend.hf_model,
-                                  "' (bundles are keyed by it)"))) {
-      return nullptr;
+             named
+                 ? absl::StrCat(info.identity.name, " n_layers=", caps.n_layers,
+                                " hidden_size=", caps.hidden_size,
+                                " dtype=", info.identity.dtype,
+                                " device=", info.identity.device)
+                 : absl::StrCat("the daemon serves '", info.identity.name,
+                                "' but backend.hf_model is '",
+                                config_.backend.hf_model,
+                                "' (bundles are keyed by it)"))) {
+      return;
     }
-    auto fetched = FetchLabels((*provider)->client());
+    auto fetched = FetchLabels(daemon_->client());
     if (!fetched.ok()) {
       Add("label tokens", false, std::string(fetched.status().message()));
-      return nullptr;
+      return;
     }
-    if (!LabelTokens(*fetched)) return nullptr;
-    auto decided = (*provider)->DecideBatch(
-        {kProbeStateYes, kProbeStateNo},
-        Question::Noul(kProbeQuestion, "probe"), Level::kRaw);
+    if (!LabelTokens(*fetched)) return;
+    auto decided = daemon_->DecideBatch({kProbeStateYes, kProbeStateNo},
+                                        Question::Noul(kProbeQuestion, "probe"),
+                                        Level::kRaw);
     if (!decided.ok()) {
       Add("answer mass", false, std::string(decided.status().message()));
-      return nullptr;
+      return;
     }
     double mass = 1.0;
     for (const auto& d : *decided) {
@@ -265,24 +266,23 @@ class Doctor {
              absl::StrFormat("min answer_mass %.3f on two probe states "
                              "(label tokens %s the answer)",
                              mass, mass >= 0.5 ? "carry" : "do not carry"))) {
-      return nullptr;
+      return;
     }
     const bool early = caps.hidden_states && caps.early_stop;
     if (!Add("early stop", early,
              early ? "block loop available for L2 heads"
                    : "the daemon's model serves no early-stopped hidden "
                      "states (L2 unavailable)")) {
-      return nullptr;
+      return;
     }
     Add("attention", true,
         info.identity.attention.empty() ? "n/a" : info.identity.attention);
-    return *std::move(provider);
   }
 
   void Agreement(GatewayBackend* gateway, DaemonProvider* daemon) {
     if (gateway == nullptr || daemon == nullptr) {
       Add("tokenizer agreement", false,
-          "needs both the gateway and the daemon checks to pass");
+          "needs the gateway's tokenizer and a reachable daemon");
       return;
     }
     auto differ = LabelDisagreements(gateway->tokenizer(), daemon->client());
@@ -303,6 +303,9 @@ class Doctor {
   const config::Config& config_;
   const std::string kind_;
   std::vector<DoctorCheck> checks_;
+  // Kept once built, for the composite's agreement check.
+  std::unique_ptr<GatewayBackend> gateway_;
+  std::unique_ptr<DaemonProvider> daemon_;
 };
 
 }  // namespace

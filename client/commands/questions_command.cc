@@ -104,8 +104,9 @@ int RunQuestions(const QuestionsOptions& options_in) {
   QuestionsOptions options = options_in;
   if (options.lock_path.empty()) {
     // A new lock is written here; a check reads the nearest one.
-    options.lock_path = options.update_lock ? std::string(questions::kLockFileName)
-                                            : DefaultLockPath();
+    options.lock_path = options.update_lock
+                            ? std::string(questions::kLockFileName)
+                            : DefaultLockPath();
   }
   if (options.check && options.update_lock) {
     std::cerr << "mesa-anyjev: --check and --update-lock exclude each other\n";

@@ -114,7 +114,7 @@ struct BackendConfig {
   // names a hub repo here, which cannot be fetched offline.
   std::string tokenizer;
   std::string hf_model = "Qwen/Qwen3-8B";  // the daemon's model (hf, composite)
-  std::string gateway_api_key_env;   // name of a variable holding the key
+  std::string gateway_api_key_env;         // name of a variable holding the key
   std::string gateway_api_key_file;  // or a file with mode 0600 holding it
   std::string ca_file;               // PEM CA bundle for a private gateway
   std::string pinned_public_key;     // "sha256//<base64>;..." or a key file
@@ -127,9 +127,9 @@ struct BackendConfig {
 // The CLI's decider (reference-system.md 4.2 `decider.*`): the level asked
 // for and the L0 settings of the decider that gateway and fake work runs on.
 struct DeciderConfig {
-  std::string level = "auto";  // raw | L0 | L1 | L2 | auto
-  std::string prior = "batch";  // batch | content_free | none
-  bool adaptive_shifts = true;  // serving only; fits force false
+  std::string level = "auto";    // raw | L0 | L1 | L2 | auto
+  std::string prior = "batch";   // batch | content_free | none
+  bool adaptive_shifts = true;   // serving only; fits force false
   int32_t max_permutations = 0;  // 0 = every shift (the reference's null)
 };
 
@@ -139,7 +139,7 @@ struct PolicyConfig {
   int32_t max_candidates = 12;   // candidate cap; children cap too
   int32_t max_avus = 25;         // kept AVUs per run
   int32_t proposal_size = 8;
-  bool specificity = true;         // try more specific children
+  bool specificity = true;          // try more specific children
   double specificity_delta = 0.10;  // p(child) >= p(parent) + delta
   bool audit_planner = true;        // ask dataset.ontology_applies (Q0)
 };

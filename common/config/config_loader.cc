@@ -281,13 +281,14 @@ absl::Status ApplyEnvironment(const std::map<std::string, std::string>& env,
   // mesa-mcp's variable, used only when the native one is absent
   // (reference-system.md 4.1): a trailing "/" and then "/v1" are stripped.
   const auto llm = env.find("MESA_LLM_BASE_URL");
-  if (llm != env.end() && !variable_of_key.contains("backend.gateway_base_url")) {
+  if (llm != env.end() &&
+      !variable_of_key.contains("backend.gateway_base_url")) {
     absl::string_view url = llm->second;
     absl::ConsumeSuffix(&url, "/");
     absl::ConsumeSuffix(&url, "/v1");
     RETURN_IF_ERROR(Apply(*FindField("backend.gateway_base_url"),
-                          std::string(url), "environment MESA_LLM_BASE_URL",
-                          "", state));
+                          std::string(url), "environment MESA_LLM_BASE_URL", "",
+                          state));
   }
   return absl::OkStatus();
 }

@@ -105,7 +105,8 @@ class Validator {
     Range<int64_t>("backend.workers", b.workers, 1, 256);
     Range<int64_t>("backend.logprobs", b.logprobs, 1, 20);
     Range<int64_t>("backend.max_choice_k", b.max_choice_k, 2, 26);
-    if (b.gateway_base_url.empty()) Error("backend.gateway_base_url", "is empty");
+    if (b.gateway_base_url.empty())
+      Error("backend.gateway_base_url", "is empty");
     Range<int64_t>("decider.max_permutations", config_.decider.max_permutations,
                    0, 26);
     const PolicyConfig& p = config_.policy;

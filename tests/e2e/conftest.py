@@ -140,10 +140,12 @@ def daemon(start_daemon):
     return start_daemon()
 
 
-def run_cli(*args, env=None, timeout=60):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
+def run_cli(*args, env=None, timeout=60, cwd=None, input=None):
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith(("MESA_ANYJEV_", "MESA_LLM_"))}
     full_env.update(env or {})
-    return subprocess.run([CLI, *args], capture_output=True, text=True, env=full_env, timeout=timeout)
+    return subprocess.run([str(Path(CLI).resolve()), *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=cwd, input=input)
 
 
 SYSTEM = ("You are a decision function. You will be given a state and one question. "

@@ -236,10 +236,15 @@ def test_check_reports_drift(tmp_path):
 
 
 def test_check_missing_lock(tmp_path):
-    result = run("--check", cwd=tmp_path)
+    result = run("--check", "--lock", str(tmp_path / "questions.lock.json"))
     assert result.returncode == 1
     assert result.stderr == ("DRIFT: questions.lock.json is missing; run "
                              "`mesa-anyjev questions --update-lock`\n")
+    # Without --lock and without a lock in the working directory, the check
+    # reads the source tree's lock, which is in sync.
+    result = run("--check", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.startswith("questions in sync; lock_sha 9f9370e0")
 
 
 def test_update_lock_writes_pythons_bytes(tmp_path):

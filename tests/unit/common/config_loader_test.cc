@@ -720,6 +720,5 @@ TEST_CASE("config: the reference's backend keys and their environment",
   }
 }
 
-
 }  // namespace
 }  // namespace mesa_anyjev::config

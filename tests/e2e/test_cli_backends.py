@@ -1,0 +1,333 @@
+"""The CLI's backends end to end (issue 6): `doctor`, `decide` and
+`config show` over fake (in process), hf (the real daemon), gateway (a local
+server answering as vLLM does) and composite (both), with the reference's
+check lines and exit codes (reference-system.md 10), the composite's
+tokenizer agreement and its routing (L0 through the gateway, L2 through the
+daemon's head)."""
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import dpb, run_cli
+from gateway_server import Gateway
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from make_tiny_qwen3 import make  # noqa: E402
+
+DATA = Path(os.environ.get("MESA_ANYJEV_TEST_DATA", "tests/data"))
+TOKENIZER = DATA / "qwen3-tokenizer"
+KEY = "sk-test-doctor-Hq2"
+NOUL = "Is the sky blue?"
+
+
+@pytest.fixture
+def gateway():
+    servers = []
+
+    def start(script=()):
+        server = Gateway(script)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make(tmp_path_factory.mktemp("cli") / "tiny-qwen3", tied=False)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gateway_args(server, tokenizer=TOKENIZER):
+    return ["--set", f"backend.gateway_base_url={server.url}",
+            "--set", f"backend.tokenizer={tokenizer}"]
+
+
+def daemon_args(daemon, model="fake"):
+    return ["--set", f"client.address={daemon.address}",
+            "--set", f"backend.hf_model={model}"]
+
+
+def lines_of(out):
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def check_names(out):
+    return [line.split("]", 1)[1].split(":", 1)[0].strip() for line in lines_of(out)]
+
+
+# --- doctor -----------------------------------------------------------------
+
+def test_doctor_fake_passes_with_the_lock_and_backend_lines():
+    r = run_cli("doctor", "--backend", "fake")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = lines_of(r.stdout)
+    assert lines[0].startswith("[ok] questions lock: 9f9370e0029e")
+    assert lines[1] == "[ok] backend: kind=fake planner=static profile=prod"
+    assert len(lines) == 2
+    doc = json.loads(run_cli("doctor", "--backend", "fake", "--json").stdout)
+    assert doc["ok"] is True and doc["backend"] == "fake"
+    assert [c["name"] for c in doc["checks"]] == ["questions lock", "backend"]
+
+
+def test_doctor_reports_lock_drift(tmp_path):
+    lock = json.loads(Path("questions.lock.json").read_text())
+    lock["questions"]["avu.keep"]["key"] = "0" * 16
+    (tmp_path / "questions.lock.json").write_text(json.dumps(lock, indent=1))
+    r = run_cli("doctor", "--backend", "fake", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stdout.startswith("[FAIL] questions lock: avu.keep: key 0000000000000000 -> ")
+
+
+def test_doctor_hf_on_the_fake_daemon(daemon):
+    r = run_cli("doctor", "--backend", "hf", *daemon_args(daemon))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert check_names(r.stdout) == ["questions lock", "backend", "daemon", "hf model",
+                                     "label tokens", "answer mass", "early stop", "attention"]
+    out = r.stdout
+    assert f"[ok] daemon: {daemon.address} -> SERVING" in out
+    assert "[ok] hf model: fake n_layers=4 hidden_size=64" in out
+    assert ("[ok] label tokens: A..Z, Yes/No and 1..9 are single tokens "
+            "(score falls back to letters above 9)") in out
+    assert "[ok] answer mass: min answer_mass " in out
+    assert "[ok] early stop: block loop available for L2 heads" in out
+
+
+def test_doctor_hf_on_a_tiny_qwen3(start_daemon, checkpoint):
+    daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3")
+    r = run_cli("doctor", "--backend", "hf", *daemon_args(daemon, "tiny/qwen3"))
+    out = r.stdout
+    assert "[ok] hf model: tiny/qwen3 n_layers=3 hidden_size=64 dtype=float32 device=cpu" in out
+    assert "[ok] label tokens: A..Z" in out  # the real Qwen3 tokenizer
+    # Random weights spread mass over 151k tokens: the probe must say so.
+    assert "[FAIL] answer mass: min answer_mass 0.0" in out
+    assert "do not carry" in out
+    assert r.returncode == 1
+    assert "early stop" not in out  # the group stops at its first failure
+
+
+def test_doctor_hf_failures_name_the_cause(daemon):
+    r = run_cli("doctor", "--backend", "hf", *daemon_args(daemon, "Qwen/Qwen3-8B"))
+    assert r.returncode == 1
+    assert ("[FAIL] hf model: the daemon serves 'fake' but backend.hf_model is "
+            "'Qwen/Qwen3-8B' (bundles are keyed by it)") in r.stdout
+    address = f"127.0.0.1:{free_port()}"
+    r = run_cli("doctor", "--backend", "hf", "--set", f"client.address={address}",
+                "--set", "client.timeout_s=2")
+    assert r.returncode == 1
+    last = lines_of(r.stdout)[-1]
+    assert last.startswith(f"[FAIL] daemon: {address}: ")
+    assert last.endswith("(is mesa-anyjevd running?)")
+
+
+def test_doctor_gateway_passes_against_a_vllm_like_server(gateway):
+    server = gateway()
+    r = run_cli("doctor", "--backend", "gateway", *gateway_args(server),
+                env={"MESA_LLM_API_KEY": KEY})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert check_names(r.stdout) == ["questions lock", "backend", "gateway liveness",
+                                     "tokenizer", "label tokens", "gateway logprobs",
+                                     "logprobs cap"]
+    assert f"[ok] gateway liveness: {server.url} -> 200" in r.stdout
+    assert "[ok] gateway logprobs: top_k=20 labels_present=true " in r.stdout
+    assert "[ok] logprobs cap: 26 -> 400 (cap 20)" in r.stdout
+    assert KEY not in r.stdout + r.stderr
+    # The key went to the server, as a bearer header, on every POST.
+    assert {req["authorization"] for req in server.requests} == {f"Bearer {KEY}"}
+    probe = server.requests[0]["body"]
+    assert probe["logprobs"] == 20 and probe["max_tokens"] == 1
+    assert "Is the sky blue?" in probe["prompt"]
+    assert server.requests[-1]["body"]["logprobs"] == 26
+
+
+def test_doctor_gateway_failures(gateway):
+    server = gateway()
+    r = run_cli("doctor", "--backend", "gateway", *gateway_args(server))
+    assert r.returncode == 1
+    assert lines_of(r.stdout)[-1] == (
+        "[FAIL] gateway key: MESA_ANYJEV_BACKEND__GATEWAY_API_KEY or MESA_LLM_API_KEY is unset")
+    # The probe's label missing from the top 20 fails it.
+    server = gateway()
+    server.default = "omit:Yes"  # every answer lacks the bare "Yes"
+    r = run_cli("doctor", "--backend", "gateway", *gateway_args(server),
+                env={"MESA_LLM_API_KEY": KEY})
+    assert r.returncode == 1
+    assert "[FAIL] gateway logprobs: top_k=20 labels_present=false" in r.stdout
+    url = f"http://127.0.0.1:{free_port()}"
+    r = run_cli("doctor", "--backend", "gateway", "--set", f"backend.gateway_base_url={url}",
+                env={"MESA_LLM_API_KEY": KEY})
+    assert r.returncode == 1
+    last = lines_of(r.stdout)[-1]
+    assert last.startswith(f"[FAIL] gateway liveness: {url}: ") and "(is the tunnel up?)" in last
+    r = run_cli("doctor", "--backend", "gateway",
+                "--set", "backend.gateway_base_url=http://gateway.example.org:8000",
+                env={"MESA_LLM_API_KEY": KEY})
+    assert r.returncode == 1
+    assert lines_of(r.stdout)[-1].startswith("[FAIL] gateway url: ")
+    assert "loopback" in r.stdout
+
+
+# --- decide -----------------------------------------------------------------
+
+def test_decide_fake_json_records():
+    r = run_cli("decide", "--backend", "fake", "--level", "L0", "--json",
+                "--question", "column.annotate", "--question", "column.aspect",
+                "--state-json", "--state",
+                json.dumps({"card": {"dataset": "DP1.x"},
+                            "column": {"name": "taxonID", "description": "species code"}}))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["backend"] == "fake" and doc["model"] == "fake"
+    records = doc["decisions"]
+    assert [d["question_id"] for d in records] == ["column.annotate", "column.aspect"]
+    for d in records:
+        assert d["level"] == "L0" and d["calibration"] == "anyjev"
+        assert abs(sum(d["probs"]) - 1) < 1e-9
+        assert d["state"]["column"]["name"] == "taxonID"
+    assert records[0]["p_true"] == records[0]["probs"][0]
+    assert len(records[1]["probs"]) == 8
+
+
+def test_decide_bad_input_exits_2():
+    r = run_cli("decide", "--backend", "fake", "--question", "no.such", "--state", "x")
+    assert r.returncode == 2 and "no.such" in r.stderr
+    r = run_cli("decide", "--backend", "fake", "--state", "x")
+    assert r.returncode == 2 and "no question" in r.stderr
+    r = run_cli("decide", "--backend", "fake", "--question", "avu.keep", "--state-json",
+                "--state", "{not json")
+    assert r.returncode == 2 and "--state-json" in r.stderr
+
+
+def test_decide_questions_file_and_stdin(tmp_path):
+    questions = tmp_path / "q.json"
+    questions.write_text(json.dumps([{"id": "topic", "kind": "choice", "text": "Topic?",
+                                      "options": ["birds", "beetles", "mammals"]}]))
+    r = run_cli("decide", "--backend", "fake", "--level", "raw", "--questions-file",
+                str(questions), "--json", input="counts of birds at points")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["decisions"][0]
+    assert d["question_id"] == "topic" and d["answer"] == "birds" and d["level"] == "raw"
+
+
+def test_decide_hf_through_the_daemon(daemon):
+    r = run_cli("decide", "--backend", "hf", "--level", "L0", "--json",
+                "--question", "term.fits", "--state", "a state", *daemon_args(daemon))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["decisions"][0]
+    assert d["level"] == "L0" and d["model"] == "fake"
+    r = run_cli("decide", "--backend", "hf", "--level", "L2",
+                "--question", "term.fits", "--state", "a state", *daemon_args(daemon))
+    assert r.returncode == 1
+    assert "term.fits" in r.stderr and "L2" in r.stderr
+
+
+def test_decide_gateway_caps_and_levels(gateway):
+    server = gateway()
+    env = {"MESA_LLM_API_KEY": KEY}
+    r = run_cli("decide", "--backend", "gateway", "--level", "L0", "--json",
+                "--question", "avu.keep", "--state", "s", *gateway_args(server), env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["decisions"][0]
+    assert d["level"] == "L0" and d["model"] == "RedHatAI/Qwen3-8B-NVFP4"
+    assert d["served_model"] == "carc-fast"
+    assert len(server.requests) == 2  # a noul reads its two phrasings
+    r = run_cli("decide", "--backend", "gateway", "--level", "L0",
+                "--question", "column.ontology", "--state", "s", *gateway_args(server), env=env)
+    assert r.returncode == 1
+    assert "column.ontology: K=12 exceeds max_choice_k=8; ask the twin" in r.stderr
+    r = run_cli("decide", "--backend", "gateway", "--level", "L2",
+                "--question", "avu.keep", "--state", "s", *gateway_args(server), env=env)
+    assert r.returncode == 1 and "hidden states" in r.stderr
+
+
+# --- composite --------------------------------------------------------------
+
+def fit_head(daemon, question_text):
+    states = [f"Item {i}: the sky is {'blue' if i % 2 == 0 else 'grey'} over site {i}"
+              for i in range(40)]
+    labels = [i % 2 for i in range(40)]
+    daemon.decisions.Fit(dpb.FitRequest(
+        question=dpb.Question(id="probe", kind="noul", text=question_text.encode()),
+        states=[dpb.State(text=s.encode()) for s in states], labels=labels, level="L2"),
+        timeout=300)
+
+
+def test_composite_routes_l0_to_the_gateway_and_l2_to_the_daemon(
+        gateway, start_daemon, checkpoint, tmp_path):
+    daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3")
+    server = gateway()
+    env = {"MESA_LLM_API_KEY": KEY}
+    questions = tmp_path / "q.json"
+    questions.write_text(json.dumps([{"id": "probe", "kind": "noul", "text": NOUL}]))
+    args = ["decide", "--backend", "composite", "--json", "--questions-file", str(questions),
+            "--state", "The sky is blue today.", *gateway_args(server),
+            *daemon_args(daemon, "tiny/qwen3")]
+    r = run_cli(*args, "--level", "auto", env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["decisions"][0]
+    assert d["level"] == "L0"  # no head yet: the gateway's L0
+    assert d["model"] == "tiny/qwen3" and d["served_model"] == "carc-fast"
+    assert len(server.requests) == 2
+    r = run_cli(*args, "--level", "L2", env=env)
+    assert r.returncode == 1 and "probe" in r.stderr
+
+    fit_head(daemon, NOUL)
+    before = len(server.requests)
+    r = run_cli(*args, "--level", "auto", env=env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["decisions"][0]
+    assert d["level"] == "L2" and d["diagnostics"]["blocks_executed"] >= 1
+    assert len(server.requests) == before  # L2 never touches the gateway
+
+
+def test_composite_refuses_a_tokenizer_that_differs_on_one_label(
+        gateway, start_daemon, checkpoint, tmp_path):
+    daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3")
+    # The served tokenizer with the ids of "Q" and "~" swapped: every other
+    # label keeps its id.
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    tok = json.loads((TOKENIZER / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    vocab["Q"], vocab["~"] = vocab["~"], vocab["Q"]
+    (swapped / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
+    (swapped / "tokenizer_config.json").write_text(
+        (TOKENIZER / "tokenizer_config.json").read_text())
+    server = gateway()
+    r = run_cli("decide", "--backend", "composite", "--question", "avu.keep", "--state", "s",
+                *gateway_args(server, swapped), *daemon_args(daemon, "tiny/qwen3"),
+                env={"MESA_LLM_API_KEY": KEY})
+    assert r.returncode == 1
+    assert ("the two tokenizers disagree on label tokens [Q]; a composite backend needs "
+            "identical label ids") in r.stderr
+    r = run_cli("doctor", "--backend", "composite", *gateway_args(server, swapped),
+                *daemon_args(daemon, "tiny/qwen3"), env={"MESA_LLM_API_KEY": KEY})
+    assert r.returncode == 1
+    assert "[FAIL] tokenizer agreement: the two tokenizers disagree on label tokens [Q]" \
+        in r.stdout
+
+
+# --- config show ------------------------------------------------------------
+
+def test_config_show_masks_the_key_and_shows_the_precedence(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("backend:\n  kind: gateway\n  served_model: from-file\n")
+    r = run_cli("--config", str(cfg), "config", "show", "--set", "backend.workers=3",
+                env={"MESA_LLM_API_KEY": KEY, "MESA_ANYJEV_BACKEND__SERVED_MODEL": "from-env"})
+    assert r.returncode == 0, r.stderr
+    assert 'kind: "gateway"' in r.stdout or "kind: gateway" in r.stdout
+    assert "from-env" in r.stdout and "from-file" not in r.stdout
+    assert "workers: 3" in r.stdout
+    assert "# gateway API key: from $MESA_LLM_API_KEY (the value is never printed)" in r.stdout
+    assert KEY not in r.stdout
