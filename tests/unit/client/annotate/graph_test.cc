@@ -374,7 +374,8 @@ TEST_CASE("Q0 audit compares the planner's ontologies with the model's",
     }
     return Noul(0.1);
   });
-  auto run = Annotate(card, provider, AnnotateOptions{});
+  const AnnotateOptions defaults;
+  auto run = Annotate(card, provider, defaults);
   REQUIRE(run.ok());
   REQUIRE(run->audit.has_value());
   CHECK(run->audit->model == std::vector<std::string>{"envo", "ncbitaxon"});

@@ -132,7 +132,8 @@ TEST_CASE("annotate: identifiers get rule decisions, answer No, level none",
           "[annotate]") {
   const auto card = Card(kCards[0]);
   auto provider = Fake();
-  auto run = Annotate(card, *provider, AnnotateOptions{});
+  const AnnotateOptions defaults;
+  auto run = Annotate(card, *provider, defaults);
   REQUIRE(run.ok());
   std::set<std::string> ruled;
   for (const auto& d : run->decisions) {
@@ -173,7 +174,8 @@ TEST_CASE("annotate: Q3 asks the choice at max_choice_k >= 12, else the twin",
   const auto card = Card(kCards[0]);
   SECTION("choice") {
     testing::ScriptedProvider provider(script);
-    auto run = Annotate(card, provider, AnnotateOptions{});
+    const AnnotateOptions defaults;
+    auto run = Annotate(card, provider, defaults);
     REQUIRE(run.ok());
     CHECK(Count(*run, "column.ontology") == 3);
     CHECK(Count(*run, "column.ontology_fits") == 0);
@@ -185,7 +187,8 @@ TEST_CASE("annotate: Q3 asks the choice at max_choice_k >= 12, else the twin",
   }
   SECTION("twin, on a gateway-like cap over the fake model") {
     testing::CappedProvider capped(Fake(), /*cap=*/8);
-    auto run = Annotate(card, capped, AnnotateOptions{});
+    const AnnotateOptions defaults;
+    auto run = Annotate(card, capped, defaults);
     REQUIRE(run.ok());
     CHECK(Count(*run, "column.ontology") == 0);
     CHECK(Count(*run, "column.ontology_fits") > 0);
@@ -222,7 +225,8 @@ TEST_CASE("annotate: without candidates the term stages are skipped",
           "[annotate]") {
   const auto card = Card(kCards[1]);
   auto provider = Fake();
-  auto run = Annotate(card, *provider, AnnotateOptions{});
+  const AnnotateOptions defaults;
+  auto run = Annotate(card, *provider, defaults);
   REQUIRE(run.ok());
   CHECK(run->skipped ==
         std::vector<std::string>{"term.fits", "avu.value_kind", "avu.keep"});
