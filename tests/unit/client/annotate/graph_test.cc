@@ -95,8 +95,9 @@ testing::Script DistanceScript(double p_child) {
   };
 }
 
-TEST_CASE("specificity: a child replaces its parent by specificity_delta",
-          "[annotate]") {
+TEST_CASE(
+    "annotate: specificity: a child replaces its parent by specificity_delta",
+    "[annotate]") {
   const auto card = SampleCard();
   const auto candidates = SampleCandidates();
   AnnotateOptions options;
@@ -174,8 +175,9 @@ testing::Script UnitScript(std::map<std::string, double> keep) {
   };
 }
 
-TEST_CASE("dedup: a repeated AVU triple is rejected, pointing at the first",
-          "[annotate]") {
+TEST_CASE(
+    "annotate: dedup: a repeated AVU triple is rejected, pointing at the first",
+    "[annotate]") {
   const auto card =
       PlotCard({"plotLength | Length of the plot | real | meter "
                 "| 10 non-blank",
@@ -213,8 +215,10 @@ TEST_CASE("dedup: a repeated AVU triple is rejected, pointing at the first",
   CHECK(run->links[1].duplicate_of == first.link_id);
 }
 
-TEST_CASE("max_avus: the kept AVUs avu.keep is surest of, the rest rejected",
-          "[annotate]") {
+TEST_CASE(
+    "annotate: max_avus: the kept AVUs avu.keep is surest of, the rest "
+    "rejected",
+    "[annotate]") {
   const auto card =
       PlotCard({"plotLength | Length | real | meter | 10 non-blank",
                 "coverPercent | Cover | real | percent | 10 non-blank",
@@ -237,7 +241,7 @@ TEST_CASE("max_avus: the kept AVUs avu.keep is surest of, the rest rejected",
   CHECK(run->rejected[0].outcome == Outcome::kRejected);
 }
 
-TEST_CASE("avu.keep below threshold rejects the AVU", "[annotate]") {
+TEST_CASE("annotate: avu.keep below threshold rejects the AVU", "[annotate]") {
   const auto card =
       PlotCard({"plotLength | Length | real | meter | 10 non-blank"});
   const auto candidates = Source("{}");
@@ -276,7 +280,7 @@ testing::Script PatoScript() {
   };
 }
 
-TEST_CASE("avu.value_kind is recorded with the proposal's own column",
+TEST_CASE("annotate: avu.value_kind is recorded with the proposal's own column",
           "[annotate]") {
   const auto card = PlotCard({"plotLength | Length | real | - | 10 non-blank",
                               "plotWidth | Width | real | - | 10 non-blank"});
@@ -303,8 +307,9 @@ TEST_CASE("avu.value_kind is recorded with the proposal's own column",
   }
 }
 
-TEST_CASE("rank group: auto without group margin is demoted to proposed",
-          "[annotate]") {
+TEST_CASE(
+    "annotate: rank group: auto without group margin is demoted to proposed",
+    "[annotate]") {
   // A policy where term.fits may reach auto at L0 (the shipped one cannot).
   auto thresholds = policy::Policy::Defaults().all_thresholds();
   thresholds["term.fits"].auto_threshold = 0.7;
@@ -333,7 +338,8 @@ TEST_CASE("rank group: auto without group margin is demoted to proposed",
         Outcome::kAuto);
 }
 
-TEST_CASE("missing labels cap a batch's outcomes at abstain", "[annotate]") {
+TEST_CASE("annotate: missing labels cap a batch's outcomes at abstain",
+          "[annotate]") {
   const auto card = SampleCard();
   const auto candidates = SampleCandidates();
   testing::ScriptedProvider provider(DistanceScript(0.75));
@@ -361,8 +367,9 @@ TEST_CASE("missing labels cap a batch's outcomes at abstain", "[annotate]") {
   }
 }
 
-TEST_CASE("Q0 audit compares the planner's ontologies with the model's",
-          "[annotate]") {
+TEST_CASE(
+    "annotate: Q0 audit compares the planner's ontologies with the model's",
+    "[annotate]") {
   const auto card = SampleCard();
   testing::ScriptedProvider provider([](const decision::Question& q,
                                         const nlohmann::json& s) {
@@ -393,7 +400,7 @@ TEST_CASE("Q0 audit compares the planner's ontologies with the model's",
   CHECK(dataset_scope == 12);
 }
 
-TEST_CASE("FitsRationale formats as the reference", "[annotate]") {
+TEST_CASE("annotate: FitsRationale formats as the reference", "[annotate]") {
   CHECK(FitsRationale(0.625, "L0") == "p(fits)=0.62 L0");
   CHECK(FitsRationale(0.5, "L2") == "p(fits)=0.50 L2");
 }

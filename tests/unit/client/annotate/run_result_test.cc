@@ -9,7 +9,8 @@
 namespace mesa_anyjev::annotate {
 namespace {
 
-TEST_CASE("PyStrRepr writes what CPython's repr(str) writes", "[annotate]") {
+TEST_CASE("annotate: PyStrRepr writes what CPython's repr(str) writes",
+          "[annotate]") {
   CHECK(PyStrRepr("SRER") == "'SRER'");
   CHECK(PyStrRepr("") == "''");
   CHECK(PyStrRepr("it's") == "\"it's\"");
@@ -29,7 +30,7 @@ TEST_CASE("PyStrRepr writes what CPython's repr(str) writes", "[annotate]") {
   CHECK(PyStrRepr("\xe2\x80\xa8") == "'\\u2028'");          // Zl
 }
 
-TEST_CASE("PyCountsRepr and PyStrListRepr", "[annotate]") {
+TEST_CASE("annotate: PyCountsRepr and PyStrListRepr", "[annotate]") {
   CHECK(PyCountsRepr({}) == "{}");
   CHECK(PyCountsRepr({{"proposed", 5}, {"abstain", 3}}) ==
         "{'abstain': 3, 'proposed': 5}");
@@ -37,7 +38,7 @@ TEST_CASE("PyCountsRepr and PyStrListRepr", "[annotate]") {
   CHECK(PyStrListRepr({"envo", "uo"}) == "['envo', 'uo']");
 }
 
-TEST_CASE("the summary and proposal lines of 3.3", "[annotate]") {
+TEST_CASE("annotate: the summary and proposal lines of 3.3", "[annotate]") {
   RunResult run;
   run.run_id = "0b6f1c1e-7f4e-4d0a-9a57-2b7d3c1f0e55";
   Proposal p;
