@@ -37,8 +37,7 @@ absl::StatusOr<Batch> Asker::Ask(const questions::QuestionEntry& entry,
   if (!decided.ok()) {
     return absl::Status(
         decided.status().code(),
-        absl::StrCat(entry.id(), " at level ", decision::LevelName(level_),
-                     ": ", decided.status().message()));
+        absl::StrCat(entry.id(), ": ", decided.status().message()));
   }
   if (decided->size() != states.size()) {
     return absl::InternalError(
