@@ -121,11 +121,17 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
   control.cancelled = call->cancelled();
   absl::Status submitted =
       workers_.TrySubmit([call, response, control, decider = *decider,
-                          parsed = *std::move(parsed)]() {
+                          metrics = metrics_, parsed = *std::move(parsed)]() {
         auto result = decider->Decide(parsed.states, parsed.questions,
                                       parsed.level, parsed.options, control);
         if (result.ok()) {
           FillDecideResponse(*result, decider->model_name(), response);
+          for (const auto& row : *result) {
+            for (const decision::Decision& d : row) {
+              metrics->RecordDecisions(decision::LevelName(d.level),
+                                       d.question_id, 1);
+            }
+          }
         }
         call->Complete(result.status());
       });
@@ -156,7 +162,7 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
   control.cancelled = call->cancelled();
   absl::Status submitted =
       workers_.TrySubmit([call, response, control, decider = *decider,
-                          parsed = *std::move(parsed)]() {
+                          metrics = metrics_, parsed = *std::move(parsed)]() {
         absl::StatusOr<nlohmann::ordered_json> artifact =
             parsed.level == decision::Level::kL1
                 ? decider->Calibrate(parsed.question, parsed.states,
