@@ -30,7 +30,9 @@ def annotate_args(address):
 def test_both_daemons_serve_one_run(start_daemon):
     # The batch prior is state of each daemon, so a balanced run equals a
     # single-daemon run only with a stateless prior (docs/operations.md).
-    stateless = ("--set", "decisions.prior=content_free")
+    # 20 ms per model call keeps the run long enough for both connections
+    # (and their health watches) to be ready on a loaded machine.
+    stateless = ("--set", "decisions.prior=content_free", "--set", "model.fake_delay_s=0.02")
     a = start_daemon(*stateless, name="a")
     b = start_daemon(*stateless, name="b")
     r = run_cli(*annotate_args(f"{a.address},{b.address}"), timeout=120)
