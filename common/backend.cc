@@ -15,4 +15,13 @@ absl::StatusOr<int32_t> ResolveLayer(int32_t layer, int32_t n_layers) {
   return static_cast<int32_t>(resolved);
 }
 
+std::vector<std::string> CheckedLabels() {
+  std::vector<std::string> labels;
+  for (char c = 'A'; c <= 'Z'; ++c) labels.emplace_back(1, c);
+  labels.emplace_back("Yes");
+  labels.emplace_back("No");
+  for (char c = '1'; c <= '9'; ++c) labels.emplace_back(1, c);
+  return labels;
+}
+
 }  // namespace mesa_anyjev

@@ -113,6 +113,11 @@ class Backend {
   }
 };
 
+// The labels every served model must read as one token each
+// (reference-system.md 5.8), and that the two halves of a composite must
+// give the same ids: A..Z, Yes, No, 1..9.
+std::vector<std::string> CheckedLabels();
+
 // Resolves a requested layer against n_layers: -1 -> n_layers, ..., and
 // refuses anything outside [0, n_layers] with the limit named.
 absl::StatusOr<int32_t> ResolveLayer(int32_t layer, int32_t n_layers);

@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "client/backends/daemon_target.h"
 #include "client/backends/decision_proto.h"
 #include "common/status/status_macros.h"
+#include "common/util/daemon_target.h"
 #include "common/util/files.h"
 #include "common/util/secret.h"
 #include "mesa/anyjev/v1/decisions.grpc.pb.h"
@@ -89,8 +89,8 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
     options.pem_root_certs = *ca;
     credentials = grpc::SslCredentials(options);
   }
-  ASSIGN_OR_RETURN(const DaemonTarget target,
-                   ParseDaemonTarget(config.address));
+  ASSIGN_OR_RETURN(const util::DaemonTarget target,
+                   util::ParseDaemonTarget(config.address));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);  // the daemon caps what it sends
   args.SetServiceConfigJSON(target.service_config);

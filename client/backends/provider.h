@@ -60,8 +60,4 @@ class Provider {
 absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
     const config::Config& config, const std::string& kind = "");
 
-// The labels every served model must read as one token each
-// (reference-system.md 5.8): A..Z, Yes, No, 1..9.
-std::vector<std::string> CheckedLabels();
-
 }  // namespace mesa_anyjev::client

@@ -6,13 +6,17 @@
 #include "absl/strings/str_cat.h"
 #include "client/backends/composite_provider.h"
 #include "client/backends/daemon_provider.h"
-#include "client/backends/gateway_backend.h"
 #include "client/backends/local_provider.h"
 #include "client/backends/provider.h"
 #include "common/fake_backend.h"
+#include "common/gateway/gateway_backend.h"
 #include "common/status/status_macros.h"
 
 namespace mesa_anyjev::client {
+
+using gateway::GatewayBackend;
+using gateway::GatewayOptions;
+using gateway::GatewayOptionsFromConfig;
 namespace {
 
 absl::StatusOr<std::unique_ptr<LocalProvider>> MakeGateway(
@@ -35,15 +39,6 @@ absl::StatusOr<std::unique_ptr<LocalProvider>> MakeGateway(
 }
 
 }  // namespace
-
-std::vector<std::string> CheckedLabels() {
-  std::vector<std::string> labels;
-  for (char c = 'A'; c <= 'Z'; ++c) labels.emplace_back(1, c);
-  labels.emplace_back("Yes");
-  labels.emplace_back("No");
-  for (char c = '1'; c <= '9'; ++c) labels.emplace_back(1, c);
-  return labels;
-}
 
 absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
     const config::Config& config, const std::string& kind_in) {

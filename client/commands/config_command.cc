@@ -3,11 +3,14 @@
 // gateway key is reported only as set or unset, with where it comes from.
 #include <iostream>
 
-#include "client/backends/gateway_backend.h"
 #include "client/commands/commands.h"
 #include "common/config/config_loader.h"
+#include "common/gateway/gateway_backend.h"
 
 namespace mesa_anyjev::client {
+
+using gateway::GatewayOptions;
+using gateway::GatewayOptionsFromConfig;
 
 int RunConfigShow(const config::Config& config) {
   std::cout << config::ToYaml(config);

@@ -13,15 +13,21 @@
 #include "absl/strings/str_join.h"
 #include "client/backends/composite_provider.h"
 #include "client/backends/daemon_provider.h"
-#include "client/backends/gateway_backend.h"
 #include "client/backends/local_provider.h"
 #include "client/backends/provider.h"
 #include "client/commands/commands.h"
 #include "client/questions/question_lock.h"
 #include "client/questions/question_set.h"
 #include "common/decision/label_resolver.h"
+#include "common/gateway/gateway_backend.h"
 
 namespace mesa_anyjev::client {
+
+using gateway::GatewayBackend;
+using gateway::GatewayOptions;
+using gateway::GatewayOptionsFromConfig;
+using gateway::kMesaMcpApiKeyVariable;
+using gateway::kNativeApiKeyVariable;
 namespace {
 
 using decision::Level;

@@ -29,6 +29,10 @@ struct ServerConfig {
 };
 
 struct ModelConfig {
+  // local: the model at `path`; composite (router mode): logprobs from the
+  // gateway of section `backend`, hidden states from the mesa-anyjevd at
+  // client.address (docs/operations.md).
+  std::string backend = "local";
   std::string path = "fake";      // checkpoint directory or "fake"
   std::string name;               // model id ("Qwen/Qwen3-8B"); "" = dir name
   std::string dtype = "float32";  // float32 | bfloat16

@@ -72,6 +72,7 @@ constexpr Field MakeField(std::string_view key,
 constexpr const char* kDtypes[] = {"float32", "bfloat16"};
 constexpr const char* kAttentions[] = {"eager", "sdpa"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
+constexpr const char* kModelBackends[] = {"local", "composite"};
 constexpr const char* kBackendKinds[] = {"fake", "gateway", "hf", "composite"};
 constexpr const char* kLevels[] = {"raw", "L0", "L1", "L2", "auto"};
 constexpr const char* kProfiles[] = {"prod", "dev"};
@@ -96,6 +97,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(server, tls_cert),
     MESA_CONFIG_FIELD(server, tls_key),
 
+    MESA_CONFIG_ENUM(model, backend, kModelBackends),
     MESA_CONFIG_FIELD(model, path),
     MESA_CONFIG_FIELD(model, name),
     MESA_CONFIG_ENUM(model, dtype, kDtypes),

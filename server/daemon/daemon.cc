@@ -186,8 +186,8 @@ absl::Status Daemon::StartServing() {
 }
 
 absl::Status Daemon::LoadAndWarmUp() {
-  ASSIGN_OR_RETURN(backend_, LoadModel(config_.model, config_.engine,
-                                       metrics_.get(), shutdown_));
+  ASSIGN_OR_RETURN(
+      backend_, LoadModel(config_, metrics_.get(), metrics_.get(), shutdown_));
   inference_->SetBackend(backend_.get());
   RETURN_IF_ERROR(decisions_->SetBackend(backend_.get()));
   // Readiness means the model answers: one real call through the engine.

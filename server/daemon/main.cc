@@ -27,12 +27,17 @@ int Main(int argc, char** argv) {
   CLI::App app{
       "mesa-anyjevd: serves logprobs, hidden states and decisions "
       "of a resident LLM over gRPC"};
-  std::string config_path, model, listen, port_file, metrics_listen;
+  std::string config_path, model, backend, listen, port_file, metrics_listen;
   std::vector<std::string> sets;
   bool version = false, print_config = false;
   app.add_option("--config", config_path, "YAML configuration file");
   app.add_option("--model", model,
                  "checkpoint directory, or 'fake' (model.path)");
+  app.add_option("--backend", backend,
+                 "local (the model at --model) or composite: a router over "
+                 "the gateway and the daemon at client.address "
+                 "(model.backend)")
+      ->check(CLI::IsMember({"local", "composite"}));
   app.add_option("--listen", listen,
                  "host:port for gRPC; port 0 picks one (server.listen)");
   app.add_option("--port-file", port_file,
@@ -67,6 +72,7 @@ int Main(int argc, char** argv) {
     options.flags.push_back(Override{key, value, "flag " + name});
   };
   if (app.count("--model")) flag("model.path", model, "--model");
+  if (app.count("--backend")) flag("model.backend", backend, "--backend");
   if (app.count("--listen")) flag("server.listen", listen, "--listen");
   if (app.count("--port-file"))
     flag("server.port_file", port_file, "--port-file");

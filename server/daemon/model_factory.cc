@@ -3,17 +3,43 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/composite_backend.h"
 #include "common/fake_backend.h"
 #include "common/status/status_macros.h"
+#include "server/service/remote_hidden_states.h"
 #if MESA_ANYJEV_WITH_TORCH
 #include "server/engine/qwen3_backend.h"
 #endif
 
 namespace mesa_anyjev::daemon {
 
+namespace {
+
+// Router mode: the gateway reads logprobs, the daemon at client.address
+// serves hidden states; the bundle key is the daemon's model, as the
+// reference's composite is named after hf_model.
+absl::StatusOr<std::unique_ptr<Backend>> LoadComposite(
+    const config::Config& config, gateway::GatewayObserver* observer) {
+  gateway::GatewayOptions options =
+      gateway::GatewayOptionsFromConfig(config.backend);
+  options.observer = observer;
+  ASSIGN_OR_RETURN(auto logprobs, gateway::GatewayBackend::Create(options));
+  ASSIGN_OR_RETURN(auto hidden, service::RemoteHiddenStates::Create(
+                                    config.client, logprobs->tokenizer()));
+  return std::unique_ptr<Backend>(std::make_unique<CompositeBackend>(
+      std::move(logprobs), std::move(hidden)));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
-    const config::ModelConfig& model, const config::EngineConfig& engine,
-    engine::EngineObserver* observer, const absl::Notification& stop) {
+    const config::Config& config, engine::EngineObserver* observer,
+    gateway::GatewayObserver* gateway, const absl::Notification& stop) {
+  if (config.model.backend == "composite") {
+    return LoadComposite(config, gateway);
+  }
+  const config::ModelConfig& model = config.model;
+  const config::EngineConfig& engine = config.engine;
   if (model.path == "fake") {
     // The fake "loads" for fake_load_s so tests can watch NOT_SERVING.
     if (stop.WaitForNotificationWithTimeout(absl::Seconds(model.fake_load_s))) {

@@ -1,5 +1,6 @@
-// Builds the backend mesa-anyjevd serves from model.path: "fake" (the
-// synthetic CI model) or a checkpoint directory.
+// Builds the backend mesa-anyjevd serves: from model.path, "fake" (the
+// synthetic CI model) or a checkpoint directory; or, with model.backend
+// composite, the router's gateway + remote-daemon backend.
 #pragma once
 
 #include <memory>
@@ -8,14 +9,16 @@
 #include "absl/synchronization/notification.h"
 #include "common/backend.h"
 #include "common/config/config.h"
+#include "common/gateway/gateway_backend.h"
 #include "server/engine/engine_observer.h"
 
 namespace mesa_anyjev::daemon {
 
 // Returns early with CANCELLED when `stop` is notified during the load.
-// `observer` (may be null) hears about the model's batches and caches.
+// `observer` (may be null) hears about the model's batches and caches;
+// `gateway` (may be null) about a router's gateway calls.
 absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
-    const config::ModelConfig& model, const config::EngineConfig& engine,
-    engine::EngineObserver* observer, const absl::Notification& stop);
+    const config::Config& config, engine::EngineObserver* observer,
+    gateway::GatewayObserver* gateway, const absl::Notification& stop);
 
 }  // namespace mesa_anyjev::daemon

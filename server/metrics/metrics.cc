@@ -207,6 +207,42 @@ ServerMetrics::ServerMetrics(const std::string& version,
   for (const char* level : {"raw", "L0", "L1", "L2"}) {
     decisions_->Add({{"level", level}, {"question", "other"}});
   }
+  gateway_attempts_ =
+      &prometheus::BuildCounter()
+           .Name("mesa_anyjev_gateway_requests_total")
+           .Help("Router mode: HTTP attempts to the gateway by outcome.")
+           .Register(*registry_);
+  for (const char* outcome :
+       {"ok", "rejected", "rate_limited", "server_error", "timeout",
+        "transport", "tls", "bad_response", "breaker_open", "cancelled"}) {
+    gateway_attempts_->Add({{"outcome", outcome}});
+  }
+  gateway_latency_ = &prometheus::BuildHistogram()
+                          .Name("mesa_anyjev_gateway_request_duration_seconds")
+                          .Help("Router mode: time of one gateway attempt.")
+                          .Register(*registry_)
+                          .Add({}, LatencyBuckets());
+  gateway_retries_ = &prometheus::BuildCounter()
+                          .Name("mesa_anyjev_gateway_retries_total")
+                          .Help(
+                              "Router mode: gateway attempts repeated after "
+                              "429, 5xx or a transport error.")
+                          .Register(*registry_)
+                          .Add({});
+  gateway_missing_ = &prometheus::BuildCounter()
+                          .Name("mesa_anyjev_gateway_missing_labels_total")
+                          .Help(
+                              "Router mode: label ids absent from the "
+                              "gateway's top-k (read as -30).")
+                          .Register(*registry_)
+                          .Add({});
+  gateway_breaker_ = &prometheus::BuildGauge()
+                          .Name("mesa_anyjev_gateway_breaker_open")
+                          .Help(
+                              "Router mode: 1 while the gateway's circuit "
+                              "breaker is open.")
+                          .Register(*registry_)
+                          .Add({});
   bundle_version_ = &prometheus::BuildGauge()
                          .Name("mesa_anyjev_bundle_version")
                          .Help(
@@ -294,6 +330,13 @@ void ServerMetrics::RecordDecisions(const std::string& level,
     }
   }
   decisions_->Add({{"level", level}, {"question", label}}).Increment(n);
+}
+
+void ServerMetrics::OnGatewayAttempt(const char* outcome, absl::Duration took) {
+  gateway_attempts_->Add({{"outcome", outcome}}).Increment();
+  if (took > absl::ZeroDuration()) {
+    gateway_latency_->Observe(absl::ToDoubleSeconds(took));
+  }
 }
 
 void ServerMetrics::SetBundleVersion(const std::string& question,

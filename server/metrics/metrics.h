@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/gateway/gateway_backend.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -35,7 +36,8 @@ enum class Method {
 };
 const char* MethodName(Method method);
 
-class ServerMetrics : public engine::EngineObserver {
+class ServerMetrics : public engine::EngineObserver,
+                      public gateway::GatewayObserver {
  public:
   ServerMetrics(const std::string& version, const std::string& commit);
 
@@ -63,6 +65,14 @@ class ServerMetrics : public engine::EngineObserver {
   // time) and, where the model has one, device memory.
   void RefreshProcessMemory();
   void SetDeviceMemory(double allocated_bytes, double reserved_bytes);
+
+  // gateway::GatewayObserver (router mode; zero elsewhere)
+  void OnGatewayAttempt(const char* outcome, absl::Duration took) override;
+  void OnGatewayRetry() override { gateway_retries_->Increment(); }
+  void OnGatewayMissingLabel() override { gateway_missing_->Increment(); }
+  void OnGatewayBreaker(bool open) override {
+    gateway_breaker_->Set(open ? 1 : 0);
+  }
 
   // engine::SchedulerObserver
   void OnQueueDepth(int64_t depth) override;
@@ -101,6 +111,11 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Histogram* queue_wait_;
   prometheus::Histogram* compute_;
   prometheus::Family<prometheus::Counter>* decisions_;
+  prometheus::Family<prometheus::Counter>* gateway_attempts_;
+  prometheus::Histogram* gateway_latency_;
+  prometheus::Counter* gateway_retries_;
+  prometheus::Counter* gateway_missing_;
+  prometheus::Gauge* gateway_breaker_;
   prometheus::Family<prometheus::Gauge>* bundle_version_;
   prometheus::Gauge* resident_bytes_;
   prometheus::Gauge* device_allocated_;

@@ -14,14 +14,14 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
-#include "client/backends/gateway_backend.h"
+#include "common/gateway/gateway_backend.h"
 
 namespace {
 
 using mesa_anyjev::CallControl;
 using mesa_anyjev::PromptGroup;
-using mesa_anyjev::client::GatewayBackend;
-using mesa_anyjev::client::GatewayOptions;
+using mesa_anyjev::gateway::GatewayBackend;
+using mesa_anyjev::gateway::GatewayOptions;
 
 GatewayOptions ReadOptions(const nlohmann::json& j) {
   GatewayOptions o;

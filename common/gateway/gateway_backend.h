@@ -25,9 +25,23 @@
 #include "common/text/bpe_tokenizer.h"
 #include "common/text/chat_template.h"
 
-namespace mesa_anyjev::client {
+namespace mesa_anyjev::gateway {
 
 inline constexpr double kMissingLogprob = -30.0;
+
+// What a router's metrics hear from the gateway (docs/operations.md). Called
+// from request threads; implementations must be thread-safe.
+class GatewayObserver {
+ public:
+  virtual ~GatewayObserver() = default;
+  // One HTTP attempt (or a refusal before one): `outcome` is ok, rejected
+  // (4xx but 429), rate_limited (429), server_error (5xx), timeout,
+  // transport, tls, bad_response, breaker_open or cancelled.
+  virtual void OnGatewayAttempt(const char* outcome, absl::Duration took) = 0;
+  virtual void OnGatewayRetry() = 0;
+  virtual void OnGatewayMissingLabel() = 0;
+  virtual void OnGatewayBreaker(bool open) = 0;
+};
 
 struct GatewayOptions {
   std::string base_url;         // https://host[:port][/prefix], not .../v1
@@ -50,6 +64,7 @@ struct GatewayOptions {
   int32_t breaker_failures = 3;  // consecutive failures that open it
   double breaker_open_s = 60.0;  // how long it stays open
   int64_t max_response_bytes = 8 << 20;
+  GatewayObserver* observer = nullptr;  // not owned; may be null
 };
 
 // The reference's key variables (reference-system.md 4.1, 10): the native
@@ -162,6 +177,10 @@ class GatewayBackend : public Backend {
   absl::StatusOr<PromptLogprobs> One(const std::vector<TokenId>& prompt_ids,
                                      const std::vector<TokenId>& label_ids,
                                      int32_t top_k, const CallControl& control);
+  // Reports one attempt's outcome to the observer, if any.
+  void Observe(const char* outcome, absl::Duration took) const;
+  // Counts a failure in the breaker and reports its state.
+  void Failure();
   // POST with retries and the breaker; the parsed top_logprobs[0] map.
   absl::StatusOr<std::map<std::string, double>> Post(
       const std::string& body, const CallControl& control);
@@ -178,4 +197,4 @@ class GatewayBackend : public Backend {
   std::atomic<int64_t> requests_{0};
 };
 
-}  // namespace mesa_anyjev::client
+}  // namespace mesa_anyjev::gateway

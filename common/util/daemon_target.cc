@@ -1,4 +1,4 @@
-#include "client/backends/daemon_target.h"
+#include "common/util/daemon_target.h"
 
 #include <vector>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "common/util/host_port.h"
 
-namespace mesa_anyjev::client {
+namespace mesa_anyjev::util {
 namespace {
 
 // Retries stay on UNAVAILABLE only (a daemon that went away or is draining);
@@ -72,4 +72,4 @@ absl::StatusOr<DaemonTarget> ParseDaemonTarget(const std::string& address) {
   return out;
 }
 
-}  // namespace mesa_anyjev::client
+}  // namespace mesa_anyjev::util

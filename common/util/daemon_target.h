@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace mesa_anyjev::client {
+namespace mesa_anyjev::util {
 
 struct DaemonTarget {
   std::string target;          // what grpc::CreateCustomChannel takes
@@ -21,4 +21,4 @@ struct DaemonTarget {
 // INVALID_ARGUMENT naming client.address and the bad element.
 absl::StatusOr<DaemonTarget> ParseDaemonTarget(const std::string& address);
 
-}  // namespace mesa_anyjev::client
+}  // namespace mesa_anyjev::util

@@ -1,7 +1,7 @@
 // The gateway backend's pure parts: the retry/backoff schedule, the HTTP
 // status mapping (reliability-anchors 2.8), the circuit breaker's state
 // machine, the label lookup, and the URL rules checked at construction.
-#include "client/backends/gateway_backend.h"
+#include "common/gateway/gateway_backend.h"
 
 #include <catch2/catch.hpp>
 #include <map>
@@ -10,7 +10,7 @@
 #include "common/decision/decider.h"
 #include "common/decision/question.h"
 
-namespace mesa_anyjev::client {
+namespace mesa_anyjev::gateway {
 namespace {
 
 TEST_CASE("gateway: backoff doubles per attempt with +-25% jitter",
@@ -186,4 +186,4 @@ TEST_CASE("gateway: the decision layer refuses K > 8 and L2 before sending",
 }
 
 }  // namespace
-}  // namespace mesa_anyjev::client
+}  // namespace mesa_anyjev::gateway

@@ -1,5 +1,5 @@
 // The gateway backend: see gateway_backend.h and reference-system.md 5.6.
-#include "client/backends/gateway_backend.h"
+#include "common/gateway/gateway_backend.h"
 
 #include <curl/curl.h>
 
@@ -17,7 +17,7 @@
 #include "common/util/secret.h"
 #include "nlohmann/json.hpp"
 
-namespace mesa_anyjev::client {
+namespace mesa_anyjev::gateway {
 namespace {
 
 constexpr size_t kBodyExcerpt = 300;
@@ -425,7 +425,10 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
           attempt > 0 ? absl::StrCat(" (last error: ", last.message(), ")")
                       : std::string()));
     }
-    if (absl::Status open = breaker_.Check(now); !open.ok()) return open;
+    if (absl::Status open = breaker_.Check(now); !open.ok()) {
+      Observe("breaker_open", absl::ZeroDuration());
+      return open;
+    }
 
     // Per attempt: the configured timeout, cut to the caller's deadline.
     const absl::Duration to_deadline = control.deadline - now;
@@ -438,27 +441,33 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
 
     const HttpResult result =
         Perform(options_, api_key_, url, &body, limit_ms, control);
+    const absl::Duration took = absl::Now() - now;
 
     bool retryable = false;
     if (result.code == CURLE_ABORTED_BY_CALLBACK) {
+      Observe("cancelled", took);
       return absl::CancelledError("gateway call cancelled");
     } else if (result.code == CURLE_OPERATION_TIMEDOUT && limited_by_deadline) {
-      breaker_.Failure(absl::Now());
+      Observe("timeout", took);
+      Failure();
       return absl::DeadlineExceededError(
           absl::StrCat("gateway did not answer before the deadline (attempt ",
                        attempt + 1, ")"));
     } else if (result.too_big) {
-      breaker_.Failure(absl::Now());
+      Observe("bad_response", took);
+      Failure();
       return absl::ResourceExhaustedError(
           absl::StrCat("gateway response larger than ",
                        options_.max_response_bytes, " bytes"));
     } else if (result.code != CURLE_OK) {
       const std::string what = curl_easy_strerror(result.code);
       if (result.code == CURLE_OPERATION_TIMEDOUT) {
+        Observe("timeout", took);
         last = absl::DeadlineExceededError(
             absl::StrCat("gateway transport: ", what));
       } else if (result.code == CURLE_SSL_PINNEDPUBKEYNOTMATCH) {
-        breaker_.Failure(absl::Now());
+        Observe("tls", took);
+        Failure();
         return absl::UnavailableError(absl::StrCat(
             "gateway public key does not match the configured pin for ",
             base_url_));
@@ -466,19 +475,25 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
                  result.code == CURLE_SSL_CACERT_BADFILE ||
                  result.code == CURLE_SSL_CONNECT_ERROR) {
         // A certificate that does not verify fails closed, not retried.
-        breaker_.Failure(absl::Now());
+        Observe("tls", took);
+        Failure();
         return absl::UnavailableError(absl::StrCat(
             "gateway TLS verification failed for ", base_url_, ": ", what));
       } else {
+        Observe("transport", took);
         last =
             absl::UnavailableError(absl::StrCat("gateway transport: ", what));
       }
       retryable = true;
     } else if (result.http_status < 200 || result.http_status > 299) {
+      Observe(result.http_status == 429   ? "rate_limited"
+              : result.http_status >= 500 ? "server_error"
+                                          : "rejected",
+              took);
       last = HttpStatusToStatus(result.http_status, result.body);
       retryable = IsRetryableHttpStatus(result.http_status);
       if (!retryable) {
-        breaker_.Failure(absl::Now());
+        Failure();
         return last;
       }
     } else {
@@ -502,18 +517,22 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
         }
       }
       if (!parsed) {
-        breaker_.Failure(absl::Now());
+        Observe("bad_response", took);
+        Failure();
         return absl::InternalError(absl::StrCat(
             "gateway answer has no choices[0].logprobs.top_logprobs[0]: ",
             result.body.substr(0, std::min(result.body.size(), kBodyExcerpt))));
       }
+      Observe("ok", took);
       breaker_.Success();
+      if (options_.observer != nullptr)
+        options_.observer->OnGatewayBreaker(false);
       requests_.fetch_add(1);
       return top;
     }
 
     // Retryable: count the failure, wait (never past the deadline), again.
-    breaker_.Failure(absl::Now());
+    Failure();
     if (!retryable || attempt + 1 >= options_.attempts) break;
     // A Retry-After (429, 503) lengthens the wait, never past the deadline.
     const absl::Duration wait = std::max(
@@ -525,10 +544,25 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
           last.message(), ")"));
     }
     absl::SleepFor(wait);
+    if (options_.observer != nullptr) options_.observer->OnGatewayRetry();
   }
   return absl::Status(
       last.code(), absl::StrCat("gateway unreachable after ", options_.attempts,
                                 " attempts: ", last.message()));
+}
+
+void GatewayBackend::Observe(const char* outcome, absl::Duration took) const {
+  if (options_.observer != nullptr) {
+    options_.observer->OnGatewayAttempt(outcome, took);
+  }
+}
+
+void GatewayBackend::Failure() {
+  const absl::Time now = absl::Now();
+  breaker_.Failure(now);
+  if (options_.observer != nullptr) {
+    options_.observer->OnGatewayBreaker(breaker_.open(now));
+  }
 }
 
 absl::Status GatewayBackend::Liveness(const CallControl& control) {
@@ -578,6 +612,9 @@ absl::StatusOr<PromptLogprobs> GatewayBackend::One(
         LookupLabel(*top, decoded.ok() ? *decoded : raw, raw);
     if (!value.has_value()) {
       missing_label_events_.fetch_add(1);
+      if (options_.observer != nullptr) {
+        options_.observer->OnGatewayMissingLabel();
+      }
       value = kMissingLogprob;
     }
     out.label_logprobs.push_back(*value);
@@ -651,4 +688,4 @@ GatewayBackend::Logprobs(const std::vector<PromptGroup>& groups, int32_t top_k,
   return out;
 }
 
-}  // namespace mesa_anyjev::client
+}  // namespace mesa_anyjev::gateway

@@ -1,0 +1,109 @@
+"""Issue 8, router mode: `mesa-anyjevd --backend composite` serves the same
+Decisions API with raw/L0/L1 read from a gateway (a local server answering as
+vLLM does) and L2 from hidden states of a local mesa-anyjevd (a tiny Qwen3
+with the real tokenizer), so a pipeline calls one endpoint. Its gateway calls
+show in its metrics; a daemon whose tokenizer differs on a label is refused
+at start."""
+import os
+import re
+import sys
+from pathlib import Path
+
+from conftest import dpb, pb
+from gateway_server import Gateway
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from make_tiny_qwen3 import make  # noqa: E402
+
+DATA = Path(os.environ.get("MESA_ANYJEV_TEST_DATA", "tests/data"))
+TOKENIZER = DATA / "qwen3-tokenizer"
+KEY = "sk-router-7Yt"
+NOUL = dpb.Question(id="sky", kind="noul", text=b"Is the sky blue?")
+STATES = [f"Report {i}: the sky was {'blue' if i % 2 == 0 else 'grey'} at site {i}"
+          for i in range(40)]
+
+
+def metric(text, name, labels=""):
+    """The sample of `name` whose labels include every `k="v"` in `labels`."""
+    wanted = [part for part in labels.split(",") if part]
+    for line in text.splitlines():
+        m = re.match(rf"^{name}(?:\{{([^}}]*)\}})? (\S+)$", line)
+        if m and all(w in (m.group(1) or "").split(",") for w in wanted):
+            return float(m.group(2))
+    return None
+
+
+def router(start_daemon, local, server, tokenizer=TOKENIZER, wait_serving=True):
+    return start_daemon(
+        "--backend", "composite", "--set", f"client.address={local.address}",
+        "--set", f"backend.gateway_base_url={server.url}",
+        "--set", f"backend.tokenizer={tokenizer}",
+        env={"MESA_LLM_API_KEY": KEY}, wait_serving=wait_serving, name="router")
+
+
+def test_router_serves_l0_from_the_gateway_and_l2_from_the_local_daemon(
+        start_daemon, tmp_path):
+    checkpoint = make(tmp_path / "tiny-qwen3", layers=2)
+    local = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3",
+                         name="local")
+    server = Gateway()
+    try:
+        r = router(start_daemon, local, server)
+        info = r.stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+        assert info.name == "tiny/qwen3"  # bundles are keyed by the local model
+        assert info.hidden_states and info.max_choice_k == 8
+
+        before = len(server.requests)
+        reply = r.decisions.Decide(dpb.DecideRequest(
+            states=[dpb.State(text=STATES[0].encode())], questions=[NOUL], level="L0"),
+            timeout=60)
+        assert reply.decisions[0].level == "L0"
+        assert len(server.requests) - before == 2  # both phrasings through the gateway
+        assert all(req["authorization"] == f"Bearer {KEY}" for req in server.requests)
+
+        local_hidden_before = metric(local.metrics(), "mesa_anyjev_requests_total",
+                                     'method="HiddenStates",code="OK"') or 0
+        r.decisions.Fit(dpb.FitRequest(question=NOUL,
+                                       states=[dpb.State(text=s.encode()) for s in STATES],
+                                       labels=[i % 2 for i in range(40)], level="L2"),
+                        timeout=300)
+        before = len(server.requests)
+        reply = r.decisions.Decide(dpb.DecideRequest(
+            states=[dpb.State(text=s.encode()) for s in STATES[:3]], questions=[NOUL],
+            level="auto"), timeout=60)
+        assert [d.level for d in reply.decisions] == ["L2"] * 3
+        assert reply.decisions[0].diagnostics.early_stop
+        assert len(server.requests) == before  # L2 never touches the gateway
+        assert metric(local.metrics(), "mesa_anyjev_requests_total",
+                      'method="HiddenStates",code="OK"') > local_hidden_before
+
+        # The gateway's calls are visible in the router's metrics.
+        text = r.metrics()
+        assert metric(text, "mesa_anyjev_gateway_requests_total", 'outcome="ok"') >= 2
+        assert metric(text, "mesa_anyjev_gateway_breaker_open") == 0
+        assert metric(text, "mesa_anyjev_gateway_missing_labels_total") is not None
+        assert metric(text, "mesa_anyjev_gateway_request_duration_seconds_count") >= 2
+
+        # A 503 is retried, a missing label counted.
+        server.script = ["status:503", "ok", "omit:Yes", "omit:Yes"]
+        r.decisions.Decide(dpb.DecideRequest(
+            states=[dpb.State(text=b"one more")], questions=[NOUL], level="L0"),
+            timeout=60)
+        text = r.metrics()
+        assert metric(text, "mesa_anyjev_gateway_requests_total",
+                      'outcome="server_error"') >= 1
+        assert metric(text, "mesa_anyjev_gateway_retries_total") >= 1
+        assert metric(text, "mesa_anyjev_gateway_missing_labels_total") >= 1
+    finally:
+        server.close()
+
+
+def test_router_refuses_a_local_daemon_with_other_label_ids(start_daemon, tmp_path):
+    local = start_daemon(name="local")  # the fake model's tokenizer
+    server = Gateway()
+    try:
+        r = router(start_daemon, local, server, wait_serving=False)
+        assert r.wait(timeout=60) != 0
+        assert "the two tokenizers disagree on label tokens [A, B" in r.output()
+    finally:
+        server.close()
