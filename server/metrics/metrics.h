@@ -28,6 +28,11 @@ enum class Method {
   kExportArtifacts,
   kLoadArtifacts,
   kResetPriors,
+  kListBundles,
+  kGetBundle,
+  kPutBundle,
+  kPromoteBundle,
+  kRollbackBundle,
   kCount
 };
 const char* MethodName(Method method);

@@ -52,8 +52,9 @@ std::unique_ptr<BundleStore> OpenStore(const testing::TempDir& tmp,
   return *std::move(store);
 }
 
-TEST_CASE("Put writes numbered immutable versions with a full manifest",
-          "[bundles]") {
+TEST_CASE(
+    "bundles: Put writes numbered immutable versions with a full manifest",
+    "[bundles]") {
   testing::TempDir tmp;
   auto store = OpenStore(tmp);
   CHECK(store->dir() == tmp.Path("fake/0190586d"));
@@ -86,8 +87,9 @@ TEST_CASE("Put writes numbered immutable versions with a full manifest",
   CHECK_FALSE(store->Current("term.fits")->has_value());
 }
 
-TEST_CASE("Put refuses malformed input, other models and oversize files",
-          "[bundles]") {
+TEST_CASE(
+    "bundles: Put refuses malformed input, other models and oversize files",
+    "[bundles]") {
   testing::TempDir tmp;
   StoreOptions small;
   small.max_file_bytes = 4096;
@@ -140,7 +142,7 @@ TEST_CASE("Put refuses malformed input, other models and oversize files",
   }
 }
 
-TEST_CASE("Get verifies every file's sha256", "[bundles]") {
+TEST_CASE("bundles: Get verifies every file's sha256", "[bundles]") {
   testing::TempDir tmp;
   auto store = OpenStore(tmp);
   REQUIRE(store->Put(ArtifactsFile("k1", 1.5), Extra("q", "k1", {})).ok());
@@ -162,7 +164,8 @@ TEST_CASE("Get verifies every file's sha256", "[bundles]") {
         std::string::npos);
 }
 
-TEST_CASE("Promote applies the gate; rollback walks the history", "[bundles]") {
+TEST_CASE("bundles: Promote applies the gate; rollback walks the history",
+          "[bundles]") {
   testing::TempDir tmp;
   auto store = OpenStore(tmp);
   const std::string q = "term.fits";
@@ -208,8 +211,9 @@ TEST_CASE("Promote applies the gate; rollback walks the history", "[bundles]") {
   CHECK(absl::IsFailedPrecondition(store->Rollback("never.promoted").status()));
 }
 
-TEST_CASE("Served merges each question's current version, nothing else",
-          "[bundles]") {
+TEST_CASE(
+    "bundles: Served merges each question's current version, nothing else",
+    "[bundles]") {
   testing::TempDir tmp;
   auto store = OpenStore(tmp);
   Json both = ArtifactsFile("ka", 1.0, /*head=*/true);
@@ -248,7 +252,7 @@ TEST_CASE("Served merges each question's current version, nothing else",
   CHECK(served->refused[0].rfind("qb: v2/artifacts.json", 0) == 0);
 }
 
-TEST_CASE("Binding: another identity is refused naming both; D24 keys",
+TEST_CASE("bundles: Binding: another identity is refused naming both; D24 keys",
           "[bundles]") {
   testing::TempDir tmp;
   {
@@ -284,7 +288,7 @@ TEST_CASE("Binding: another identity is refused naming both; D24 keys",
       absl::IsFailedPrecondition(CheckBinding(manifest, kFake, kLock, &live)));
 }
 
-TEST_CASE("Open removes dead writers' temporaries and keeps live ones",
+TEST_CASE("bundles: Open removes dead writers' temporaries and keeps live ones",
           "[bundles]") {
   testing::TempDir tmp;
   const std::string dir = tmp.Path("Qwen__Qwen3-8B/0190586d");
@@ -305,7 +309,8 @@ TEST_CASE("Open removes dead writers' temporaries and keeps live ones",
       BundleStore::Open(tmp.path(), kFake, "XYZ", {}).status()));
 }
 
-TEST_CASE("ParseJsonLimited refuses deep nesting before parsing", "[bundles]") {
+TEST_CASE("bundles: ParseJsonLimited refuses deep nesting before parsing",
+          "[bundles]") {
   CHECK(ParseJsonLimited("{\"a\": [1, {\"b\": \"[[[[\"}]}", "x").ok());
   const std::string deep(100000, '[');
   auto refused = ParseJsonLimited(deep, "artifacts_json");
