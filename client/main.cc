@@ -117,6 +117,39 @@ int Main(int argc, char** argv) {
   CLI::App* config_show = config_command->add_subcommand(
       "show", "print the merged configuration as YAML (secrets masked)");
 
+  // Bundles (docs/bundles.md): bundles list|rollback, learn promote.
+  mesa_anyjev::client::BundlesCommandOptions bundle_options;
+  CLI::App* bundles_command =
+      app.add_subcommand("bundles", "versioned L1/L2 bundles");
+  bundles_command->require_subcommand(1);
+  CLI::App* bundles_list = bundles_command->add_subcommand(
+      "list", "every version; * marks the current one of --question");
+  CLI::App* bundles_rollback = bundles_command->add_subcommand(
+      "rollback", "move --question's CURRENT back to the one before");
+  CLI::App* learn_command = nullptr;
+  try {  // `learn` may already carry other verbs
+    learn_command = app.get_subcommand("learn");
+  } catch (const CLI::OptionNotFound&) {
+    learn_command = app.add_subcommand("learn", "fit and promote bundles");
+    learn_command->require_subcommand(1);
+  }
+  CLI::App* learn_promote = learn_command->add_subcommand(
+      "promote", "make --version the CURRENT one of --question (LOCO gate)");
+  for (CLI::App* command : {bundles_list, bundles_rollback, learn_promote}) {
+    command->add_option("--backend", bundle_options.backend, "backend kind")
+        ->check(CLI::IsMember(kinds));
+  }
+  bundles_list->add_option("--question", bundle_options.question,
+                           "question id whose CURRENT version is marked");
+  bundles_list->add_flag("--json", bundle_options.json,
+                         "print JSON for machines");
+  bundles_rollback->add_option("--question", bundle_options.question)
+      ->required();
+  learn_promote->add_option("--version", bundle_options.version)->required();
+  learn_promote->add_option("--question", bundle_options.question)->required();
+  learn_promote->add_flag("--force", bundle_options.force,
+                          "skip the LOCO gate (not checksums or binding)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -173,6 +206,15 @@ int Main(int argc, char** argv) {
     return mesa_anyjev::client::RunAnnotate(*config, annotate_options);
   }
   if (config_show->parsed()) return mesa_anyjev::client::RunConfigShow(*config);
+  if (bundles_list->parsed()) {
+    return mesa_anyjev::client::RunBundlesList(*config, bundle_options);
+  }
+  if (bundles_rollback->parsed()) {
+    return mesa_anyjev::client::RunBundlesRollback(*config, bundle_options);
+  }
+  if (learn_promote->parsed()) {
+    return mesa_anyjev::client::RunLearnPromote(*config, bundle_options);
+  }
   if (questions->parsed()) {
     return mesa_anyjev::client::RunQuestions(questions_options);
   }

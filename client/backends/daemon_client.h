@@ -3,12 +3,15 @@
 // configured, the bearer token.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/backend.h"
+#include "common/bundles/bundle_store.h"
 #include "common/config/config.h"
 #include "common/decision/decision.h"
 #include "common/decision/level.h"
@@ -25,6 +28,15 @@ struct DaemonInfo {
   ModelIdentity identity;
   Capabilities capabilities;
   config::LimitsConfig limits;
+};
+
+// The daemon's bundle store under one questions lock (Bundles.List).
+struct RemoteBundles {
+  std::string model;
+  std::string dir;  // on the daemon's host
+  std::vector<bundles::VersionEntry> versions;
+  std::map<std::string, int> current;  // question id -> version
+  std::string served_lock_sha;         // lock dir the daemon serves from
 };
 
 class DaemonClient {
@@ -51,6 +63,21 @@ class DaemonClient {
   // The daemon decider's heads/export file, and loading one into it.
   absl::StatusOr<nlohmann::ordered_json> ExportArtifacts();
   absl::StatusOr<int> LoadArtifacts(const nlohmann::ordered_json& file);
+  // The Bundles service (docs/bundles.md), for the daemon's model under
+  // the questions lock `lock_sha`. Errors carry the daemon's message as it
+  // is (the CLI prints promote refusals verbatim). Implemented in
+  // daemon_bundles.cc.
+  absl::StatusOr<RemoteBundles> ListBundles(const std::string& lock_sha);
+  // A new version (learn fit --backend hf); returns its number.
+  absl::StatusOr<int> PutBundle(
+      const std::string& lock_sha, const nlohmann::ordered_json& artifacts,
+      const nlohmann::ordered_json& manifest_extra,
+      const nlohmann::ordered_json* observations = nullptr);
+  absl::StatusOr<bundles::PointerMove> PromoteBundle(
+      const std::string& lock_sha, int version, const std::string& question_id,
+      bool force);
+  absl::StatusOr<bundles::PointerMove> RollbackBundle(
+      const std::string& lock_sha, const std::string& question_id);
   // Clears running batch priors (every key when `keys` is empty).
   absl::Status ResetPriors(const std::vector<std::string>& keys = {});
   const std::string& address() const { return address_; }

@@ -72,6 +72,28 @@ struct AnnotateCommandOptions {
 int RunAnnotate(const config::Config& config,
                 const AnnotateCommandOptions& options);
 
+// bundles list / bundles rollback / learn promote (docs/bundles.md): the
+// local store under artifacts.dir for fake and gateway, the daemon's
+// Bundles service for hf and composite.
+struct BundlesCommandOptions {
+  std::string backend;   // "" = backend.kind
+  std::string question;  // list: whose CURRENT is marked ("" = any)
+  int version = 0;       // promote
+  bool force = false;    // promote: skip the LOCO gate
+  bool json = false;     // list
+};
+
+// The reference's three lines per version (3.6); exit 0.
+int RunBundlesList(const config::Config& config,
+                   const BundlesCommandOptions& options);
+// Prints "CURRENT -> v<N>", "no version v<N>" or the refusal (the gate's
+// "v<N> regresses against v<C>: ..."); exit 0 iff promoted (3.4).
+int RunLearnPromote(const config::Config& config,
+                    const BundlesCommandOptions& options);
+// The question's CURRENT back to the one before; exit 0 iff moved.
+int RunBundlesRollback(const config::Config& config,
+                       const BundlesCommandOptions& options);
+
 // The effective configuration as YAML (secrets reported as set/unset only).
 int RunConfigShow(const config::Config& config);
 

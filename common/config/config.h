@@ -66,6 +66,9 @@ struct LimitsConfig {
   int32_t max_decide_states = 256;    // states per Decide
   int32_t max_decide_questions = 32;  // questions per Decide
   int32_t max_fit_states = 4096;      // labelled states per Fit
+  // A bundle file (artifacts, observations, manifest), and each JSON field
+  // of a Bundles request.
+  int64_t max_bundle_bytes = 8 << 20;
 };
 
 // The daemon's decision engine (common/decision): its defaults and the
@@ -83,6 +86,10 @@ struct DecisionsConfig {
   // auto serves L2 from a head fit on a rewording or (random listing) the
   // option set too, as anyjev does; false: only from a head of this key.
   bool auto_routes_reworded = true;
+  // The bundle store (docs/bundles.md) served for the daemon's own model:
+  // every question's CURRENT version is loaded at start, and Promote and
+  // Rollback over the Bundles service are picked up live. "" = off.
+  std::string bundles_dir;
 };
 
 struct AuthConfig {

@@ -122,6 +122,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(limits, max_decide_states),
     MESA_CONFIG_FIELD(limits, max_decide_questions),
     MESA_CONFIG_FIELD(limits, max_fit_states),
+    MESA_CONFIG_FIELD(limits, max_bundle_bytes),
 
     MESA_CONFIG_FIELD(decisions, artifacts),
     MESA_CONFIG_FIELD(decisions, workers),
@@ -129,6 +130,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(decisions, canonical_order),
     MESA_CONFIG_FIELD(decisions, adaptive_shifts),
     MESA_CONFIG_FIELD(decisions, auto_routes_reworded),
+    MESA_CONFIG_FIELD(decisions, bundles_dir),
 
     MESA_CONFIG_FIELD(auth, token_env),
     MESA_CONFIG_FIELD(auth, token_file),

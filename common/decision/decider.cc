@@ -149,13 +149,31 @@ bool Decider::HasArtifact(const std::string& key) const {
 
 absl::StatusOr<Level> Decider::ServedLevel(const Question& question,
                                            Level requested) const {
+  return ServedLevelFor(Resolve({}), question, requested);
+}
+
+std::shared_ptr<const TemperatureScaler> Decider::ArtifactFor(
+    const Effective& eff, const std::string& key) const {
+  const auto it = eff.artifacts.find(key);
+  return it != eff.artifacts.end() ? it->second : Artifact(key);
+}
+
+std::optional<RoutedHead> Decider::RouteFor(const Effective& eff,
+                                            const Question& question) const {
+  const auto it = eff.routes.find(question.key());
+  return it != eff.routes.end() ? it->second : heads_.Route(question);
+}
+
+absl::StatusOr<Level> Decider::ServedLevelFor(const Effective& eff,
+                                              const Question& question,
+                                              Level requested) const {
   const Capabilities& caps = backend_->capabilities();
   switch (requested) {
     case Level::kRaw:
     case Level::kL0:
       return requested;
     case Level::kL1:
-      if (Artifact(question.key()) == nullptr) {
+      if (ArtifactFor(eff, question.key()) == nullptr) {
         return absl::FailedPreconditionError(
             absl::StrCat("L1 needs an L1 artifact for ", Describe(question),
                          "; none is loaded (calibrate one with Fit at level "
@@ -168,7 +186,7 @@ absl::StatusOr<Level> Decider::ServedLevel(const Question& question,
             absl::StrCat("L2 needs hidden states; model '",
                          backend_->identity().name, "' serves none"));
       }
-      if (!heads_.Route(question).has_value()) {
+      if (!RouteFor(eff, question).has_value()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "L2 needs a head for ", Describe(question),
             "; no head was fit on this key, a rewording of it or (random "
@@ -178,13 +196,14 @@ absl::StatusOr<Level> Decider::ServedLevel(const Question& question,
       return Level::kL2;
     case Level::kAuto: {
       if (caps.hidden_states) {
-        const auto routed = heads_.Route(question);
+        const auto routed = RouteFor(eff, question);
         if (routed.has_value() &&
             (routed->exact || options_.auto_routes_reworded)) {
           return Level::kL2;
         }
       }
-      return Artifact(question.key()) != nullptr ? Level::kL1 : Level::kL0;
+      return ArtifactFor(eff, question.key()) != nullptr ? Level::kL1
+                                                         : Level::kL0;
     }
   }
   return absl::InvalidArgumentError("unknown level");
@@ -217,12 +236,17 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
         absl::StrCat("require=", LevelName(*options.require),
                      " is above the requested level ", LevelName(level)));
   }
+  Effective eff = Resolve(options);
+  for (const Question& question : questions) {
+    eff.artifacts.emplace(question.key(), Artifact(question.key()));
+    eff.routes.emplace(question.key(), heads_.Route(question));
+  }
   std::vector<Level> served;
   for (const Question& question : questions) {
-    ASSIGN_OR_RETURN(const Level lv, ServedLevel(question, level));
+    ASSIGN_OR_RETURN(const Level lv, ServedLevelFor(eff, question, level));
     if (options.require.has_value() &&
         LevelRank(lv) < LevelRank(*options.require)) {
-      const auto why = ServedLevel(question, *options.require);
+      const auto why = ServedLevelFor(eff, question, *options.require);
       return absl::FailedPreconditionError(absl::StrCat(
           Describe(question), " would be served at ", LevelName(lv),
           ", below require=", LevelName(*options.require), why.ok() ? "" : ": ",
@@ -235,7 +259,6 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
   std::vector<std::vector<Decision>> out(
       states.size(), std::vector<Decision>(questions.size()));
   if (states.empty() || questions.empty()) return out;
-  const Effective eff = Resolve(options);
   // auto: one run per served level, in the reference's order L2, L1, L0.
   for (Level lv : {Level::kL2, Level::kL1, Level::kL0, Level::kRaw}) {
     std::vector<size_t> idx;
@@ -475,7 +498,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunReadout(
     std::optional<Matrix> prior_used;
     std::optional<Matrix> b_prior;
     const std::shared_ptr<const TemperatureScaler> frozen =
-        level == Level::kL1 ? Artifact(question.key()) : nullptr;
+        level == Level::kL1 ? ArtifactFor(eff, question.key()) : nullptr;
     const bool frozen_ok = frozen != nullptr && frozen->prior.has_value() &&
                            frozen->prior->rows() == n_perms &&
                            frozen->prior->cols() == question.k();
@@ -532,7 +555,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunReadout(
         diag.l0_probs = decision.probs;
         if (level == Level::kL1) {
           const std::shared_ptr<const TemperatureScaler> scaler =
-              Artifact(question.key());
+              ArtifactFor(eff, question.key());
           if (scaler == nullptr) {
             return absl::FailedPreconditionError(
                 absl::StrCat("no L1 artifact for ", Describe(question)));
@@ -577,7 +600,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunHeads(
       states.size(), std::vector<Decision>(questions.size()));
   for (size_t q = 0; q < questions.size(); ++q) {
     const Question& question = questions[q];
-    const std::optional<RoutedHead> routed = heads_.Route(question);
+    const std::optional<RoutedHead> routed = RouteFor(eff, question);
     if (!routed.has_value()) {
       return absl::FailedPreconditionError(
           absl::StrCat("no L2 head for ", Describe(question)));

@@ -164,6 +164,13 @@ class Decider {
   // A whole heads/export file; refused when its model is another model.
   // Returns the number of artifacts and heads loaded.
   absl::StatusOr<int> LoadArtifacts(const nlohmann::ordered_json& file);
+  // Makes the L1 artifact and head of `key` exactly those a heads/export
+  // file holds under it (a bundle version being served): present ones load
+  // as LoadArtifacts would, absent ones are dropped. The new one is in place
+  // before the other kind is dropped, so a concurrent auto call is served
+  // from the old or the new version, never from neither.
+  absl::Status ReplaceKeyArtifacts(const std::string& key,
+                                   const nlohmann::ordered_json& file);
   // {"model", "artifacts", "heads"[, "adaptation"][, "observations"]}.
   nlohmann::ordered_json ExportArtifacts(bool include_observations) const;
 
@@ -193,6 +200,14 @@ class Decider {
   double Strength(const Effective& eff) const;
   std::shared_ptr<const TemperatureScaler> Artifact(
       const std::string& key) const;
+  // The call's snapshot (Effective::artifacts / routes), else live.
+  std::shared_ptr<const TemperatureScaler> ArtifactFor(
+      const Effective& eff, const std::string& key) const;
+  std::optional<RoutedHead> RouteFor(const Effective& eff,
+                                     const Question& question) const;
+  absl::StatusOr<Level> ServedLevelFor(const Effective& eff,
+                                       const Question& question,
+                                       Level requested) const;
   absl::Status CheckQuestion(const Question& question, Level served) const;
 
   // raw, L0, L1 for all questions at once, except adaptive ones.

@@ -82,7 +82,7 @@ absl::StatusOr<std::vector<Decision>> Decider::RunAdaptiveChoice(
   std::iota(active.begin(), active.end(), 0);
 
   const std::shared_ptr<const TemperatureScaler> frozen =
-      level == Level::kL1 ? Artifact(question.key()) : nullptr;
+      level == Level::kL1 ? ArtifactFor(eff, question.key()) : nullptr;
   const bool frozen_ok = frozen != nullptr && frozen->prior.has_value() &&
                          frozen->prior->rows() == n_perms &&
                          frozen->prior->cols() == k;
@@ -268,7 +268,7 @@ absl::StatusOr<std::vector<Decision>> Decider::RunAdaptiveChoice(
     }
     if (level == Level::kL1) {
       const std::shared_ptr<const TemperatureScaler> scaler =
-          Artifact(question.key());
+          ArtifactFor(eff, question.key());
       if (scaler == nullptr) {
         return absl::FailedPreconditionError(
             absl::StrCat("no L1 artifact for ", Describe(question)));

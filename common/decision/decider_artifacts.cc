@@ -274,6 +274,35 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
   return static_cast<int>(artifacts.size() + heads.size());
 }
 
+absl::Status Decider::ReplaceKeyArtifacts(const std::string& key,
+                                          const nlohmann::ordered_json& file) {
+  if (!file.is_object()) {
+    return absl::InvalidArgumentError("an artifacts file is a JSON object");
+  }
+  const auto holds = [&](const char* part) {
+    return file.contains(part) && file[part].is_object() &&
+           file[part].contains(key);
+  };
+  const bool has_artifact = holds("artifacts");
+  const bool has_head = holds("heads");
+  Json part;
+  if (file.contains("model")) part["model"] = file["model"];
+  part["artifacts"] = Json::object();
+  part["heads"] = Json::object();
+  if (has_artifact) part["artifacts"][key] = file["artifacts"][key];
+  if (has_head) part["heads"][key] = file["heads"][key];
+  RETURN_IF_ERROR(LoadArtifacts(part).status());
+  if (!has_artifact) {
+    absl::MutexLock lock(&mu_);
+    if (artifacts_.erase(key) > 0) {
+      artifact_order_.erase(
+          std::find(artifact_order_.begin(), artifact_order_.end(), key));
+    }
+  }
+  if (!has_head) heads_.Remove(key);
+  return absl::OkStatus();
+}
+
 nlohmann::ordered_json Decider::ExportArtifacts(
     bool include_observations) const {
   Json out;

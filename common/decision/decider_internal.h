@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cmath>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,13 @@ struct Decider::Effective {
   std::optional<double> adaptive_margin;
   bool return_prompts;
   bool return_details;
+  // The L1 artifacts and L2 routes of the call's questions, read once when
+  // Decide starts: a concurrent swap (a bundle promote or rollback) can
+  // then neither mix two versions in one call nor take away what the call
+  // was admitted on. Keyed by question key; a key not here reads live.
+  absl::flat_hash_map<std::string, std::shared_ptr<const TemperatureScaler>>
+      artifacts;
+  absl::flat_hash_map<std::string, std::optional<RoutedHead>> routes;
 };
 
 struct Decider::Observed {

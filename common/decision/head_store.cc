@@ -13,6 +13,13 @@ void HeadStore::Put(const std::string& key,
   heads_[key] = std::move(entry);
 }
 
+void HeadStore::Remove(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  if (heads_.erase(key) > 0) {
+    order_.erase(std::find(order_.begin(), order_.end(), key));
+  }
+}
+
 bool HeadStore::Has(const std::string& key) const {
   absl::MutexLock lock(&mu_);
   return heads_.contains(key);

@@ -55,6 +55,8 @@ class HeadStore {
   // Stores (or replaces, keeping its place in the routing order) the head
   // of `key`.
   void Put(const std::string& key, std::shared_ptr<const HeadEntry> entry);
+  // Drops the head of `key`; callers holding its entry keep it.
+  void Remove(const std::string& key);
   std::optional<RoutedHead> Route(const Question& question) const;
   bool Has(const std::string& key) const;
   // Heads in insertion order.

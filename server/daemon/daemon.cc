@@ -18,6 +18,7 @@
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/service/bearer_auth.h"
+#include "server/service/bundles_service.h"
 #include "server/service/decisions_service.h"
 #include "server/service/inference_service.h"
 #include "server/service/serving_state.h"
@@ -27,6 +28,7 @@ namespace {
 
 constexpr char kInferenceService[] = "mesa.anyjev.v1.Inference";
 constexpr char kDecisionsService[] = "mesa.anyjev.v1.Decisions";
+constexpr char kBundlesService[] = "mesa.anyjev.v1.Bundles";
 
 // A config problem found while starting: exit code 2, not 1.
 bool IsConfigError(const absl::Status& status) {
@@ -121,6 +123,11 @@ absl::Status Daemon::StartServing() {
   decisions_ = std::make_unique<service::DecisionsService>(
       decision_options, scheduler_.get(), metrics_.get(), auth_.get(),
       state_.get());
+  service::BundlesOptions bundle_options;
+  bundle_options.dir = config_.decisions.bundles_dir;
+  bundle_options.max_bundle_bytes = config_.limits.max_bundle_bytes;
+  bundles_ = std::make_unique<service::BundlesService>(
+      bundle_options, metrics_.get(), auth_.get(), state_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   if (config_.server.reflection) {
@@ -144,6 +151,7 @@ absl::Status Daemon::StartServing() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 300'000);
   builder.RegisterService(inference_.get());
   builder.RegisterService(decisions_.get());
+  builder.RegisterService(bundles_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -153,6 +161,7 @@ absl::Status Daemon::StartServing() {
   health->SetServingStatus(false);
   health->SetServingStatus(kInferenceService, false);
   health->SetServingStatus(kDecisionsService, false);
+  health->SetServingStatus(kBundlesService, false);
   RETURN_IF_ERROR(WritePortFile(config_.server.port_file, port));
 
   int metrics_port = 0;
@@ -190,6 +199,8 @@ absl::Status Daemon::LoadAndWarmUp() {
       backend_, LoadModel(config_, metrics_.get(), metrics_.get(), shutdown_));
   inference_->SetBackend(backend_.get());
   RETURN_IF_ERROR(decisions_->SetBackend(backend_.get()));
+  // The promoted bundles are part of what SERVING promises.
+  RETURN_IF_ERROR(bundles_->Start(backend_.get(), decisions_->decider()));
   // Readiness means the model answers: one real call through the engine.
   ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));
   absl::Notification done;
@@ -230,6 +241,7 @@ void Daemon::Drain() {
   }
   // Decision workers wait on engine jobs: stop them while the engine runs.
   if (decisions_) decisions_->Stop();
+  if (bundles_) bundles_->Stop();
   if (scheduler_) scheduler_->Stop();
   if (metrics_endpoint_) metrics_endpoint_->Stop();
   spdlog::info("drained in {:.2f} s",

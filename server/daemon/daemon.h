@@ -25,6 +25,7 @@ class MetricsEndpoint;
 }  // namespace metrics
 namespace service {
 class BearerAuth;
+class BundlesService;
 class DecisionsService;
 class InferenceService;
 class ServingStateFlag;
@@ -61,6 +62,7 @@ class Daemon {
   std::unique_ptr<service::ServingStateFlag> state_;
   std::unique_ptr<service::InferenceService> inference_;
   std::unique_ptr<service::DecisionsService> decisions_;
+  std::unique_ptr<service::BundlesService> bundles_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Backend> backend_;
   // backend_ once loaded, for the metrics thread.

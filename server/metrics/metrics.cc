@@ -60,6 +60,16 @@ const char* MethodName(Method method) {
       return "LoadArtifacts";
     case Method::kResetPriors:
       return "ResetPriors";
+    case Method::kListBundles:
+      return "Bundles.List";
+    case Method::kGetBundle:
+      return "Bundles.Get";
+    case Method::kPutBundle:
+      return "Bundles.Put";
+    case Method::kPromoteBundle:
+      return "Bundles.Promote";
+    case Method::kRollbackBundle:
+      return "Bundles.Rollback";
     case Method::kCount:
       break;
   }

@@ -32,6 +32,11 @@ enum class Method {
   kExportArtifacts,
   kLoadArtifacts,
   kResetPriors,
+  kListBundles,
+  kGetBundle,
+  kPutBundle,
+  kPromoteBundle,
+  kRollbackBundle,
   kCount
 };
 const char* MethodName(Method method);

@@ -44,6 +44,9 @@ class DecisionsService final
   // decisions.artifacts. INVALID_ARGUMENT (naming the key) when the file
   // does not load; calls before success get UNAVAILABLE.
   absl::Status SetBackend(Backend* backend);
+  // The decider SetBackend built (null before): the Bundles service loads
+  // promoted versions into it.
+  decision::Decider* decider() const { return decider_.get(); }
   // Finishes accepted calls and joins the workers; call after the gRPC
   // server has shut down and before the scheduler stops.
   void Stop();

@@ -1,0 +1,118 @@
+// DaemonClient's Bundles calls (see daemon_client.h).
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/backends/daemon_client.h"
+#include "mesa/anyjev/v1/bundles.grpc.pb.h"
+
+namespace mesa_anyjev::client {
+namespace {
+
+namespace v1 = ::mesa::anyjev::v1;
+
+// The daemon's message unprefixed: a promote refusal is printed as is.
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+void Prepare(grpc::ClientContext& context, absl::Duration timeout,
+             const std::optional<std::string>& token) {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (token.has_value()) {
+    context.AddMetadata("authorization", "Bearer " + *token);
+  }
+}
+
+template <typename Response>
+bundles::PointerMove Moved(const Response& response) {
+  bundles::PointerMove moved;
+  moved.version = response.version();
+  if (response.has_previous()) moved.previous = response.previous();
+  return moved;
+}
+
+}  // namespace
+
+absl::StatusOr<RemoteBundles> DaemonClient::ListBundles(
+    const std::string& lock_sha) {
+  auto stub = v1::Bundles::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::ListBundlesRequest request;
+  request.set_lock_sha(lock_sha);
+  v1::ListBundlesResponse response;
+  grpc::Status status = stub->List(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status);
+  RemoteBundles out;
+  out.model = response.model();
+  out.dir = response.dir();
+  out.served_lock_sha = response.served_lock_sha();
+  for (const v1::BundleVersionInfo& info : response.versions()) {
+    bundles::VersionEntry entry{info.version(), info.path(),
+                                absl::UnknownError(info.error())};
+    if (info.error().empty()) {
+      entry.manifest =
+          bundles::ParseJsonLimited(info.manifest_json(), "manifest_json");
+    }
+    out.versions.push_back(std::move(entry));
+  }
+  for (const auto& [id, version] : response.current()) {
+    out.current[id] = version;
+  }
+  return out;
+}
+
+absl::StatusOr<int> DaemonClient::PutBundle(
+    const std::string& lock_sha, const nlohmann::ordered_json& artifacts,
+    const nlohmann::ordered_json& manifest_extra,
+    const nlohmann::ordered_json* observations) {
+  auto stub = v1::Bundles::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::PutBundleRequest request;
+  request.set_lock_sha(lock_sha);
+  request.set_artifacts_json(artifacts.dump());
+  request.set_manifest_json(manifest_extra.dump());
+  if (observations != nullptr) {
+    request.set_observations_json(observations->dump());
+  }
+  v1::PutBundleResponse response;
+  grpc::Status status = stub->Put(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status);
+  return response.version();
+}
+
+absl::StatusOr<bundles::PointerMove> DaemonClient::PromoteBundle(
+    const std::string& lock_sha, int version, const std::string& question_id,
+    bool force) {
+  auto stub = v1::Bundles::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::PromoteBundleRequest request;
+  request.set_lock_sha(lock_sha);
+  request.set_version(version);
+  request.set_question_id(question_id);
+  request.set_force(force);
+  v1::PromoteBundleResponse response;
+  grpc::Status status = stub->Promote(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status);
+  return Moved(response);
+}
+
+absl::StatusOr<bundles::PointerMove> DaemonClient::RollbackBundle(
+    const std::string& lock_sha, const std::string& question_id) {
+  auto stub = v1::Bundles::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::RollbackBundleRequest request;
+  request.set_lock_sha(lock_sha);
+  request.set_question_id(question_id);
+  v1::RollbackBundleResponse response;
+  grpc::Status status = stub->Rollback(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status);
+  return Moved(response);
+}
+
+}  // namespace mesa_anyjev::client

@@ -1,0 +1,158 @@
+// BundleStore: immutable, numbered bundle versions of one model under one
+// questions lock, and a CURRENT pointer per question (reference-system.md
+// 8.4-8.6; docs/bundles.md).
+//
+//   <root>/<model_slug>/<lock_sha[:8]>/
+//     v<N>/artifacts.json     heads/export file {"model", "artifacts", "heads"}
+//     v<N>/observations.json  optional
+//     v<N>/manifest.json      model, model_identity, questions_lock_sha,
+//                             version, per_question, validation, created,
+//                             files {name: sha256}, + the fitter's extra
+//     current/<question_id>   "v<N>\n" then the earlier CURRENTs, newest
+//                             first (the rollback history), one per line
+//
+// A version is written into a temporary directory, every file and the
+// directory fsynced, renamed to v<N> (never over an existing one), and the
+// parent fsynced; a pointer is replaced by write-temp + fsync + rename. So
+// a crash at any point leaves whole versions and pointers that name whole
+// versions; dead writers' temporaries are removed by Open and never read.
+//
+//   auto store = BundleStore::Open(root, {"fake", identity}, lock_sha);
+//   int n = *store->Put(export_file, {{"per_question", ...}, ...});
+//   store->Promote(n, "term.fits", /*force=*/false);
+//   ServedSet served = *store->Served();  // load served.file into a Decider
+//
+// Mutations take an exclusive flock on <lockdir>/.lock, so several processes
+// (a daemon and a CLI) may share one store.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/bundles/bundle_manifest.h"
+
+namespace mesa_anyjev::bundles {
+
+struct StoreOptions {
+  // Largest artifacts.json, observations.json or manifest.json accepted by
+  // Put or read back; larger is INVALID_ARGUMENT (Put) or OUT_OF_RANGE.
+  int64_t max_file_bytes = 8 << 20;
+  std::string limit_name = "limits.max_bundle_bytes";  // named in messages
+};
+
+// One version as read back, every file's sha256 verified.
+struct BundleVersion {
+  int version = 0;
+  std::string path;
+  Json manifest;
+  Json artifacts;  // artifacts.json
+};
+
+// A version's manifest without verifying its files (listings).
+struct VersionEntry {
+  int version = 0;
+  std::string path;
+  absl::StatusOr<Json> manifest;
+};
+
+struct PointerMove {
+  int version = 0;              // CURRENT after the move
+  std::optional<int> previous;  // CURRENT before it
+};
+
+// What a decider should serve: per question its CURRENT version and key,
+// and one heads/export file holding, for every served key, the artifact and
+// head of that version (and nothing else).
+struct ServedSet {
+  std::map<std::string, int> versions;      // question id -> version
+  std::map<std::string, std::string> keys;  // question id -> key
+  Json file;
+  // "<question_id>: <why>" for pointers that could not be served (a version
+  // that fails verification or binding); those questions are left out.
+  std::vector<std::string> refused;
+};
+
+class BundleStore {
+ public:
+  // Creates <root>/<model_slug>/<lock_sha[:8]>/ when missing and removes
+  // dead writers' temporaries. `lock_sha` is the questions lock's sha256
+  // hex (at least 8 characters). A leading "~/" in root is the home.
+  static absl::StatusOr<std::unique_ptr<BundleStore>> Open(
+      const std::string& root, ModelBinding model, const std::string& lock_sha,
+      StoreOptions options = {});
+
+  // The lock directory name (lock_sha[:8]) under <root>/<model_slug> whose
+  // CURRENT pointers moved last (a move renames into current/ and so
+  // updates its mtime); "" when no pointer exists.
+  static std::string LastMovedLock(const std::string& root,
+                                   const std::string& model);
+
+  const std::string& dir() const { return dir_; }
+  const ModelBinding& model() const { return model_; }
+  const std::string& lock_sha() const { return lock_sha_; }
+
+  // Version numbers present, ascending (directories named v<N>).
+  absl::StatusOr<std::vector<int>> Versions() const;
+  // Every version's manifest, ascending; unreadable ones carry the error.
+  absl::StatusOr<std::vector<VersionEntry>> List() const;
+
+  // Writes a new version N = last + 1 and returns N. `artifacts` is a
+  // heads/export file of this model; `manifest_extra` must carry
+  // per_question {qid: {key, level, ...}} whose keys artifacts.json holds,
+  // and may carry validation {qid: {loco: {acc, ece, ...}, ...}}, fitted_on
+  // and anything else. The store sets model, model_identity,
+  // questions_lock_sha, version, created and files. INVALID_ARGUMENT for a
+  // malformed input or a file over the limit (naming it); FAILED_PRECONDITION
+  // for a bundle of another model, identity or lock.
+  absl::StatusOr<int> Put(const Json& artifacts, const Json& manifest_extra,
+                          const Json* observations = nullptr);
+
+  // Version N read back: NOT_FOUND "no version v<N> under <dir>", DATA_LOSS
+  // naming the file whose sha256 (or presence) does not match the manifest.
+  absl::StatusOr<BundleVersion> Get(int version) const;
+
+  // The question's CURRENT version, if it has one.
+  absl::StatusOr<std::optional<int>> Current(
+      const std::string& question_id) const;
+  // Every question's CURRENT version.
+  absl::StatusOr<std::map<std::string, int>> CurrentAll() const;
+
+  // Moves the question's CURRENT to N after Get(N) verifies, the binding
+  // holds and N has an artifact for the question; unless `force`, the
+  // promote gate must pass (FAILED_PRECONDITION with its message).
+  absl::StatusOr<PointerMove> Promote(int version,
+                                      const std::string& question_id,
+                                      bool force);
+  // Moves the question's CURRENT back to the one before it (which must
+  // still verify); FAILED_PRECONDITION when there is none.
+  absl::StatusOr<PointerMove> Rollback(const std::string& question_id);
+
+  // What to serve now. `live_keys` (question id -> key of the caller's
+  // question set), when given, refuses versions whose keys went stale under
+  // another lock (D24).
+  absl::StatusOr<ServedSet> Served(
+      const std::map<std::string, std::string>* live_keys = nullptr) const;
+
+ private:
+  BundleStore(std::string dir, ModelBinding model, std::string lock_sha,
+              StoreOptions options);
+
+  std::string VersionDir(int version) const;
+  std::string PointerPath(const std::string& question_id) const;
+  absl::StatusOr<std::vector<int>> History(
+      const std::string& question_id) const;
+  absl::Status WriteHistory(const std::string& question_id,
+                            const std::vector<int>& history);
+  absl::Status CheckServable(const BundleVersion& version) const;
+
+  const std::string dir_;
+  const ModelBinding model_;
+  const std::string lock_sha_;
+  const StoreOptions options_;
+};
+
+}  // namespace mesa_anyjev::bundles

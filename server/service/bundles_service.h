@@ -1,0 +1,108 @@
+// mesa.anyjev.v1.Bundles on gRPC's callback API: the bundle store
+// (common/bundles) under decisions.bundles_dir for the daemon's own model,
+// and hot pickup: a Promote or Rollback swaps the moved question's artifact
+// and head in the live Decider (Decider::ReplaceKeyArtifacts), so calls in
+// flight finish on the old version and later ones see the new one.
+//
+// Handlers check auth and state on the gRPC thread, then run on one store
+// worker (file I/O and fsync never hold a gRPC thread; one worker also
+// orders every mutation). The decider serves one lock directory: at start
+// the one whose pointers moved last, then the lock of each Promote or
+// Rollback.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/backend.h"
+#include "common/bundles/bundle_store.h"
+#include "common/decision/decider.h"
+#include "mesa/anyjev/v1/bundles.grpc.pb.h"
+#include "server/metrics/metrics.h"
+#include "server/service/bearer_auth.h"
+#include "server/service/serving_state.h"
+#include "server/service/worker_pool.h"
+
+namespace mesa_anyjev::service {
+
+struct BundlesOptions {
+  std::string dir;  // "" = no store: every call is FAILED_PRECONDITION
+  int64_t max_bundle_bytes = 8 << 20;  // per file, and per request field
+  int32_t queue_capacity = 16;         // calls waiting for the store worker
+};
+
+class BundlesService final
+    : public ::mesa::anyjev::v1::Bundles::CallbackService {
+ public:
+  BundlesService(BundlesOptions options, metrics::ServerMetrics* metrics,
+                 const BearerAuth* auth, const ServingStateFlag* state);
+  ~BundlesService() override;
+
+  // After the model loaded, before SERVING: binds the store to `backend`'s
+  // model and identity and loads every question's CURRENT version of the
+  // most recently moved lock into `decider`. Versions that fail
+  // verification or binding are logged and left out (that question serves
+  // below L1/L2); INVALID_ARGUMENT when the directory cannot be used.
+  absl::Status Start(Backend* backend, decision::Decider* decider);
+  void Stop();
+
+  grpc::ServerUnaryReactor* List(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::ListBundlesRequest* request,
+      ::mesa::anyjev::v1::ListBundlesResponse* response) override;
+  grpc::ServerUnaryReactor* Get(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::GetBundleRequest* request,
+      ::mesa::anyjev::v1::GetBundleResponse* response) override;
+  grpc::ServerUnaryReactor* Put(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::PutBundleRequest* request,
+      ::mesa::anyjev::v1::PutBundleResponse* response) override;
+  grpc::ServerUnaryReactor* Promote(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::PromoteBundleRequest* request,
+      ::mesa::anyjev::v1::PromoteBundleResponse* response) override;
+  grpc::ServerUnaryReactor* Rollback(
+      grpc::CallbackServerContext* context,
+      const ::mesa::anyjev::v1::RollbackBundleRequest* request,
+      ::mesa::anyjev::v1::RollbackBundleResponse* response) override;
+
+ private:
+  // Admits the call and runs `work` on the store worker, finishing the call
+  // with its status.
+  template <typename Work>
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
+                                metrics::Method method, Work work);
+  absl::StatusOr<bundles::BundleStore*> StoreFor(const std::string& lock_sha)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the version's entries for the question load into a decider of
+  // this model, without touching the live one.
+  absl::Status CheckLoads(bundles::BundleStore* store, int version,
+                          const std::string& question_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the live decider serve `store`'s CURRENT versions: changed keys
+  // replaced, keys no longer served dropped.
+  absl::Status ServeFrom(bundles::BundleStore* store)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const BundlesOptions options_;
+  metrics::ServerMetrics* const metrics_;
+  const BearerAuth* const auth_;
+  const ServingStateFlag* const state_;
+  WorkerPool worker_;
+
+  absl::Mutex mu_;
+  Backend* backend_ ABSL_GUARDED_BY(mu_) = nullptr;
+  decision::Decider* decider_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::map<std::string, std::unique_ptr<bundles::BundleStore>> stores_
+      ABSL_GUARDED_BY(mu_);
+  std::string served_lock_ ABSL_GUARDED_BY(mu_);  // lock_sha[:8] served
+  std::map<std::string, std::string> served_keys_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> served_versions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mesa_anyjev::service
