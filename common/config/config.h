@@ -150,6 +150,11 @@ struct ArtifactsConfig {
   bool strict = true;  // refuse bundles fit on another backend kind
 };
 
+// The label store (reference-system.md 8.1; docs/learning.md).
+struct LabelsConfig {
+  std::string dir = "~/.mesa/anyjev/labels";  // holds labels.jsonl
+};
+
 struct LogConfig {
   std::string level = "info";  // trace | debug | info | warn | error
 };
@@ -166,6 +171,7 @@ struct Config {
   DeciderConfig decider;
   PolicyConfig policy;
   ArtifactsConfig artifacts;
+  LabelsConfig labels;
   LogConfig log;
 };
 
