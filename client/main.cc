@@ -93,6 +93,24 @@ int Main(int argc, char** argv) {
                      "a JSON list of {id, kind, text, options}");
   decide->add_flag("--json", decide_options.json, "print JSON for machines");
 
+  mesa_anyjev::client::AnnotateCommandOptions annotate_options;
+  CLI::App* annotate = app.add_subcommand(
+      "annotate", "decide and propose AVUs for one dataset card");
+  annotate->add_option("--card", annotate_options.card, "dataset card")
+      ->required();
+  annotate->add_option("--backend", annotate_options.backend, "backend kind")
+      ->check(CLI::IsMember(kinds));
+  annotate
+      ->add_option("--level", annotate_options.level,
+                   "raw | L0 | L1 | L2 | auto (default: decider.level)")
+      ->check(CLI::IsMember({"raw", "L0", "L1", "L2", "auto"}));
+  annotate->add_option("--candidates", annotate_options.candidates,
+                       "recorded term searches (docs/annotate.md)");
+  annotate->add_option("--out", annotate_options.out,
+                       "write the evaluation result (JSON) here");
+  annotate->add_flag("--json", annotate_options.json,
+                     "print the whole run record as JSON");
+
   CLI::App* config_command =
       app.add_subcommand("config", "the effective configuration");
   config_command->require_subcommand(1);
@@ -199,6 +217,9 @@ int Main(int argc, char** argv) {
   }
   if (decide->parsed()) {
     return mesa_anyjev::client::RunDecide(*config, decide_options);
+  }
+  if (annotate->parsed()) {
+    return mesa_anyjev::client::RunAnnotate(*config, annotate_options);
   }
   if (config_show->parsed()) return mesa_anyjev::client::RunConfigShow(*config);
   if (questions->parsed()) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,12 @@ struct PromptLogprobs {
   int32_t n_tokens = 0;
 };
 
+// Accelerator memory a model holds (CUDA's caching allocator).
+struct DeviceMemory {
+  int64_t allocated_bytes = 0;  // held by live tensors
+  int64_t reserved_bytes = 0;   // reserved from the device by the allocator
+};
+
 // Per-call control the backend checks between units of work, so a passed
 // deadline or a cancelled caller stops the forward early.
 struct CallControl {
@@ -98,6 +105,12 @@ class Backend {
   virtual absl::StatusOr<HiddenStatesResult> HiddenStates(
       const std::vector<PromptGroup>& groups,
       const std::vector<int32_t>& layers, const CallControl& control) = 0;
+
+  // Device memory held by the model, for metrics; nullopt on the host (CPU
+  // models, the fake, remote backends). Safe from any thread.
+  virtual std::optional<DeviceMemory> device_memory() const {
+    return std::nullopt;
+  }
 };
 
 // Resolves a requested layer against n_layers: -1 -> n_layers, ..., and

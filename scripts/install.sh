@@ -13,6 +13,7 @@ DEB_PACKAGES=(
   prometheus-cpp-dev libcpp-httplib-dev catch2 libeigen3-dev nlohmann-json3-dev
   libyaml-cpp-dev libpcre2-dev libutf8proc-dev libcli11-dev libspdlog-dev libfmt-dev
   libcurl4-openssl-dev libssl-dev openssl python3-venv python3-dev curl
+  prometheus systemd
 )
 
 log() { printf '[install] %s\n' "$*"; }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "client/backends/daemon_target.h"
 #include "client/backends/decision_proto.h"
 #include "common/status/status_macros.h"
 #include "common/util/files.h"
@@ -88,9 +89,12 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
     options.pem_root_certs = *ca;
     credentials = grpc::SslCredentials(options);
   }
+  ASSIGN_OR_RETURN(const DaemonTarget target,
+                   ParseDaemonTarget(config.address));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);  // the daemon caps what it sends
-  auto channel = grpc::CreateCustomChannel(config.address, credentials, args);
+  args.SetServiceConfigJSON(target.service_config);
+  auto channel = grpc::CreateCustomChannel(target.target, credentials, args);
   return std::unique_ptr<DaemonClient>(
       new DaemonClient(std::move(channel), std::move(token),
                        absl::Seconds(config.timeout_s), config.address));

@@ -58,6 +58,20 @@ struct DecideCommandOptions {
 int RunDecide(const config::Config& config,
               const DecideCommandOptions& options);
 
+struct AnnotateCommandOptions {
+  std::string card;        // the dataset card (required)
+  std::string backend;     // "" = backend.kind
+  std::string level;       // "" = decider.level
+  std::string candidates;  // recorded searches; "" skips term search
+  std::string out;         // the evaluation result (JSON), if given
+  bool json = false;       // the whole run record on stdout
+};
+
+// The annotate graph for one card; exit 0 decided, 1 the backend failed or
+// the level cannot be served, 2 a bad card or candidates file.
+int RunAnnotate(const config::Config& config,
+                const AnnotateCommandOptions& options);
+
 // The effective configuration as YAML (secrets reported as set/unset only).
 int RunConfigShow(const config::Config& config);
 

@@ -73,6 +73,7 @@ int Daemon::Run() {
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
     metrics_->SetModelLoaded(true);
     metrics_->SetModelLoadSeconds(seconds);
+    loaded_backend_.store(backend_.get());
     state_->set(service::ServingState::kServing);
     server_->GetHealthCheckService()->SetServingStatus(true);
     spdlog::info("serving model '{}' (identity {}) after {:.2f} s",
@@ -156,8 +157,18 @@ absl::Status Daemon::StartServing() {
 
   int metrics_port = 0;
   if (!config_.server.metrics_listen.empty()) {
-    metrics_endpoint_ =
-        std::make_unique<metrics::MetricsEndpoint>(metrics_->registry());
+    // Memory gauges are read when scraped; the model may not be loaded yet.
+    metrics_endpoint_ = std::make_unique<metrics::MetricsEndpoint>(
+        metrics_->registry(), [this] {
+          metrics_->RefreshProcessMemory();
+          const Backend* backend = loaded_backend_.load();
+          if (backend == nullptr) return;
+          if (auto memory = backend->device_memory(); memory.has_value()) {
+            metrics_->SetDeviceMemory(
+                static_cast<double>(memory->allocated_bytes),
+                static_cast<double>(memory->reserved_bytes));
+          }
+        });
     ASSIGN_OR_RETURN(metrics_port,
                      metrics_endpoint_->Start(config_.server.metrics_listen));
     RETURN_IF_ERROR(

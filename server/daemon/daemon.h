@@ -3,6 +3,7 @@
 // UNAVAILABLE, accepted calls finish within server.drain_deadline_s -> exit 0.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -62,6 +63,8 @@ class Daemon {
   std::unique_ptr<service::DecisionsService> decisions_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Backend> backend_;
+  // backend_ once loaded, for the metrics thread.
+  std::atomic<const Backend*> loaded_backend_{nullptr};
 };
 
 }  // namespace mesa_anyjev::daemon

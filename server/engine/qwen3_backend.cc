@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 
 #include <algorithm>
 #include <cstring>
@@ -299,6 +300,17 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   };
   RETURN_IF_ERROR(state_->Run(groups, shape, depth, control, emit));
   return out;
+}
+
+std::optional<DeviceMemory> Qwen3Backend::device_memory() const {
+  const at::Device device = state_->model->device();
+  if (!device.is_cuda()) return std::nullopt;
+  const auto stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  constexpr auto kAll =
+      static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return DeviceMemory{stats.allocated_bytes[kAll].current,
+                      stats.reserved_bytes[kAll].current};
 }
 
 }  // namespace mesa_anyjev::engine

@@ -36,6 +36,9 @@ class Qwen3Backend final : public Backend {
       const std::vector<PromptGroup>& groups,
       const std::vector<int32_t>& layers, const CallControl& control) override;
 
+  // CUDA's caching-allocator statistics for the model's device.
+  std::optional<DeviceMemory> device_memory() const override;
+
   int64_t weight_bytes() const { return weight_bytes_; }
 
  private:

@@ -1,5 +1,9 @@
 #include "server/metrics/metrics.h"
 
+#include <unistd.h>
+
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 
 namespace mesa_anyjev::metrics {
@@ -194,6 +198,35 @@ ServerMetrics::ServerMetrics(const std::string& version,
                   .Help("Time the engine thread spent on one call.")
                   .Register(*registry_)
                   .Add({}, LatencyBuckets());
+  decisions_ = &prometheus::BuildCounter()
+                    .Name("mesa_anyjev_decisions_total")
+                    .Help(
+                        "Decisions served by level and question id (ids "
+                        "past the first 64 count as \"other\").")
+                    .Register(*registry_);
+  for (const char* level : {"raw", "L0", "L1", "L2"}) {
+    decisions_->Add({{"level", level}, {"question", "other"}});
+  }
+  bundle_version_ = &prometheus::BuildGauge()
+                         .Name("mesa_anyjev_bundle_version")
+                         .Help(
+                             "Bundle version serving each question "
+                             "(0 = none).")
+                         .Register(*registry_);
+  resident_bytes_ = &prometheus::BuildGauge()
+                         .Name("mesa_anyjev_process_resident_memory_bytes")
+                         .Help("Resident host memory of the daemon.")
+                         .Register(*registry_)
+                         .Add({});
+  auto& device = prometheus::BuildGauge()
+                     .Name("mesa_anyjev_device_memory_bytes")
+                     .Help(
+                         "Accelerator memory held by the model: allocated "
+                         "by tensors, reserved by the caching allocator "
+                         "(0 on CPU).")
+                     .Register(*registry_);
+  device_allocated_ = &device.Add({{"kind", "allocated"}});
+  device_reserved_ = &device.Add({{"kind", "reserved"}});
 }
 
 void ServerMetrics::RecordRequest(Method method, int code,
@@ -247,6 +280,41 @@ void ServerMetrics::OnPrefixEviction() { cache_evictions_->Increment(); }
 void ServerMetrics::OnPrefixCacheSize(int64_t bytes, int64_t entries) {
   cache_bytes_->Set(static_cast<double>(bytes));
   cache_entries_->Set(static_cast<double>(entries));
+}
+
+void ServerMetrics::RecordDecisions(const std::string& level,
+                                    const std::string& question, double n) {
+  std::string label = "other";
+  {
+    absl::MutexLock lock(&questions_mu_);
+    if (question_labels_.contains(question) ||
+        (question_labels_.size() < kMaxQuestionLabels && !question.empty())) {
+      question_labels_.insert(question);
+      label = question;
+    }
+  }
+  decisions_->Add({{"level", level}, {"question", label}}).Increment(n);
+}
+
+void ServerMetrics::SetBundleVersion(const std::string& question,
+                                     double version) {
+  bundle_version_->Add({{"question", question}}).Set(version);
+}
+
+void ServerMetrics::RefreshProcessMemory() {
+  // statm: size resident shared ... in pages.
+  std::ifstream statm("/proc/self/statm");
+  long size = 0, resident = 0;
+  if (statm >> size >> resident) {
+    resident_bytes_->Set(static_cast<double>(resident) *
+                         static_cast<double>(sysconf(_SC_PAGESIZE)));
+  }
+}
+
+void ServerMetrics::SetDeviceMemory(double allocated_bytes,
+                                    double reserved_bytes) {
+  device_allocated_->Set(allocated_bytes);
+  device_reserved_->Set(reserved_bytes);
 }
 
 }  // namespace mesa_anyjev::metrics

@@ -7,6 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -48,6 +51,19 @@ class ServerMetrics : public engine::EngineObserver {
   void SetModelLoadSeconds(double seconds) { load_seconds_->Set(seconds); }
   void AddPromptTokens(double tokens) { prompt_tokens_->Increment(tokens); }
 
+  // Decisions served, by level and question id. Question ids come from
+  // callers, so only the first kMaxQuestionLabels distinct ids get their own
+  // series; the rest count under "other" (a bounded label set).
+  static constexpr int kMaxQuestionLabels = 64;
+  void RecordDecisions(const std::string& level, const std::string& question,
+                       double n);
+  // The bundle version serving a question (0 = none).
+  void SetBundleVersion(const std::string& question, double version);
+  // Host memory (this process's resident set, read from /proc at scrape
+  // time) and, where the model has one, device memory.
+  void RefreshProcessMemory();
+  void SetDeviceMemory(double allocated_bytes, double reserved_bytes);
+
   // engine::SchedulerObserver
   void OnQueueDepth(int64_t depth) override;
   void OnQueueWait(absl::Duration wait) override;
@@ -84,6 +100,14 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Gauge* cache_entries_;
   prometheus::Histogram* queue_wait_;
   prometheus::Histogram* compute_;
+  prometheus::Family<prometheus::Counter>* decisions_;
+  prometheus::Family<prometheus::Gauge>* bundle_version_;
+  prometheus::Gauge* resident_bytes_;
+  prometheus::Gauge* device_allocated_;
+  prometheus::Gauge* device_reserved_;
+  absl::Mutex questions_mu_;
+  absl::flat_hash_set<std::string> question_labels_
+      ABSL_GUARDED_BY(questions_mu_);
 };
 
 }  // namespace mesa_anyjev::metrics

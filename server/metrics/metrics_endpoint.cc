@@ -8,8 +8,10 @@
 
 namespace mesa_anyjev::metrics {
 
-MetricsEndpoint::MetricsEndpoint(std::shared_ptr<prometheus::Registry> registry)
+MetricsEndpoint::MetricsEndpoint(std::shared_ptr<prometheus::Registry> registry,
+                                 std::function<void()> before_collect)
     : registry_(std::move(registry)),
+      before_collect_(std::move(before_collect)),
       server_(std::make_unique<httplib::Server>()) {}
 
 MetricsEndpoint::~MetricsEndpoint() { Stop(); }
@@ -19,6 +21,7 @@ absl::StatusOr<int> MetricsEndpoint::Start(const std::string& listen) {
   if (!host_port.ok()) return host_port.status();
   server_->Get(
       "/metrics", [this](const httplib::Request&, httplib::Response& response) {
+        if (before_collect_) before_collect_();
         response.set_content(
             prometheus::TextSerializer().Serialize(registry_->Collect()),
             "text/plain; version=0.0.4; charset=utf-8");

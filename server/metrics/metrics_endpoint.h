@@ -4,6 +4,7 @@
 // (toolchain.md, trap C).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,7 +20,10 @@ namespace mesa_anyjev::metrics {
 
 class MetricsEndpoint {
  public:
-  explicit MetricsEndpoint(std::shared_ptr<prometheus::Registry> registry);
+  // `before_collect` (optional) refreshes gauges read at scrape time
+  // (process and device memory).
+  explicit MetricsEndpoint(std::shared_ptr<prometheus::Registry> registry,
+                           std::function<void()> before_collect = nullptr);
   ~MetricsEndpoint();
   MetricsEndpoint(const MetricsEndpoint&) = delete;
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
@@ -31,6 +35,7 @@ class MetricsEndpoint {
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
+  std::function<void()> before_collect_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };

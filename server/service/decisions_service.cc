@@ -151,7 +151,7 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
   control.cancelled = call->cancelled();
   absl::Status submitted =
       workers_.TrySubmit([this, call, response, control, decider = *decider,
-                          parsed = *std::move(parsed),
+                          metrics = metrics_, parsed = *std::move(parsed),
                           scratch_artifacts = std::move(scratch_artifacts)]() {
         std::unique_ptr<decision::Decider> scratch;
         decision::Decider* serving = decider;
@@ -170,6 +170,12 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
                                       parsed.level, parsed.options, control);
         if (result.ok()) {
           FillDecideResponse(*result, serving->model_name(), response);
+          for (const auto& row : *result) {
+            for (const decision::Decision& d : row) {
+              metrics->RecordDecisions(decision::LevelName(d.level),
+                                       d.question_id, 1);
+            }
+          }
         }
         call->Complete(result.status());
       });

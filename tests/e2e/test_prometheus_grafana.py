@@ -1,0 +1,172 @@
+"""Issue 8: a real Prometheus (Debian's package) scrapes a real mesa-anyjevd
+serving a tiny Qwen3 under a short load, using the shipped scrape
+configuration (deploy/prometheus/prometheus.yml, only its target and
+interval changed), and every query of every panel of the shipped Grafana
+dashboard (deploy/grafana/mesa-anyjevd.json) returns data through
+Prometheus's HTTP API."""
+import json
+import math
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import dpb, pb
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from make_tiny_qwen3 import make  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "deploy" / "grafana" / "mesa-anyjevd.json"
+SCRAPE = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+PROMETHEUS = shutil.which("prometheus")
+PROMTOOL = shutil.which("promtool")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def panel_queries():
+    dashboard = json.loads(DASHBOARD.read_text())
+    names = {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"datasource", "instance"} <= names
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        for target in panel["targets"]:
+            yield panel["title"], target["expr"]
+
+
+def test_shipped_scrape_config_is_valid():
+    out = subprocess.run([PROMTOOL, "check", "config", str(SCRAPE)], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    servers = []
+
+    def start(targets):
+        config = yaml.safe_load(SCRAPE.read_text())
+        config["global"]["scrape_interval"] = "1s"
+        config["global"]["evaluation_interval"] = "1s"
+        config["scrape_configs"][0]["scrape_timeout"] = "1s"
+        config["scrape_configs"][0]["static_configs"][0]["targets"] = targets
+        path = tmp_path / "prometheus.yml"
+        path.write_text(yaml.safe_dump(config))
+        port = free_port()
+        log = open(tmp_path / "prometheus.log", "wb")
+        proc = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+        servers.append((proc, log))
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return url
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError((tmp_path / "prometheus.log").read_text())
+
+    yield start
+    for proc, log in servers:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def query(url, expr):
+    with urllib.request.urlopen(
+            f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": expr}), timeout=10) as r:
+        body = json.loads(r.read())
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def finite_values(result):
+    return [float(s["value"][1]) for s in result if math.isfinite(float(s["value"][1]))]
+
+
+def load(daemon, stop):
+    """Decisions at raw, L0 and L2 (after a Fit), prompt groups that share a
+    prefix (prefix cache hits), hidden states and one bad request."""
+    states = [f"Site {i}: a survey of {['birds', 'beetles', 'mammals'][i % 3]} in plot {i}"
+              for i in range(24)]
+    question = dpb.Question(id="taxon", kind="choice", text=b"Which taxon is surveyed?",
+                            options=[b"birds", b"beetles", b"mammals"])
+    daemon.decisions.Fit(dpb.FitRequest(
+        question=question, states=[dpb.State(text=s.encode()) for s in states],
+        labels=[i % 3 for i in range(24)], level="L2"), timeout=300)
+    prefix = pb.Segment(text=b"A long shared state about birds counted at points. " * 8)
+    while not stop.is_set():
+        for level in ("raw", "L0", "L2", "auto"):
+            daemon.decisions.Decide(dpb.DecideRequest(
+                states=[dpb.State(text=s.encode()) for s in states[:4]],
+                questions=[question], level=level), timeout=60)
+        daemon.stub.Logprobs(pb.LogprobsRequest(groups=[pb.PromptGroup(
+            prefix=prefix, suffixes=[pb.Segment(text=b" A"), pb.Segment(text=b" B")])],
+            top_k=3), timeout=60)
+        daemon.stub.HiddenStates(pb.HiddenStatesRequest(groups=[pb.PromptGroup(
+            prefix=prefix, suffixes=[pb.Segment(text=b" C")])], layers=[1]), timeout=60)
+        try:
+            daemon.decisions.Decide(dpb.DecideRequest(level="L9"), timeout=10)
+        except Exception:  # noqa: BLE001 - the INVALID_ARGUMENT is the point
+            pass
+
+
+def test_every_dashboard_panel_has_data(start_daemon, prometheus, tmp_path):
+    checkpoint = make(tmp_path / "tiny-qwen3", layers=2)
+    daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3")
+    url = prometheus([f"127.0.0.1:{daemon.metrics_port}"])
+    stop = threading.Event()
+    errors = []
+
+    def run():
+        try:
+            load(daemon, stop)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        # rate() needs two samples of the load inside its window.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not errors:
+            if finite_values(query(url, 'sum(rate(mesa_anyjev_decisions_total{level="L2"}[30s]))'
+                                   ' > 0')):
+                break
+            time.sleep(1)
+        time.sleep(3)
+        missing = []
+        for title, expr in panel_queries():
+            concrete = expr.replace("$__rate_interval", "30s").replace("$instance", ".*")
+            values = finite_values(query(url, concrete))
+            if not values:
+                missing.append(f"{title}: {concrete}")
+        assert not errors, errors
+        assert not missing, "panels without data:\n" + "\n".join(missing)
+        # The label sets stay bounded: the levels served are those of the load.
+        levels = {s["metric"]["level"] for s in query(url, "mesa_anyjev_decisions_total")}
+        assert levels == {"raw", "L0", "L1", "L2"}
+        l2 = query(url, 'mesa_anyjev_decisions_total{level="L2",question="taxon"}')
+        assert l2 and float(l2[0]["value"][1]) > 0
+    finally:
+        stop.set()
+        worker.join(timeout=120)
