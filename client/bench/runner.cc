@@ -166,6 +166,11 @@ Json RunTask(Provider& provider, const Task& task, const RunOptions& options,
       cell["missing_labels"] = provider.missing_label_events() - missing0;
       cell["seconds"] = policy::PyRoundDigits(seconds, 2);
       cell["prompts"] = provider.prompts() - prompts0;
+      // Not in the reference's cell: the table's cost column per decision.
+      cell["prompts_per_decision"] = policy::PyRoundDigits(
+          static_cast<double>(provider.prompts() - prompts0) /
+              static_cast<double>(std::max<size_t>(1, task.items.size())),
+          2);
       cell["ms_per_decision"] = policy::PyRoundDigits(
           1000.0 * seconds /
               static_cast<double>(std::max<size_t>(1, task.items.size())),

@@ -200,6 +200,7 @@ def test_bench_shows_the_planted_effects(bench):
     assert keys <= set(raw) and keys | {"folds", "skipped_folds", "n_folds"} <= set(l2)
     # K = 8 shifts per item at L0, and the reversal probe doubles it.
     assert l0["prompts"] == 2 * 8 * 119 and raw["prompts"] == 2 * 119
+    assert l0["prompts_per_decision"] == 16.0
     term = doc["tasks"]["labels_term_fits"]["cells"]
     assert term["raw"]["flip"] is None and term["L0"]["n_neg"] == 72
     assert term["L2"]["skipped_folds"] == {
