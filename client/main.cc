@@ -117,6 +117,55 @@ int Main(int argc, char** argv) {
   CLI::App* config_show = config_command->add_subcommand(
       "show", "print the merged configuration as YAML (secrets masked)");
 
+  // learn {ingest|fit} and bench {run|table} (docs/learning.md, docs/cli.md).
+  mesa_anyjev::client::LearnOptions learn_options;
+  CLI::App* learn = app.add_subcommand(
+      "learn", "labels and fitting: ingest a labels file, fit L1 or L2");
+  learn->require_subcommand(1);
+  CLI::App* learn_ingest = learn->add_subcommand(
+      "ingest", "validate a JSON-lines labels file and add it to the store");
+  learn_ingest->add_option("--labels", learn_options.labels_file,
+                           "the labels file (JSON lines; docs/learning.md)");
+  CLI::App* learn_fit = learn->add_subcommand(
+      "fit", "fit one question with leave-one-card-out; exit 0 iff fitted");
+  learn_fit->add_option("--backend", learn_options.backend, "backend kind")
+      ->check(CLI::IsMember(kinds));
+  learn_fit->add_option("--question", learn_options.question_id,
+                        "question id (default term.fits)");
+  learn_fit->add_option("--level", learn_options.level, "L1 | L2 (default L1)")
+      ->check(CLI::IsMember({"L1", "L2"}));
+  learn_fit->add_flag("--no-loco", learn_options.no_loco,
+                      "skip leave-one-card-out (exploratory only)");
+  learn_fit->add_option("--out", learn_options.out,
+                        "write artifacts.json, manifest.json and report.json "
+                        "here");
+  mesa_anyjev::client::BenchOptions bench_options;
+  CLI::App* bench = app.add_subcommand(
+      "bench", "bench tasks from the label store, and their table");
+  bench->require_subcommand(1);
+  CLI::App* bench_run = bench->add_subcommand(
+      "run",
+      "every task at each level; writes <out>/<date>/<slug>.<backend>.*");
+  bench_run->add_option("--backend", bench_options.backend, "backend kind")
+      ->check(CLI::IsMember(kinds));
+  bench_run->add_option("--tasks", bench_options.tasks,
+                        "task names a,b (default: every task with items)");
+  bench_run->add_option("--levels", bench_options.levels,
+                        "raw,L0,L1,L2 subset (default raw,L0,L1)");
+  bench_run->add_flag("--no-loco", bench_options.no_loco,
+                      "L1/L2 cells become n/a");
+  bench_run->add_flag("--no-flip", bench_options.no_flip,
+                      "skip the option-reversal probe");
+  bench_run->add_option("--out", bench_options.out,
+                        "results root (default bench/results)");
+  bench_run->add_option("--date", bench_options.date,
+                        "results directory name YYYY-MM-DD (default today, "
+                        "UTC)");
+  CLI::App* bench_table = bench->add_subcommand(
+      "table", "print the Markdown table of a results file");
+  bench_table->add_option("--results", bench_options.results,
+                          "a bench run's JSON file");
+
   // Bundles (docs/bundles.md): bundles list|rollback, learn promote.
   mesa_anyjev::client::BundlesCommandOptions bundle_options;
   CLI::App* bundles_command =
@@ -217,6 +266,18 @@ int Main(int argc, char** argv) {
   }
   if (questions->parsed()) {
     return mesa_anyjev::client::RunQuestions(questions_options);
+  }
+  if (learn_ingest->parsed()) {
+    return mesa_anyjev::client::RunLearnIngest(*config, learn_options);
+  }
+  if (learn_fit->parsed()) {
+    return mesa_anyjev::client::RunLearnFit(*config, learn_options);
+  }
+  if (bench_run->parsed()) {
+    return mesa_anyjev::client::RunBenchRun(*config, bench_options);
+  }
+  if (bench_table->parsed()) {
+    return mesa_anyjev::client::RunBenchTable(bench_options);
   }
   return 2;
 }

@@ -88,4 +88,23 @@ absl::StatusOr<int> CompositeProvider::LoadArtifacts(
   return loaded;
 }
 
+absl::StatusOr<nlohmann::ordered_json> CompositeProvider::FitArtifact(
+    const decision::Question& question, const std::vector<std::string>& states,
+    const std::vector<int>& labels, Level level) {
+  if (level == Level::kL2) {
+    return daemon_->FitArtifact(question, states, labels, level);
+  }
+  return gateway_->FitArtifact(question, states, labels, level);
+}
+
+absl::StatusOr<std::vector<decision::Decision>> CompositeProvider::DecideWith(
+    const nlohmann::ordered_json& artifacts,
+    const std::vector<std::string>& states, const decision::Question& question,
+    Level level) {
+  if (level == Level::kL2) {
+    return daemon_->DecideWith(artifacts, states, question, level);
+  }
+  return gateway_->DecideWith(artifacts, states, question, level);
+}
+
 }  // namespace mesa_anyjev::client

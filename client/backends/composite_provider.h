@@ -37,6 +37,15 @@ class CompositeProvider : public Provider {
   // the gateway's decider.
   absl::StatusOr<int> LoadArtifacts(
       const nlohmann::ordered_json& file) override;
+  // L2 fits and decides on the daemon (hidden states), L1 on the gateway.
+  absl::StatusOr<nlohmann::ordered_json> FitArtifact(
+      const decision::Question& question,
+      const std::vector<std::string>& states, const std::vector<int>& labels,
+      decision::Level level) override;
+  absl::StatusOr<std::vector<decision::Decision>> DecideWith(
+      const nlohmann::ordered_json& artifacts,
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level) override;
   int64_t prompts() const override {
     return gateway_->prompts() + daemon_->prompts();
   }

@@ -191,7 +191,8 @@ absl::StatusOr<std::vector<std::vector<decision::Decision>>>
 DaemonClient::Decide(const std::vector<std::string>& states,
                      const std::vector<decision::Question>& questions,
                      decision::Level level,
-                     std::optional<decision::Level> require) {
+                     std::optional<decision::Level> require,
+                     const nlohmann::ordered_json* scratch_artifacts) {
   auto stub = v1::Decisions::NewStub(channel_);
   grpc::ClientContext context;
   Prepare(context, timeout_, token_);
@@ -204,10 +205,39 @@ DaemonClient::Decide(const std::vector<std::string>& states,
   }
   request.set_level(decision::LevelName(level));
   if (require.has_value()) request.set_require(decision::LevelName(*require));
+  if (scratch_artifacts != nullptr) {
+    request.set_artifacts_json(scratch_artifacts->dump());
+  }
   v1::DecideResponse response;
   grpc::Status status = stub->Decide(&context, request, &response);
   if (!status.ok()) return FromGrpc(status, "Decide");
   return FromProto(response, states.size(), questions);
+}
+
+absl::StatusOr<nlohmann::ordered_json> DaemonClient::FitDryRun(
+    const decision::Question& question, const std::vector<std::string>& states,
+    const std::vector<int>& labels, decision::Level level) {
+  auto stub = v1::Decisions::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(context, timeout_, token_);
+  v1::FitRequest request;
+  ToProto(question, request.mutable_question());
+  for (const std::string& state : states) {
+    request.add_states()->set_text(state);
+  }
+  for (const int label : labels) request.add_labels(label);
+  request.set_level(decision::LevelName(level));
+  request.set_dry_run(true);
+  v1::FitResponse response;
+  grpc::Status status = stub->Fit(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status, "Fit");
+  try {
+    return nlohmann::ordered_json::parse(response.artifacts_json());
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InternalError(absl::StrCat(
+        "Fit: artifacts_json is not JSON (a daemon without dry_run?): ",
+        e.what()));
+  }
 }
 
 absl::StatusOr<nlohmann::ordered_json> DaemonClient::ExportArtifacts() {

@@ -55,11 +55,20 @@ class DaemonClient {
       const std::vector<std::string>& texts);
   // Decide over rendered state texts: result[state][question]. `require`
   // makes the daemon refuse (FAILED_PRECONDITION) a question it would serve
-  // below that level, before any work.
+  // below that level, before any work. With `scratch_artifacts` (a
+  // heads/export file) a scratch decider holding only those serves the call.
   absl::StatusOr<std::vector<std::vector<decision::Decision>>> Decide(
       const std::vector<std::string>& states,
       const std::vector<decision::Question>& questions, decision::Level level,
-      std::optional<decision::Level> require = std::nullopt);
+      std::optional<decision::Level> require = std::nullopt,
+      const nlohmann::ordered_json* scratch_artifacts = nullptr);
+  // Fit (docs/rpc.md) with dry_run: an L1 temperature or an L2 head fit in
+  // a scratch decider of the daemon; returns its heads/export file, and
+  // installs nothing.
+  absl::StatusOr<nlohmann::ordered_json> FitDryRun(
+      const decision::Question& question,
+      const std::vector<std::string>& states, const std::vector<int>& labels,
+      decision::Level level);
   // The daemon decider's heads/export file, and loading one into it.
   absl::StatusOr<nlohmann::ordered_json> ExportArtifacts();
   absl::StatusOr<int> LoadArtifacts(const nlohmann::ordered_json& file);

@@ -44,21 +44,39 @@ absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::DecideRequiring(
 
 absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::Run(
     const std::vector<std::string>& states, const decision::Question& question,
-    decision::Level level, std::optional<decision::Level> require) {
+    decision::Level level, std::optional<decision::Level> require,
+    const nlohmann::ordered_json* scratch_artifacts) {
   std::vector<decision::Decision> out;
   out.reserve(states.size());
   for (size_t begin = 0; begin < states.size(); begin += max_states_) {
     const size_t end = std::min(states.size(), begin + max_states_);
     const std::vector<std::string> chunk(states.begin() + begin,
                                          states.begin() + end);
-    ASSIGN_OR_RETURN(auto decided,
-                     client_->Decide(chunk, {question}, level, require));
+    ASSIGN_OR_RETURN(auto decided, client_->Decide(chunk, {question}, level,
+                                                   require, scratch_artifacts));
     for (auto& row : decided) {
       prompts_.fetch_add(row.front().diagnostics.prompts);
       out.push_back(std::move(row.front()));
     }
   }
   return out;
+}
+
+absl::StatusOr<nlohmann::ordered_json> DaemonProvider::FitArtifact(
+    const decision::Question& question, const std::vector<std::string>& states,
+    const std::vector<int>& labels, decision::Level level) {
+  if (level != decision::Level::kL1 && level != decision::Level::kL2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot fit level '", decision::LevelName(level), "'"));
+  }
+  return client_->FitDryRun(question, states, labels, level);
+}
+
+absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::DecideWith(
+    const nlohmann::ordered_json& artifacts,
+    const std::vector<std::string>& states, const decision::Question& question,
+    decision::Level level) {
+  return Run(states, question, level, std::nullopt, &artifacts);
 }
 
 absl::Status DaemonProvider::ResetRunningPriors() {

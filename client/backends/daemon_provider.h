@@ -33,6 +33,16 @@ class DaemonProvider : public Provider {
   absl::Status ResetRunningPriors() override;
   absl::StatusOr<int> LoadArtifacts(
       const nlohmann::ordered_json& file) override;
+  // Fit with dry_run and Decide with artifacts_json (docs/rpc.md): the
+  // daemon's serving decider is not touched.
+  absl::StatusOr<nlohmann::ordered_json> FitArtifact(
+      const decision::Question& question,
+      const std::vector<std::string>& states, const std::vector<int>& labels,
+      decision::Level level) override;
+  absl::StatusOr<std::vector<decision::Decision>> DecideWith(
+      const nlohmann::ordered_json& artifacts,
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level) override;
   int64_t prompts() const override { return prompts_.load(); }
   int64_t missing_label_events() const override { return 0; }
 
@@ -50,7 +60,8 @@ class DaemonProvider : public Provider {
   absl::StatusOr<std::vector<decision::Decision>> Run(
       const std::vector<std::string>& states,
       const decision::Question& question, decision::Level level,
-      std::optional<decision::Level> require);
+      std::optional<decision::Level> require,
+      const nlohmann::ordered_json* scratch_artifacts = nullptr);
 
   std::unique_ptr<DaemonClient> client_;
   DaemonInfo daemon_;

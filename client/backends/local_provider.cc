@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 
 namespace mesa_anyjev::client {
@@ -29,8 +30,11 @@ LocalProvider::LocalProvider(std::unique_ptr<Backend> backend,
     : backend_(std::move(backend)),
       counting_(backend_.get()),
       info_(std::move(info)),
+      fit_options_(options),
       decider_(&counting_, std::move(options)),
-      missing_(std::move(missing)) {}
+      missing_(std::move(missing)) {
+  fit_options_.adaptive_shifts = false;
+}
 
 absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideBatch(
     const std::vector<std::string>& states, const decision::Question& question,
@@ -46,6 +50,38 @@ absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideBatch(
 absl::Status LocalProvider::ResetRunningPriors() {
   decider_.ResetAllPriors();
   return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::ordered_json> LocalProvider::FitArtifact(
+    const decision::Question& question, const std::vector<std::string>& states,
+    const std::vector<int>& labels, decision::Level level) {
+  decision::Decider scratch(&counting_, fit_options_);
+  switch (level) {
+    case decision::Level::kL1:
+      RETURN_IF_ERROR(scratch.Calibrate(question, states, labels).status());
+      break;
+    case decision::Level::kL2:
+      RETURN_IF_ERROR(scratch.FitHead(question, states, labels).status());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot fit level '", decision::LevelName(level), "'"));
+  }
+  return scratch.ExportArtifacts(/*include_observations=*/false);
+}
+
+absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideWith(
+    const nlohmann::ordered_json& artifacts,
+    const std::vector<std::string>& states, const decision::Question& question,
+    decision::Level level) {
+  decision::Decider scratch(&counting_, fit_options_);
+  RETURN_IF_ERROR(scratch.LoadArtifacts(artifacts).status());
+  if (states.empty()) return std::vector<decision::Decision>{};
+  ASSIGN_OR_RETURN(auto decided, scratch.Decide(states, {question}, level));
+  std::vector<decision::Decision> out;
+  out.reserve(decided.size());
+  for (auto& row : decided) out.push_back(std::move(row.front()));
+  return out;
 }
 
 absl::StatusOr<int> LocalProvider::LoadArtifacts(

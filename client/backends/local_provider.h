@@ -33,6 +33,14 @@ class LocalProvider : public Provider {
   absl::Status ResetRunningPriors() override;
   absl::StatusOr<int> LoadArtifacts(
       const nlohmann::ordered_json& file) override;
+  absl::StatusOr<nlohmann::ordered_json> FitArtifact(
+      const decision::Question& question,
+      const std::vector<std::string>& states, const std::vector<int>& labels,
+      decision::Level level) override;
+  absl::StatusOr<std::vector<decision::Decision>> DecideWith(
+      const nlohmann::ordered_json& artifacts,
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level) override;
   int64_t prompts() const override { return counting_.prompts(); }
   int64_t missing_label_events() const override {
     return missing_ ? missing_() : 0;
@@ -45,6 +53,9 @@ class LocalProvider : public Provider {
   std::unique_ptr<Backend> backend_;
   CountingBackend counting_;
   ProviderInfo info_;
+  // The reference's fit_decider settings: the serving ones without adaptive
+  // shifts, so an L1 artifact freezes the prior it was fit with (A5).
+  decision::DeciderOptions fit_options_;
   decision::Decider decider_;
   std::function<int64_t()> missing_;
 };

@@ -50,6 +50,24 @@ class Provider {
   virtual absl::StatusOr<int> LoadArtifacts(
       const nlohmann::ordered_json& file) = 0;
 
+  // The reference's fit_decider (8.3): a fresh decider with this provider's
+  // settings but no adaptive shifts fits an L1 temperature or an L2 head on
+  // the labelled states; nothing is installed where this provider serves.
+  // Returns that decider's heads/export file (decision-method.md 9), which
+  // DecideWith and LoadArtifacts take. UNIMPLEMENTED for a provider that
+  // cannot fit; FAILED_PRECONDITION when the level cannot be fit here.
+  virtual absl::StatusOr<nlohmann::ordered_json> FitArtifact(
+      const decision::Question& question,
+      const std::vector<std::string>& states, const std::vector<int>& labels,
+      decision::Level level);
+  // Decisions from a scratch decider (settings as FitArtifact's) holding only
+  // the artifacts of `artifacts` (a heads/export file), over the same model:
+  // how leave-one-card-out evaluates a fold without touching what serves.
+  virtual absl::StatusOr<std::vector<decision::Decision>> DecideWith(
+      const nlohmann::ordered_json& artifacts,
+      const std::vector<std::string>& states,
+      const decision::Question& question, decision::Level level);
+
   // Prompts scored so far (every prefill, as the reference's count_prompts)
   // and label ids missing from a top-k readout (gateway only).
   virtual int64_t prompts() const = 0;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/backends/daemon_client.h"
+#include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/questions/question_lock.h"
 #include "client/questions/question_set.h"
@@ -27,26 +28,6 @@ using bundles::Json;
 
 std::string Kind(const config::Config& config, const std::string& backend) {
   return backend.empty() ? config.backend.kind : backend;
-}
-
-bool Remote(const std::string& kind) {
-  return kind == "hf" || kind == "composite";
-}
-
-std::string LockSha() {
-  return questions::LockSha(questions::QuestionSet::Reference());
-}
-
-absl::StatusOr<std::unique_ptr<BundleStore>> LocalStore(
-    const config::Config& config, const std::string& kind) {
-  bundles::ModelBinding model;
-  if (kind == "fake") {
-    model = {"fake", FakeBackend().identity().identity};
-  } else {
-    // The gateway reports no fingerprint; its bundles bind by name.
-    model = {config.backend.canonical_model, ""};
-  }
-  return BundleStore::Open(config.artifacts.dir, model, LockSha());
 }
 
 // Python's repr of a JSON value, as the reference prints manifest fields.
@@ -101,15 +82,15 @@ struct Listing {
 
 absl::StatusOr<Listing> Load(const config::Config& config,
                              const std::string& kind) {
-  if (Remote(kind)) {
+  if (BundlesInDaemon(kind)) {
     auto client = DaemonClient::Create(config.client);
     if (!client.ok()) return client.status();
-    auto remote = (*client)->ListBundles(LockSha());
+    auto remote = (*client)->ListBundles(BundleLockSha());
     if (!remote.ok()) return remote.status();
     return Listing{remote->model, remote->dir, std::move(remote->versions),
                    std::move(remote->current)};
   }
-  auto store = LocalStore(config, kind);
+  auto store = OpenLocalBundleStore(config, kind);
   if (!store.ok()) return store.status();
   auto versions = (*store)->List();
   if (!versions.ok()) return versions.status();
@@ -202,13 +183,13 @@ int RunLearnPromote(const config::Config& config,
                     const BundlesCommandOptions& options) {
   const std::string kind = Kind(config, options.backend);
   absl::StatusOr<bundles::PointerMove> moved;
-  if (Remote(kind)) {
+  if (BundlesInDaemon(kind)) {
     auto client = DaemonClient::Create(config.client);
     if (!client.ok()) return Failed(client.status());
-    moved = (*client)->PromoteBundle(LockSha(), options.version,
+    moved = (*client)->PromoteBundle(BundleLockSha(), options.version,
                                      options.question, options.force);
   } else {
-    auto store = LocalStore(config, kind);
+    auto store = OpenLocalBundleStore(config, kind);
     if (!store.ok()) return Failed(store.status());
     moved = (*store)->Promote(options.version, options.question, options.force);
   }
@@ -232,12 +213,12 @@ int RunBundlesRollback(const config::Config& config,
                        const BundlesCommandOptions& options) {
   const std::string kind = Kind(config, options.backend);
   absl::StatusOr<bundles::PointerMove> moved;
-  if (Remote(kind)) {
+  if (BundlesInDaemon(kind)) {
     auto client = DaemonClient::Create(config.client);
     if (!client.ok()) return Failed(client.status());
-    moved = (*client)->RollbackBundle(LockSha(), options.question);
+    moved = (*client)->RollbackBundle(BundleLockSha(), options.question);
   } else {
-    auto store = LocalStore(config, kind);
+    auto store = OpenLocalBundleStore(config, kind);
     if (!store.ok()) return Failed(store.status());
     moved = (*store)->Rollback(options.question);
   }

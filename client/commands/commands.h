@@ -97,4 +97,36 @@ int RunBundlesRollback(const config::Config& config,
 // The effective configuration as YAML (secrets reported as set/unset only).
 int RunConfigShow(const config::Config& config);
 
+struct LearnOptions {
+  std::string backend;      // "" = backend.kind
+  std::string labels_file;  // ingest: JSON lines (docs/learning.md)
+  std::string question_id = "term.fits";
+  std::string level = "L1";  // fit: L1 | L2
+  bool no_loco = false;      // fit: skip leave-one-card-out (exploratory)
+  std::string out;           // fit: where the fit's files are written
+};
+
+// learn ingest: validates every row, stores nothing from a file with a bad
+// row (exit 1, each named on stderr), else inserts and prints the summary.
+int RunLearnIngest(const config::Config& config, const LearnOptions& options);
+// learn fit: prints the fit report; exit 0 iff fitted.
+int RunLearnFit(const config::Config& config, const LearnOptions& options);
+
+struct BenchOptions {
+  std::string backend;  // "" = backend.kind
+  std::string tasks;    // "a,b"; "" = every task with items
+  std::string levels = "raw,L0,L1";
+  bool no_loco = false;
+  bool no_flip = false;
+  std::string out = "bench/results";
+  std::string date;     // "" = today (UTC)
+  std::string results;  // table: the results JSON
+};
+
+// bench run: tasks from the label store at each level; writes
+// <out>/<date>/<slug>.<backend>.{json,md} and SVG plots beside them.
+int RunBenchRun(const config::Config& config, const BenchOptions& options);
+// bench table: the Markdown table of a results file.
+int RunBenchTable(const BenchOptions& options);
+
 }  // namespace mesa_anyjev::client

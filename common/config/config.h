@@ -161,6 +161,11 @@ struct ArtifactsConfig {
   bool strict = true;  // refuse bundles fit on another backend kind
 };
 
+// The label store (reference-system.md 8.1; docs/learning.md).
+struct LabelsConfig {
+  std::string dir = "~/.mesa/anyjev/labels";  // holds labels.jsonl
+};
+
 struct LogConfig {
   std::string level = "info";  // trace | debug | info | warn | error
 };
@@ -177,6 +182,7 @@ struct Config {
   DeciderConfig decider;
   PolicyConfig policy;
   ArtifactsConfig artifacts;
+  LabelsConfig labels;
   LogConfig log;
 };
 

@@ -172,6 +172,8 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(artifacts, dir),
     MESA_CONFIG_FIELD(artifacts, strict),
 
+    MESA_CONFIG_FIELD(labels, dir),
+
     MESA_CONFIG_ENUM(log, level, kLogLevels),
 };
 
@@ -220,7 +222,7 @@ constexpr size_t FieldsIn(std::string_view section) {
   return count;
 }
 
-static_assert(MemberCount<Config>() == 12, "a new section needs kFields lines");
+static_assert(MemberCount<Config>() == 13, "a new section needs kFields lines");
 static_assert(MemberCount<DecisionsConfig>() == FieldsIn("decisions"),
               "every DecisionsConfig member needs a line in kFields");
 static_assert(MemberCount<EngineConfig>() == FieldsIn("engine"),
@@ -243,6 +245,8 @@ static_assert(MemberCount<PolicyConfig>() == FieldsIn("policy"),
               "every PolicyConfig member needs a line in kFields");
 static_assert(MemberCount<ArtifactsConfig>() == FieldsIn("artifacts"),
               "every ArtifactsConfig member needs a line in kFields");
+static_assert(MemberCount<LabelsConfig>() == FieldsIn("labels"),
+              "every LabelsConfig member needs a line in kFields");
 static_assert(MemberCount<LogConfig>() == FieldsIn("log"),
               "every LogConfig member needs a line in kFields");
 

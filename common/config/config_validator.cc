@@ -119,6 +119,7 @@ class Validator {
                          " is outside [0, 1]"));
     }
     if (config_.artifacts.dir.empty()) Error("artifacts.dir", "is empty");
+    if (config_.labels.dir.empty()) Error("labels.dir", "is empty");
 
     // Schema-wide rules: every limit is a positive count, every enum holds
     // one of its choices (a default edited in config.h is checked too).

@@ -2,6 +2,8 @@
 #include "server/service/decisions_service.h"
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,14 @@ decision::DeciderOptions MakeDeciderOptions(
   options.canonical_order = config.canonical_order;
   options.adaptive_shifts = config.adaptive_shifts;
   options.auto_routes_reworded = config.auto_routes_reworded;
+  return options;
+}
+
+// The reference's fit_decider: the serving settings without adaptive
+// shifts, so an L1 artifact freezes the prior it was fit with.
+decision::DeciderOptions ScratchOptions(const config::DecisionsConfig& config) {
+  decision::DeciderOptions options = MakeDeciderOptions(config);
+  options.adaptive_shifts = false;
   return options;
 }
 
@@ -95,6 +105,17 @@ absl::StatusOr<decision::Decider*> DecisionsService::Admit(
   return decider;
 }
 
+absl::StatusOr<nlohmann::ordered_json> DecisionsService::ParseArtifactsJson(
+    const std::string& bytes) const {
+  if (static_cast<int64_t>(bytes.size()) >
+      options_.limits.max_text_bytes * 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifacts_json: ", bytes.size(),
+                     " bytes exceed 64 x limits.max_text_bytes"));
+  }
+  return ParseJson(bytes, "artifacts_json");
+}
+
 absl::Time DecisionsService::Deadline(
     const grpc::CallbackServerContext& context) const {
   return CallDeadline(context, options_.default_deadline,
@@ -116,16 +137,39 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
     call->Complete(parsed.status());
     return call;
   }
+  std::optional<nlohmann::ordered_json> scratch_artifacts;
+  if (!request->artifacts_json().empty()) {
+    auto json = ParseArtifactsJson(request->artifacts_json());
+    if (!json.ok()) {
+      call->Complete(json.status());
+      return call;
+    }
+    scratch_artifacts = *std::move(json);
+  }
   CallControl control;
   control.deadline = Deadline(*context);
   control.cancelled = call->cancelled();
   absl::Status submitted =
-      workers_.TrySubmit([call, response, control, decider = *decider,
-                          metrics = metrics_, parsed = *std::move(parsed)]() {
-        auto result = decider->Decide(parsed.states, parsed.questions,
+      workers_.TrySubmit([this, call, response, control, decider = *decider,
+                          metrics = metrics_, parsed = *std::move(parsed),
+                          scratch_artifacts = std::move(scratch_artifacts)]() {
+        std::unique_ptr<decision::Decider> scratch;
+        decision::Decider* serving = decider;
+        if (scratch_artifacts.has_value()) {
+          scratch = std::make_unique<decision::Decider>(
+              scheduled_.get(), ScratchOptions(options_.decisions));
+          auto loaded = scratch->LoadArtifacts(*scratch_artifacts);
+          if (!loaded.ok()) {
+            call->Complete(absl::InvalidArgumentError(absl::StrCat(
+                "artifacts_json refused: ", loaded.status().message())));
+            return;
+          }
+          serving = scratch.get();
+        }
+        auto result = serving->Decide(parsed.states, parsed.questions,
                                       parsed.level, parsed.options, control);
         if (result.ok()) {
-          FillDecideResponse(*result, decider->model_name(), response);
+          FillDecideResponse(*result, serving->model_name(), response);
           for (const auto& row : *result) {
             for (const decision::Decision& d : row) {
               metrics->RecordDecisions(decision::LevelName(d.level),
@@ -160,15 +204,24 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
   CallControl control;
   control.deadline = Deadline(*context);
   control.cancelled = call->cancelled();
+  const bool dry_run = request->dry_run();
   absl::Status submitted =
-      workers_.TrySubmit([call, response, control, decider = *decider,
-                          metrics = metrics_, parsed = *std::move(parsed)]() {
+      workers_.TrySubmit([this, call, response, control, dry_run,
+                          serving = *decider, parsed = *std::move(parsed)]() {
+        // A dry run fits in a scratch decider and installs nothing.
+        std::unique_ptr<decision::Decider> scratch;
+        decision::Decider* fitter = serving;
+        if (dry_run) {
+          scratch = std::make_unique<decision::Decider>(
+              scheduled_.get(), ScratchOptions(options_.decisions));
+          fitter = scratch.get();
+        }
         absl::StatusOr<nlohmann::ordered_json> artifact =
             parsed.level == decision::Level::kL1
-                ? decider->Calibrate(parsed.question, parsed.states,
-                                     parsed.labels, control)
-                : decider->FitHead(parsed.question, parsed.states,
-                                   parsed.labels, parsed.head, control);
+                ? fitter->Calibrate(parsed.question, parsed.states,
+                                    parsed.labels, control)
+                : fitter->FitHead(parsed.question, parsed.states, parsed.labels,
+                                  parsed.head, control);
         if (artifact.ok()) {
           response->set_question_key(parsed.question.key());
           response->set_level(decision::LevelName(parsed.level));
@@ -180,10 +233,14 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
             const auto& cv = (*artifact)["cv"];
             response->set_oof_nll(cv.value("oof_nll", 0.0));
             response->set_oof_acc(cv.value("oof_acc", 0.0));
-            if (const auto routed = decider->Route(parsed.question);
+            if (const auto routed = fitter->Route(parsed.question);
                 routed.has_value()) {
               response->set_head_version(routed->entry->version);
             }
+          }
+          if (dry_run) {
+            response->set_artifacts_json(
+                fitter->ExportArtifacts(/*include_observations=*/false).dump());
           }
         }
         call->Complete(artifact.status());
@@ -220,14 +277,7 @@ grpc::ServerUnaryReactor* DecisionsService::LoadArtifacts(
     call->Complete(decider.status());
     return call;
   }
-  if (static_cast<int64_t>(request->artifacts_json().size()) >
-      options_.limits.max_text_bytes * 64) {
-    call->Complete(absl::InvalidArgumentError(
-        absl::StrCat("artifacts_json: ", request->artifacts_json().size(),
-                     " bytes exceed 64 x limits.max_text_bytes")));
-    return call;
-  }
-  auto json = ParseJson(request->artifacts_json(), "artifacts_json");
+  auto json = ParseArtifactsJson(request->artifacts_json());
   if (!json.ok()) {
     call->Complete(json.status());
     return call;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -77,6 +78,9 @@ class DecisionsService final
   absl::StatusOr<decision::Decider*> Admit(
       const grpc::CallbackServerContext& context);
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
+  // A heads/export file in a request: size-capped, UTF-8, JSON.
+  absl::StatusOr<nlohmann::ordered_json> ParseArtifactsJson(
+      const std::string& bytes) const;
 
   const DecisionsOptions options_;
   engine::Scheduler* const scheduler_;

@@ -1,9 +1,11 @@
-"""Issue 8: a real Prometheus (Debian's package) scrapes a real mesa-anyjevd
-serving a tiny Qwen3 under a short load, using the shipped scrape
-configuration (deploy/prometheus/prometheus.yml, only its target and
-interval changed), and every query of every panel of the shipped Grafana
-dashboard (deploy/grafana/mesa-anyjevd.json) returns data through
-Prometheus's HTTP API."""
+"""Issue 8: a real Prometheus (Debian's package) scrapes two real
+mesa-anyjevd processes under a short load: one serving a tiny Qwen3 with a
+promoted bundle, and a router (--backend composite) in front of it and of a
+vLLM-like gateway. It uses the shipped scrape configuration
+(deploy/prometheus/prometheus.yml, only its targets and interval changed),
+and every query of every panel of the shipped Grafana dashboard
+(deploy/grafana/mesa-anyjevd.json) must return data through Prometheus's
+HTTP API."""
 import json
 import math
 import shutil
@@ -20,6 +22,8 @@ import pytest
 import yaml
 
 from conftest import dpb, pb
+from gateway_server import Gateway
+from mesa.anyjev.v1 import bundles_pb2 as bpb, bundles_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from make_tiny_qwen3 import make  # noqa: E402
@@ -103,16 +107,36 @@ def finite_values(result):
     return [float(s["value"][1]) for s in result if math.isfinite(float(s["value"][1]))]
 
 
-def load(daemon, stop):
+LOCK = "9f9370e0" * 8
+
+
+def promote_a_bundle(daemon, question, states, labels):
+    """An L2 head fit on the daemon, put into its store and promoted."""
+    fit = daemon.decisions.Fit(dpb.FitRequest(
+        question=question, states=[dpb.State(text=s.encode()) for s in states],
+        labels=labels, level="L2"), timeout=300)
+    exported = json.loads(daemon.decisions.ExportArtifacts(
+        dpb.ExportArtifactsRequest(), timeout=10).artifacts_json)
+    stub = bundles_pb2_grpc.BundlesStub(daemon.channel)
+    manifest = {"per_question": {question.id: {"key": fit.question_key, "level": "L2"}},
+                "validation": {question.id: {"loco": {"acc": 0.9, "ece": 0.05}}}}
+    put = stub.Put(bpb.PutBundleRequest(
+        lock_sha=LOCK, artifacts_json=json.dumps(
+            {"model": exported["model"], "artifacts": {}, "heads": exported["heads"]}).encode(),
+        manifest_json=json.dumps(manifest).encode()), timeout=30)
+    stub.Promote(bpb.PromoteBundleRequest(lock_sha=LOCK, version=put.version,
+                                          question_id=question.id), timeout=30)
+
+
+def load(daemon, router, stop):
     """Decisions at raw, L0 and L2 (after a Fit), prompt groups that share a
-    prefix (prefix cache hits), hidden states and one bad request."""
+    prefix (prefix cache hits), hidden states and one bad request on the
+    daemon; L0 decisions through the router's gateway."""
     states = [f"Site {i}: a survey of {['birds', 'beetles', 'mammals'][i % 3]} in plot {i}"
               for i in range(24)]
     question = dpb.Question(id="taxon", kind="choice", text=b"Which taxon is surveyed?",
                             options=[b"birds", b"beetles", b"mammals"])
-    daemon.decisions.Fit(dpb.FitRequest(
-        question=question, states=[dpb.State(text=s.encode()) for s in states],
-        labels=[i % 3 for i in range(24)], level="L2"), timeout=300)
+    promote_a_bundle(daemon, question, states, [i % 3 for i in range(24)])
     prefix = pb.Segment(text=b"A long shared state about birds counted at points. " * 8)
     while not stop.is_set():
         for level in ("raw", "L0", "L2", "auto"):
@@ -124,6 +148,9 @@ def load(daemon, stop):
             top_k=3), timeout=60)
         daemon.stub.HiddenStates(pb.HiddenStatesRequest(groups=[pb.PromptGroup(
             prefix=prefix, suffixes=[pb.Segment(text=b" C")])], layers=[1]), timeout=60)
+        router.decisions.Decide(dpb.DecideRequest(
+            states=[dpb.State(text=s.encode()) for s in states[:2]],
+            questions=[question], level="L0"), timeout=60)
         try:
             daemon.decisions.Decide(dpb.DecideRequest(level="L9"), timeout=10)
         except Exception:  # noqa: BLE001 - the INVALID_ARGUMENT is the point
@@ -132,14 +159,21 @@ def load(daemon, stop):
 
 def test_every_dashboard_panel_has_data(start_daemon, prometheus, tmp_path):
     checkpoint = make(tmp_path / "tiny-qwen3", layers=2)
-    daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3")
-    url = prometheus([f"127.0.0.1:{daemon.metrics_port}"])
+    daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3",
+                          "--set", f"decisions.bundles_dir={tmp_path / 'bundles'}")
+    gateway = Gateway()
+    router = start_daemon(
+        "--backend", "composite", "--set", f"client.address={daemon.address}",
+        "--set", f"backend.gateway_base_url={gateway.url}",
+        "--set", f"backend.tokenizer={ROOT / 'tests' / 'data' / 'qwen3-tokenizer'}",
+        env={"MESA_LLM_API_KEY": "sk-dashboard"}, name="router")
+    url = prometheus([f"127.0.0.1:{daemon.metrics_port}", f"127.0.0.1:{router.metrics_port}"])
     stop = threading.Event()
     errors = []
 
     def run():
         try:
-            load(daemon, stop)
+            load(daemon, router, stop)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -167,6 +201,9 @@ def test_every_dashboard_panel_has_data(start_daemon, prometheus, tmp_path):
         assert levels == {"raw", "L0", "L1", "L2"}
         l2 = query(url, 'mesa_anyjev_decisions_total{level="L2",question="taxon"}')
         assert l2 and float(l2[0]["value"][1]) > 0
+        versions = query(url, 'mesa_anyjev_bundle_version{question="taxon"}')
+        assert versions and float(versions[0]["value"][1]) == 1
     finally:
         stop.set()
         worker.join(timeout=120)
+        gateway.close()

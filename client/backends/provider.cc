@@ -1,0 +1,22 @@
+// The Provider interface's default answers for what a provider cannot do.
+#include "client/backends/provider.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace mesa_anyjev::client {
+
+absl::StatusOr<nlohmann::ordered_json> Provider::FitArtifact(
+    const decision::Question&, const std::vector<std::string>&,
+    const std::vector<int>&, decision::Level) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", info().kind, " provider cannot fit artifacts"));
+}
+
+absl::StatusOr<std::vector<decision::Decision>> Provider::DecideWith(
+    const nlohmann::ordered_json&, const std::vector<std::string>&,
+    const decision::Question&, decision::Level) {
+  return absl::UnimplementedError(absl::StrCat(
+      "the ", info().kind, " provider cannot decide with scratch artifacts"));
+}
+
+}  // namespace mesa_anyjev::client

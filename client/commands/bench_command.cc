@@ -1,0 +1,215 @@
+// `mesa-anyjev bench run|table` (reference-system.md 3.5, 9). Exit codes:
+// 0 written / printed, 1 unknown or empty tasks or a failure, 2 usage or a
+// missing input.
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/backends/provider.h"
+#include "client/bench/results.h"
+#include "client/bench/runner.h"
+#include "client/bench/svg_plots.h"
+#include "client/bench/task.h"
+#include "client/commands/commands.h"
+#include "client/learn/label_store.h"
+#include "client/policy/policy.h"
+#include "client/questions/question_set.h"
+#include "common/decision/py_format.h"
+#include "common/util/files.h"
+
+namespace mesa_anyjev::client {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+int Fail(const std::string& verb, const std::string& message, int code) {
+  std::cerr << "mesa-anyjev bench " << verb << ": " << message << "\n";
+  return code;
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    out.emplace_back(part);
+  }
+  return out;
+}
+
+// Python's repr of a list of strings: ['a', 'b'].
+std::string PyList(const std::vector<std::string>& items) {
+  return absl::StrCat("[",
+                      absl::StrJoin(items, ", ",
+                                    [](std::string* out, const std::string& s) {
+                                      absl::StrAppend(out, "'", s, "'");
+                                    }),
+                      "]");
+}
+
+bool IsDate(const std::string& date) {
+  absl::Time t;
+  std::string err;
+  return date.size() == 10 &&
+         absl::ParseTime("%Y-%m-%d", date, absl::UTCTimeZone(), &t, &err);
+}
+
+absl::Status WritePlots(const std::vector<bench::CellCurves>& curves,
+                        const std::string& base) {
+  for (const auto& c : curves) {
+    const std::string stem = absl::StrCat(base, ".", c.task, ".", c.level);
+    const std::string title = absl::StrCat(c.task, " ", c.level);
+    auto bins = eval::ReliabilityBins(c.probs, c.labels);
+    auto curve = eval::RiskCoverage(c.probs, c.labels);
+    if (!bins.ok()) return bins.status();
+    if (!curve.ok()) return curve.status();
+    if (absl::Status s = util::WriteFileAtomic(
+            stem + ".reliability.svg",
+            bench::ReliabilitySvg(*bins, title + ": reliability"));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = util::WriteFileAtomic(
+            stem + ".risk_coverage.svg",
+            bench::RiskCoverageSvg(*curve, title + ": risk-coverage"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunBenchRun(const config::Config& config, const BenchOptions& options) {
+  bench::RunOptions run;
+  run.levels.clear();
+  for (const std::string& name : SplitList(options.levels)) {
+    auto level = decision::ParseLevel(name);
+    if (!level.ok() || *level == decision::Level::kAuto) {
+      return Fail(
+          "run",
+          absl::StrCat("--levels: '", name, "' is not one of raw, L0, L1, L2"),
+          2);
+    }
+    run.levels.push_back(*level);
+  }
+  if (run.levels.empty()) {
+    return Fail("run", "--levels: name at least one of raw, L0, L1, L2", 2);
+  }
+  run.loco = !options.no_loco;
+  run.flip = !options.no_flip;
+  const std::string date =
+      options.date.empty()
+          ? absl::FormatTime("%Y-%m-%d", absl::Now(), absl::UTCTimeZone())
+          : options.date;
+  if (!IsDate(date)) {
+    return Fail("run", absl::StrCat("--date: '", date, "' is not YYYY-MM-DD"),
+                2);
+  }
+
+  auto store = learn::LabelStore::Open(config.labels.dir);
+  if (!store.ok()) return Fail("run", std::string(store.status().message()), 1);
+  std::vector<bench::Task> all = bench::TasksFromStore(
+      *store, questions::QuestionSet::Reference(), policy::Policy::Defaults());
+  std::vector<const bench::Task*> chosen;
+  std::vector<std::string> available;
+  for (const auto& task : all) available.push_back(task.name);
+  std::sort(available.begin(), available.end());
+  if (options.tasks.empty()) {
+    for (const auto& task : all) chosen.push_back(&task);
+  } else {
+    std::vector<std::string> unknown;
+    for (const std::string& name : SplitList(options.tasks)) {
+      auto it = std::find_if(all.begin(), all.end(), [&](const bench::Task& t) {
+        return t.name == name;
+      });
+      if (it == all.end()) {
+        unknown.push_back(name);
+      } else {
+        chosen.push_back(&*it);
+      }
+    }
+    if (!unknown.empty()) {
+      std::cerr << "unknown or empty tasks: " << PyList(unknown)
+                << "; available: " << PyList(available) << "\n";
+      return 1;
+    }
+  }
+  if (chosen.empty()) {
+    std::cerr << "unknown or empty tasks: []; available: " << PyList(available)
+              << " (the label store " << store->path()
+              << " has no labels; see `mesa-anyjev learn ingest`)\n";
+    return 1;
+  }
+
+  auto provider = MakeProvider(config, options.backend);
+  if (!provider.ok()) {
+    return Fail("run", std::string(provider.status().message()),
+                absl::IsInvalidArgument(provider.status()) ? 2 : 1);
+  }
+  const ProviderInfo& info = (*provider)->info();
+  if (info.kind != "fake") {
+    std::cerr << "mesa-anyjev bench run: no promoted bundle loaded: this "
+                 "build has no bundle store yet\n";
+  }
+
+  bench::ProgressBar bar(static_cast<int>(chosen.size() * run.levels.size()),
+                         isatty(STDERR_FILENO) != 0);
+  std::vector<bench::CellCurves> curves;
+  Json tasks = Json::object();
+  for (const bench::Task* task : chosen) {
+    bar.Finish();
+    std::cerr << "== " << task->name << ": " << task->items.size()
+              << " items\n";
+    tasks[task->name] = bench::RunTask(**provider, *task, run, &curves, &bar);
+  }
+  bar.Finish();
+
+  Json payload;
+  payload["date"] = date;
+  payload["backend"] = info.kind;
+  payload["environment"] = bench::Environment(info);
+  payload["tasks"] = tasks;
+  payload["policy_suggestions"] = bench::PolicySuggestions(tasks);
+  const std::string slug = bench::ModelSlug(info.model);
+  auto path = bench::WriteResults(payload, options.out, slug, info.kind, date);
+  if (!path.ok()) return Fail("run", std::string(path.status().message()), 1);
+  const std::string base = (std::filesystem::path(options.out) / date /
+                            absl::StrCat(slug, ".", info.kind))
+                               .string();
+  if (absl::Status s = WritePlots(curves, base); !s.ok()) {
+    return Fail("run", std::string(s.message()), 1);
+  }
+  std::cout << *path << "\n" << bench::MarkdownTable(payload);
+  return 0;
+}
+
+int RunBenchTable(const BenchOptions& options) {
+  if (options.results.empty()) {
+    return Fail("table", "needs --results FILE (a bench run's JSON)", 2);
+  }
+  auto text = util::ReadFile(options.results);
+  if (!text.ok()) return Fail("table", std::string(text.status().message()), 2);
+  const Json payload = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (payload.is_discarded() || !payload.is_object()) {
+    return Fail("table",
+                absl::StrCat(options.results, ": not a bench results JSON"), 1);
+  }
+  try {
+    std::cout << bench::MarkdownTable(payload);
+  } catch (const nlohmann::json::exception& e) {
+    return Fail(
+        "table",
+        absl::StrCat(options.results, ": not a bench results JSON: ", e.what()),
+        1);
+  }
+  return 0;
+}
+
+}  // namespace mesa_anyjev::client
