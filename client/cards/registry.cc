@@ -6,28 +6,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cards/py_text.h"
+#include "client/questions/question_set.h"
 
 namespace mesa_anyjev::cards {
 
+// The option texts are the question set's (they are part of question keys);
+// the registry adds ids and allowed aspects.
 const std::vector<std::string>& AspectOptions() {
-  static const auto* options = new std::vector<std::string>{
-      "taxon: the organisms observed, sampled or identified",
-      "environment: the biome, habitat or environmental material at a site",
-      "method: the sampling protocol, device, assay or processing step",
-      "measurement: a measured quantity, quality or attribute of a thing",
-      "unit: the unit of measure of a measured quantity",
-      "data_type: the kind of record, identifier, dataset or information "
-      "artifact",
-      "location: a named place, region, plot or geographic feature",
-      "other: none of the above or not an annotatable column",
-  };
+  static const auto* options = new std::vector<std::string>(
+      questions::kAspectOptions.begin(), questions::kAspectOptions.end());
   return *options;
 }
 
 const std::vector<std::string>& Aspects() {
-  static const auto* ids = new std::vector<std::string>{
-      "taxon", "environment", "method",   "measurement",
-      "unit",  "data_type",   "location", "other"};
+  static const auto* ids = new std::vector<std::string>(
+      questions::kAspectIds.begin(), questions::kAspectIds.end());
   return *ids;
 }
 
@@ -35,51 +28,42 @@ const std::vector<OntologyEntry>& OntologyRegistry() {
   static const auto* registry = new std::vector<OntologyEntry>{
       {"envo",
        "ENVO",
-       "ENVO: environments, biomes, habitats and environmental materials",
+       std::string(questions::kOntologyOptions[0]),
        {"environment", "location", "measurement"}},
       {"ncbitaxon",
        "NCBITaxon",
-       "NCBITaxon: organisms and taxa at every rank",
+       std::string(questions::kOntologyOptions[1]),
        {"taxon"}},
       {"pato",
        "PATO",
-       "PATO: qualities and attributes of things (size, sex, age, colour)",
+       std::string(questions::kOntologyOptions[2]),
        {"measurement"}},
-      {"uo",
-       "UO",
-       "UO: units of measurement (meter, degree Celsius, percent)",
-       {"unit"}},
+      {"uo", "UO", std::string(questions::kOntologyOptions[3]), {"unit"}},
       {"obi",
        "OBI",
-       "OBI: investigations, assays, protocols, devices and specimens",
+       std::string(questions::kOntologyOptions[4]),
        {"method", "measurement", "data_type"}},
       {"iao",
        "IAO",
-       "IAO: information artifacts, data items, identifiers and documents",
+       std::string(questions::kOntologyOptions[5]),
        {"data_type", "method"}},
       {"pco",
        "PCO",
-       "PCO: populations, communities and their collective properties",
+       std::string(questions::kOntologyOptions[6]),
        {"taxon", "measurement"}},
-      {"bco",
-       "BCO",
-       "BCO: biological collections, sampling and identification processes",
-       {"method"}},
+      {"bco", "BCO", std::string(questions::kOntologyOptions[7]), {"method"}},
       {"gaz",
        "GAZ",
-       "GAZ: named geographic places and administrative regions",
+       std::string(questions::kOntologyOptions[8]),
        {"location", "environment"}},
-      {"ro",
-       "RO",
-       "RO: relations between entities (part of, located in, participates in)",
-       {"other"}},
+      {"ro", "RO", std::string(questions::kOntologyOptions[9]), {"other"}},
       {"taxrank",
        "TAXRANK",
-       "TAXRANK: taxonomic ranks (species, genus, family, order)",
+       std::string(questions::kOntologyOptions[10]),
        {"taxon", "data_type"}},
       {"genepio",
        "GENEPIO",
-       "GENEPIO: sample collection, identification and metadata fields",
+       std::string(questions::kOntologyOptions[11]),
        {"method", "data_type"}},
   };
   return *registry;
@@ -145,88 +129,6 @@ const std::vector<std::string>& ValueKinds() {
       std::string(kTermLabel), std::string(kSiteCode), std::string(kColumnName),
       std::string(kTopValue)};
   return *kinds;
-}
-
-const std::vector<std::string>& ResourceTypeGeneral() {
-  static const auto* v = new std::vector<std::string>{"Audiovisual",
-                                                      "Book",
-                                                      "BookChapter",
-                                                      "Collection",
-                                                      "ComputationalNotebook",
-                                                      "ConferencePaper",
-                                                      "ConferenceProceeding",
-                                                      "DataPaper",
-                                                      "Dataset",
-                                                      "Dissertation",
-                                                      "Event",
-                                                      "Image",
-                                                      "InteractiveResource",
-                                                      "Journal",
-                                                      "JournalArticle",
-                                                      "Model",
-                                                      "OutputManagementPlan",
-                                                      "PeerReview",
-                                                      "PhysicalObject",
-                                                      "Preprint",
-                                                      "Report",
-                                                      "Service",
-                                                      "Software",
-                                                      "Sound",
-                                                      "Standard",
-                                                      "Text",
-                                                      "Workflow",
-                                                      "Other"};
-  return *v;
-}
-
-const std::vector<std::string>& ContributorType() {
-  static const auto* v = new std::vector<std::string>{"ContactPerson",
-                                                      "DataCollector",
-                                                      "DataCurator",
-                                                      "DataManager",
-                                                      "Distributor",
-                                                      "Editor",
-                                                      "HostingInstitution",
-                                                      "Producer",
-                                                      "ProjectLeader",
-                                                      "ProjectManager",
-                                                      "ProjectMember",
-                                                      "RegistrationAgency",
-                                                      "RegistrationAuthority",
-                                                      "RelatedPerson",
-                                                      "Researcher",
-                                                      "ResearchGroup",
-                                                      "RightsHolder",
-                                                      "Sponsor",
-                                                      "Supervisor",
-                                                      "WorkPackageLeader",
-                                                      "Other"};
-  return *v;
-}
-
-const std::vector<std::string>& RelationType() {
-  static const auto* v = new std::vector<std::string>{
-      "IsCitedBy",       "Cites",          "IsSupplementTo", "IsSupplementedBy",
-      "IsContinuedBy",   "Continues",      "IsDescribedBy",  "Describes",
-      "IsPartOf",        "HasPart",        "IsReferencedBy", "References",
-      "IsDocumentedBy",  "Documents",      "IsCompiledBy",   "Compiles",
-      "IsVariantFormOf", "IsDerivedFrom",  "IsSourceOf",     "IsVersionOf",
-      "HasVersion",      "IsNewVersionOf", "IsObsoletedBy"};
-  return *v;
-}
-
-const std::vector<std::string>& DateType() {
-  static const auto* v = new std::vector<std::string>{
-      "Accepted", "Available", "Copyrighted", "Collected", "Created",
-      "Issued",   "Submitted", "Updated",     "Valid",     "Withdrawn"};
-  return *v;
-}
-
-const std::vector<std::string>& DescriptionType() {
-  static const auto* v = new std::vector<std::string>{
-      "Abstract",        "Methods",       "SeriesInformation",
-      "TableOfContents", "TechnicalInfo", "Other"};
-  return *v;
 }
 
 }  // namespace mesa_anyjev::cards

@@ -50,11 +50,4 @@ inline constexpr std::string_view kSiteCode = "the site code";
 inline constexpr std::string_view kColumnName = "the column name";
 inline constexpr std::string_view kTopValue = "the most frequent data value";
 
-// DataCite Metadata Schema 4.x vocabularies.
-const std::vector<std::string>& ResourceTypeGeneral();  // 28
-const std::vector<std::string>& ContributorType();      // 21
-const std::vector<std::string>& RelationType();         // 23
-const std::vector<std::string>& DateType();             // 10
-const std::vector<std::string>& DescriptionType();      // 6
-
 }  // namespace mesa_anyjev::cards

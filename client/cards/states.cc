@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cards/py_text.h"
+#include "client/questions/py_json.h"
 #include "common/decision/py_format.h"
 #include "common/util/hash.h"
 
@@ -52,67 +53,6 @@ void CandidateEnd(std::string_view aspect, const State& candidate,
   (*state)["aspect"] = aspect;
   (*state)["candidate"] = candidate;
   (*state)["n_candidates"] = n_candidates;
-}
-
-// json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False).
-// Keys compare as Python str does, by code point, which is UTF-8 byte order.
-void DumpCanonical(const State& value, std::string* out) {
-  switch (value.type()) {
-    case State::value_t::object: {
-      std::vector<const std::string*> keys;
-      for (const auto& [key, item] : value.items()) keys.push_back(&key);
-      std::sort(
-          keys.begin(), keys.end(),
-          [](const std::string* a, const std::string* b) { return *a < *b; });
-      out->push_back('{');
-      for (size_t i = 0; i < keys.size(); ++i) {
-        if (i > 0) out->push_back(',');
-        absl::StrAppend(out, decision::PyJsonString(*keys[i]), ":");
-        DumpCanonical(value.at(*keys[i]), out);
-      }
-      out->push_back('}');
-      return;
-    }
-    case State::value_t::array: {
-      out->push_back('[');
-      bool first = true;
-      for (const auto& item : value) {
-        if (!first) out->push_back(',');
-        first = false;
-        DumpCanonical(item, out);
-      }
-      out->push_back(']');
-      return;
-    }
-    case State::value_t::string:
-      out->append(decision::PyJsonString(value.get_ref<const std::string&>()));
-      return;
-    case State::value_t::boolean:
-      out->append(value.get<bool>() ? "true" : "false");
-      return;
-    case State::value_t::number_integer:
-      absl::StrAppend(out, value.get<int64_t>());
-      return;
-    case State::value_t::number_unsigned:
-      absl::StrAppend(out, value.get<uint64_t>());
-      return;
-    case State::value_t::number_float: {
-      const double x = value.get<double>();
-      if (std::isnan(x)) {
-        out->append("NaN");
-      } else if (std::isinf(x)) {
-        out->append(x > 0 ? "Infinity" : "-Infinity");
-      } else {
-        out->append(decision::PyFloatRepr(x));
-      }
-      return;
-    }
-    case State::value_t::null:
-    case State::value_t::discarded:
-    case State::value_t::binary:
-      out->append("null");
-      return;
-  }
 }
 
 }  // namespace
@@ -265,9 +205,7 @@ State DataciteState(const DatasetCard* card, std::string_view vocabulary,
 }
 
 std::string CanonicalJson(const State& state) {
-  std::string out;
-  DumpCanonical(state, &out);
-  return out;
+  return questions::PyJsonCanonical(state);
 }
 
 std::string StateSha256(const State& state) {

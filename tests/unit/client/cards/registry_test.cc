@@ -59,15 +59,5 @@ TEST_CASE("AllowedForAspect and MaskForAspect", "[cards]") {
   CHECK(in_play[8]);
 }
 
-TEST_CASE("DataCite vocabularies have the schema's sizes", "[cards]") {
-  CHECK(ResourceTypeGeneral().size() == 28);
-  CHECK(ContributorType().size() == 21);
-  CHECK(RelationType().size() == 23);
-  CHECK(DateType().size() == 10);
-  CHECK(DescriptionType().size() == 6);
-  CHECK(ResourceTypeGeneral().back() == "Other");
-  CHECK(RelationType().back() == "IsObsoletedBy");
-}
-
 }  // namespace
 }  // namespace mesa_anyjev::cards
