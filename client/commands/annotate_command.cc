@@ -15,6 +15,7 @@
 #include "client/backends/provider.h"
 #include "client/cards/candidates.h"
 #include "client/cards/card.h"
+#include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/questions/py_json.h"
 #include "common/util/files.h"
@@ -74,6 +75,7 @@ int RunAnnotate(const config::Config& config,
         provider.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
         provider.status().message());
   }
+  LoadPromotedBundle(config, (*provider)->info().kind, provider->get());
 
   annotate::AnnotateOptions run_options;
   run_options.level = *level;

@@ -17,6 +17,7 @@
 #include "client/bench/runner.h"
 #include "client/bench/svg_plots.h"
 #include "client/bench/task.h"
+#include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
@@ -154,10 +155,7 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options) {
                 absl::IsInvalidArgument(provider.status()) ? 2 : 1);
   }
   const ProviderInfo& info = (*provider)->info();
-  if (info.kind != "fake") {
-    std::cerr << "mesa-anyjev bench run: no promoted bundle loaded: this "
-                 "build has no bundle store yet\n";
-  }
+  LoadPromotedBundle(config, info.kind, provider->get());
 
   bench::ProgressBar bar(static_cast<int>(chosen.size() * run.levels.size()),
                          isatty(STDERR_FILENO) != 0);

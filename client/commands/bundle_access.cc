@@ -1,5 +1,7 @@
 #include "client/commands/bundle_access.h"
 
+#include <iostream>
+
 #include "client/questions/question_lock.h"
 #include "client/questions/question_set.h"
 #include "common/fake_backend.h"
@@ -24,6 +26,35 @@ absl::StatusOr<std::unique_ptr<bundles::BundleStore>> OpenLocalBundleStore(
   }
   return bundles::BundleStore::Open(config.artifacts.dir, model,
                                     BundleLockSha());
+}
+
+void LoadPromotedBundle(const config::Config& config, const std::string& kind,
+                        Provider* provider) {
+  if (kind != "gateway") return;
+  auto store = OpenLocalBundleStore(config, kind);
+  if (!store.ok()) {
+    std::cerr << "artifact bundle refused: " << store.status().message()
+              << "\n";
+    return;
+  }
+  auto served = (*store)->Served();
+  if (!served.ok()) {
+    std::cerr << "artifact bundle refused: " << served.status().message()
+              << "\n";
+    return;
+  }
+  for (const std::string& why : served->refused) {
+    std::cerr << "artifact bundle refused: " << why << "\n";
+  }
+  if (served->versions.empty()) return;
+  auto loaded = provider->LoadArtifacts(served->file);
+  if (!loaded.ok()) {
+    std::cerr << "artifact bundle refused: " << loaded.status().message()
+              << "\n";
+  } else if (*loaded > 0) {
+    std::cerr << "loaded " << *loaded
+              << " artifact(s) from the promoted bundle\n";
+  }
 }
 
 }  // namespace mesa_anyjev::client

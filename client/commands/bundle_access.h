@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "client/backends/provider.h"
 #include "common/bundles/bundle_store.h"
 #include "common/config/config.h"
 
@@ -22,5 +23,14 @@ bool BundlesInDaemon(const std::string& kind);
 // gateway (bound by backend.canonical_model; it reports no fingerprint).
 absl::StatusOr<std::unique_ptr<bundles::BundleStore>> OpenLocalBundleStore(
     const config::Config& config, const std::string& kind);
+
+// Before deciding, the gateway loads the promoted bundle of its model from
+// the local store, as the reference's non-fake backends do (3.3, 8.5),
+// printing `loaded <n> artifact(s) from the promoted bundle` or
+// `artifact bundle refused: <why>` (the run goes on at L0) on stderr. The
+// fake loads nothing (as the reference's); hf and composite are served by
+// the daemon, which keeps its CURRENT bundles loaded itself.
+void LoadPromotedBundle(const config::Config& config, const std::string& kind,
+                        Provider* provider);
 
 }  // namespace mesa_anyjev::client

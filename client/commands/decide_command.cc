@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/backends/provider.h"
+#include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/policy/decision_record.h"
 #include "client/questions/question_set.h"
@@ -192,6 +193,7 @@ int RunDecide(const config::Config& config,
                                                                           : 1;
   }
   const ProviderInfo& info = (*provider)->info();
+  LoadPromotedBundle(config, info.kind, provider->get());
   std::vector<policy::DecisionRecord> records;
   for (const Question& question : *questions) {
     // The reference's CapabilityError: a wide choice below L2 is refused,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "client/backends/daemon_provider.h"
 #include "client/backends/local_provider.h"
 #include "client/backends/provider.h"
+#include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/questions/question_lock.h"
 #include "client/questions/question_set.h"
@@ -101,6 +103,7 @@ class Doctor {
     if (kind_ == "hf" || kind_ == "composite") DaemonGroup();
     // Agreement needs only both tokenizers, whatever else failed.
     if (kind_ == "composite") Agreement(gateway_.get(), daemon_.get());
+    Artifacts();
     return std::move(checks_);
   }
 
@@ -304,6 +307,95 @@ class Doctor {
                        absl::StrJoin(*differ, ", "),
                        "]; a composite backend needs identical label ids"));
     }
+  }
+
+  // The promoted bundles this kind would serve (reference 10, check 7): ok
+  // when none, or when (strict) each was fit on a compatible backend kind.
+  void Artifacts() {
+    const std::string model = kind_ == "fake" ? std::string("fake")
+                              : kind_ == "gateway"
+                                  ? config_.backend.canonical_model
+                                  : config_.backend.hf_model;
+    std::map<std::string, int> current;
+    std::vector<bundles::VersionEntry> versions;
+    std::string dir;
+    if (BundlesInDaemon(kind_) && daemon_ == nullptr) {
+      Add("artifacts", false, "needs a reachable daemon (see above)");
+      return;
+    }
+    if (BundlesInDaemon(kind_)) {
+      auto client = DaemonClient::Create(config_.client);
+      absl::StatusOr<RemoteBundles> listed =
+          client.ok() ? (*client)->ListBundles(BundleLockSha())
+                      : absl::StatusOr<RemoteBundles>(client.status());
+      if (!listed.ok() &&
+          listed.status().code() == absl::StatusCode::kFailedPrecondition) {
+        Add("artifacts", true,
+            absl::StrCat("the daemon keeps no bundle store for ", model,
+                         " (serving at L0)"));
+        return;
+      }
+      if (!listed.ok()) {
+        Add("artifacts", false, std::string(listed.status().message()));
+        return;
+      }
+      current = listed->current;
+      versions = std::move(listed->versions);
+      dir = listed->dir;
+    } else {
+      // Nothing promoted yet: say so without creating the store's folders.
+      const std::string lock_dir =
+          bundles::LockDirOf(config_.artifacts.dir, model, BundleLockSha());
+      if (!std::filesystem::exists(lock_dir)) {
+        Add("artifacts", true,
+            absl::StrCat("no promoted bundle for ", model, " under ", lock_dir,
+                         " (serving at L0)"));
+        return;
+      }
+      auto store = OpenLocalBundleStore(config_, kind_);
+      if (!store.ok()) {
+        Add("artifacts", false, std::string(store.status().message()));
+        return;
+      }
+      auto all = (*store)->CurrentAll();
+      auto listed = (*store)->List();
+      if (!all.ok() || !listed.ok()) {
+        Add("artifacts", false,
+            std::string(!all.ok() ? all.status().message()
+                                  : listed.status().message()));
+        return;
+      }
+      current = *std::move(all);
+      versions = *std::move(listed);
+      dir = (*store)->dir();
+    }
+    if (current.empty()) {
+      Add("artifacts", true,
+          absl::StrCat("no promoted bundle for ", model, " under ", dir,
+                       " (serving at L0)"));
+      return;
+    }
+    bool ok = true;
+    std::vector<std::string> parts;
+    for (const auto& [question, version] : current) {
+      std::string fitted_on = "null";
+      std::string fit_kind;
+      for (const bundles::VersionEntry& entry : versions) {
+        if (entry.version != version || !entry.manifest.ok()) continue;
+        const auto& manifest = *entry.manifest;
+        if (manifest.contains("fitted_on")) {
+          fitted_on = manifest["fitted_on"].dump();
+          fit_kind = manifest["fitted_on"].value("backend_kind", "");
+        }
+      }
+      // A composite may serve bundles fit on hf (D20), nothing else crosses.
+      const bool compatible = fit_kind.empty() || fit_kind == kind_ ||
+                              (kind_ == "composite" && fit_kind == "hf");
+      ok = ok && (!config_.artifacts.strict || compatible);
+      parts.push_back(
+          absl::StrCat(question, "=v", version, " fitted_on=", fitted_on));
+    }
+    Add("artifacts", ok, absl::StrJoin(parts, "; "));
   }
 
   const config::Config& config_;

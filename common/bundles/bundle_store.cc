@@ -51,6 +51,16 @@ std::string ExpandHome(const std::string& path) {
   return absl::StrCat(home == nullptr ? "" : home, path.substr(1));
 }
 
+}  // namespace
+
+std::string LockDirOf(const std::string& root, const std::string& model,
+                      const std::string& lock_sha) {
+  return (fs::path(ExpandHome(root)) / ModelSlug(model) / lock_sha.substr(0, 8))
+      .string();
+}
+
+namespace {
+
 // An exclusive flock on <dir>/.lock for the life of the object; the kernel
 // drops it when the holder dies, so a killed writer never wedges the store.
 class StoreLock {

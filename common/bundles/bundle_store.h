@@ -76,6 +76,11 @@ struct ServedSet {
   std::vector<std::string> refused;
 };
 
+// <root (~ expanded)>/<model_slug>/<lock_sha[:8]>: where Open keeps a
+// model's versions for one lock (it may not exist yet).
+std::string LockDirOf(const std::string& root, const std::string& model,
+                      const std::string& lock_sha);
+
 class BundleStore {
  public:
   // Creates <root>/<model_slug>/<lock_sha[:8]>/ when missing and removes

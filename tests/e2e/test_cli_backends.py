@@ -7,6 +7,7 @@ daemon's head)."""
 import json
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,6 +64,13 @@ def lines_of(out):
     return [line for line in out.splitlines() if line.strip()]
 
 
+def line_of(out, name):
+    """The doctor's line for check `name`."""
+    found = [line for line in lines_of(out) if line.split("] ", 1)[1].startswith(f"{name}:")]
+    assert len(found) == 1, (name, out)
+    return found[0]
+
+
 def check_names(out):
     return [line.split("]", 1)[1].split(":", 1)[0].strip() for line in lines_of(out)]
 
@@ -75,10 +83,12 @@ def test_doctor_fake_passes_with_the_lock_and_backend_lines():
     lines = lines_of(r.stdout)
     assert lines[0].startswith("[ok] questions lock: 9f9370e0029e")
     assert lines[1] == "[ok] backend: kind=fake planner=static profile=prod"
-    assert len(lines) == 2
+    assert lines[2].startswith("[ok] artifacts: no promoted bundle for fake under ")
+    assert lines[2].endswith("(serving at L0)")
+    assert len(lines) == 3
     doc = json.loads(run_cli("doctor", "--backend", "fake", "--json").stdout)
     assert doc["ok"] is True and doc["backend"] == "fake"
-    assert [c["name"] for c in doc["checks"]] == ["questions lock", "backend"]
+    assert [c["name"] for c in doc["checks"]] == ["questions lock", "backend", "artifacts"]
 
 
 def test_doctor_reports_lock_drift(tmp_path):
@@ -94,7 +104,8 @@ def test_doctor_hf_on_the_fake_daemon(daemon):
     r = run_cli("doctor", "--backend", "hf", *daemon_args(daemon))
     assert r.returncode == 0, r.stdout + r.stderr
     assert check_names(r.stdout) == ["questions lock", "backend", "daemon", "hf model",
-                                     "label tokens", "answer mass", "early stop", "attention"]
+                                     "label tokens", "answer mass", "early stop", "attention",
+                                     "artifacts"]
     out = r.stdout
     assert f"[ok] daemon: {daemon.address} -> SERVING" in out
     assert "[ok] hf model: fake n_layers=4 hidden_size=64" in out
@@ -102,6 +113,7 @@ def test_doctor_hf_on_the_fake_daemon(daemon):
             "(score falls back to letters above 9)") in out
     assert "[ok] answer mass: min answer_mass " in out
     assert "[ok] early stop: block loop available for L2 heads" in out
+    assert "[ok] artifacts: the daemon keeps no bundle store for fake (serving at L0)" in out
 
 
 def test_doctor_hf_on_a_tiny_qwen3(start_daemon, checkpoint):
@@ -126,7 +138,7 @@ def test_doctor_hf_failures_name_the_cause(daemon):
     r = run_cli("doctor", "--backend", "hf", "--set", f"client.address={address}",
                 "--set", "client.timeout_s=2")
     assert r.returncode == 1
-    last = lines_of(r.stdout)[-1]
+    last = line_of(r.stdout, "daemon")
     assert last.startswith(f"[FAIL] daemon: {address}: ")
     assert last.endswith("(is mesa-anyjevd running?)")
 
@@ -138,11 +150,12 @@ def test_doctor_gateway_passes_against_a_vllm_like_server(gateway):
     assert r.returncode == 0, r.stdout + r.stderr
     assert check_names(r.stdout) == ["questions lock", "backend", "gateway liveness",
                                      "tokenizer", "label tokens", "gateway logprobs",
-                                     "logprobs cap"]
+                                     "logprobs cap", "artifacts"]
     assert f"[ok] gateway liveness: {server.url} -> 200" in r.stdout
     assert "[ok] gateway logprobs: top_k=20 labels_present=true " in r.stdout
     assert "[ok] logprobs cap: 26 -> 400 (cap 20)" in r.stdout
     assert KEY not in r.stdout + r.stderr
+    assert "(serving at L0)" in line_of(r.stdout, "artifacts")
     # The key went to the server, as a bearer header, on every POST.
     assert {req["authorization"] for req in server.requests} == {f"Bearer {KEY}"}
     probe = server.requests[0]["body"]
@@ -155,7 +168,7 @@ def test_doctor_gateway_failures(gateway):
     server = gateway()
     r = run_cli("doctor", "--backend", "gateway", *gateway_args(server))
     assert r.returncode == 1
-    assert lines_of(r.stdout)[-1] == (
+    assert line_of(r.stdout, "gateway key") == (
         "[FAIL] gateway key: MESA_ANYJEV_BACKEND__GATEWAY_API_KEY or MESA_LLM_API_KEY is unset")
     # The probe's label missing from the top 20 fails it.
     server = gateway()
@@ -168,13 +181,13 @@ def test_doctor_gateway_failures(gateway):
     r = run_cli("doctor", "--backend", "gateway", "--set", f"backend.gateway_base_url={url}",
                 env={"MESA_LLM_API_KEY": KEY})
     assert r.returncode == 1
-    last = lines_of(r.stdout)[-1]
+    last = line_of(r.stdout, "gateway liveness")
     assert last.startswith(f"[FAIL] gateway liveness: {url}: ") and "(is the tunnel up?)" in last
     r = run_cli("doctor", "--backend", "gateway",
                 "--set", "backend.gateway_base_url=http://gateway.example.org:8000",
                 env={"MESA_LLM_API_KEY": KEY})
     assert r.returncode == 1
-    assert lines_of(r.stdout)[-1].startswith("[FAIL] gateway url: ")
+    assert line_of(r.stdout, "gateway url").startswith("[FAIL] gateway url: ")
     assert "loopback" in r.stdout
 
 
@@ -331,3 +344,76 @@ def test_config_show_masks_the_key_and_shows_the_precedence(tmp_path):
     assert "workers: 3" in r.stdout
     assert "# gateway API key: from $MESA_LLM_API_KEY (the value is never printed)" in r.stdout
     assert KEY not in r.stdout
+
+
+# --- promoted bundles -------------------------------------------------------
+
+LOCK_SHA = "9f9370e0029e956afbeb0a5bbaa7ee8111c3b7de99a812672556bdad9785f742"
+BENCH_LABELS = Path(__file__).resolve().parents[2] / "data" / "bench" / "labels.jsonl"
+WRITER = os.environ.get("MESA_ANYJEV_BUNDLE_WRITER", "build/tests/bundle_writer")
+
+
+def test_a_promoted_bundle_is_loaded_by_the_gateway_and_listed_by_doctor(gateway, tmp_path):
+    """An L1 artifact fit on labels, stored for the gateway's model and
+    promoted: decide loads it (the reference's message) and serves L1, and
+    the doctor's artifacts check names the version."""
+    labels = ["--set", f"labels.dir={tmp_path / 'labels'}"]
+    fake_store = ["--set", f"artifacts.dir={tmp_path / 'fake-store'}"]
+    assert run_cli("learn", "ingest", "--labels", str(BENCH_LABELS), *labels).returncode == 0
+    out = tmp_path / "fit"
+    r = run_cli("learn", "fit", "--backend", "fake", "--question", "term.fits", "--level", "L1",
+                "--out", str(out), *labels, *fake_store, timeout=300)
+    assert r.returncode == 0, r.stderr
+    version = json.loads(r.stdout)["version"]
+    # The fake's own store: promoted, then listed by the doctor.
+    r = run_cli("learn", "promote", "--backend", "fake", "--version", str(version),
+                "--question", "term.fits", *fake_store)
+    assert r.returncode == 0 and r.stdout.strip() == f"CURRENT -> v{version}", r.stderr
+    r = run_cli("doctor", "--backend", "fake", *fake_store)
+    assert r.returncode == 0, r.stdout
+    assert f"[ok] artifacts: term.fits=v{version} fitted_on=" in r.stdout
+    assert '"backend_kind":"fake"' in r.stdout
+
+    # The same artifact, as the gateway's model would have it fit.
+    artifacts = json.loads((out / "artifacts.json").read_text())
+    artifacts["model"] = "RedHatAI/Qwen3-8B-NVFP4"
+    manifest = json.loads((out / "manifest.json").read_text())
+    extra = {k: manifest[k] for k in ("per_question", "validation")}
+    extra["fitted_on"] = {"backend_kind": "gateway", "served_model": "carc-fast"}
+    (tmp_path / "a.json").write_text(json.dumps(artifacts))
+    (tmp_path / "m.json").write_text(json.dumps(extra))
+    gw_store = tmp_path / "gateway-store"
+    put = subprocess.run([WRITER, "put", "--root", str(gw_store), "--model",
+                          "RedHatAI/Qwen3-8B-NVFP4", "--identity", "", "--lock", LOCK_SHA,
+                          "--artifacts-file", str(tmp_path / "a.json"),
+                          "--manifest-file", str(tmp_path / "m.json")],
+                         capture_output=True, text=True)
+    assert put.returncode == 0, put.stderr
+    store_args = ["--set", f"artifacts.dir={gw_store}"]
+    assert run_cli("learn", "promote", "--backend", "gateway", "--version", put.stdout.strip(),
+                   "--question", "term.fits", *store_args).returncode == 0
+    server = gateway()
+    env = {"MESA_LLM_API_KEY": KEY}
+    r = run_cli("decide", "--backend", "gateway", "--level", "auto", "--json",
+                "--question", "term.fits", "--state", "s", *gateway_args(server),
+                *store_args, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "loaded 1 artifact(s) from the promoted bundle" in r.stderr
+    d = json.loads(r.stdout)["decisions"][0]
+    assert d["level"] == "L1" and d["diagnostics"]["temperature"] > 0
+    r = run_cli("doctor", "--backend", "gateway", *gateway_args(server), *store_args, env=env)
+    assert r.returncode == 0, r.stdout
+    assert line_of(r.stdout, "artifacts").startswith("[ok] artifacts: term.fits=v1 fitted_on=")
+    # Strict: a bundle fit on another backend kind is refused by the doctor.
+    extra["fitted_on"]["backend_kind"] = "hf"
+    (tmp_path / "m.json").write_text(json.dumps(extra))
+    put = subprocess.run([WRITER, "put", "--root", str(gw_store), "--model",
+                          "RedHatAI/Qwen3-8B-NVFP4", "--identity", "", "--lock", LOCK_SHA,
+                          "--artifacts-file", str(tmp_path / "a.json"),
+                          "--manifest-file", str(tmp_path / "m.json")],
+                         capture_output=True, text=True)
+    assert run_cli("learn", "promote", "--backend", "gateway", "--version", put.stdout.strip(),
+                   "--question", "term.fits", "--force", *store_args).returncode == 0
+    r = run_cli("doctor", "--backend", "gateway", *gateway_args(server), *store_args, env=env)
+    assert r.returncode == 1
+    assert line_of(r.stdout, "artifacts").startswith("[FAIL] artifacts: term.fits=v2")

@@ -10,11 +10,14 @@
 //       nothing is bad, 1 otherwise.
 //   bundle_writer put   --root DIR --question Q [--identity I] [--acc A]
 //                       [--ece E] [--no-loco]
-//       one version (for the CLI tests), its number on stdout.
+//                       [--model M --artifacts-file F --manifest-file F]
+//       one version (for the CLI tests), its number on stdout; with the
+//       files, exactly those artifacts and manifest extra.
 //
 // The model is "fake" with --identity (default the fake model's own), the
 // lock sha --lock (default 0190586d...).
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   size_t pad = 64 << 10;
   double acc = 0.8, ece = 0.1;
   bool no_loco = false;
+  std::string model = "fake", artifacts_file, manifest_file;
   for (CLI::App* sub : {app.add_subcommand("loop"), app.add_subcommand("check"),
                         app.add_subcommand("put")}) {
     sub->add_option("--root", root)->required();
@@ -78,14 +82,24 @@ int main(int argc, char** argv) {
     sub->add_option("--acc", acc);
     sub->add_option("--ece", ece);
     sub->add_flag("--no-loco", no_loco);
+    sub->add_option("--model", model);
+    sub->add_option("--artifacts-file", artifacts_file);
+    sub->add_option("--manifest-file", manifest_file);
   }
   CLI11_PARSE(app, argc, argv);
   const std::string mode = app.get_subcommands().front()->get_name();
 
-  auto opened = BundleStore::Open(root, {"fake", identity}, lock);
+  auto opened = BundleStore::Open(root, {model, identity}, lock);
   if (!opened.ok()) return Fail(opened.status());
   BundleStore& store = **opened;
 
+  if (mode == "put" && !artifacts_file.empty()) {
+    std::ifstream a(artifacts_file), m(manifest_file);
+    auto n = store.Put(Json::parse(a), Json::parse(m));
+    if (!n.ok()) return Fail(n.status());
+    std::cout << *n << "\n";
+    return 0;
+  }
   if (mode == "put") {
     auto loco = no_loco ? std::nullopt
                         : std::optional<std::pair<double, double>>({acc, ece});
