@@ -104,7 +104,8 @@ absl::Status Daemon::StartServing() {
       std::make_unique<metrics::ServerMetrics>(util::kVersion, util::kCommit);
   metrics_->SetModelLoaded(false);
   scheduler_ = std::make_unique<engine::Scheduler>(
-      config_.server.queue_capacity, metrics_.get());
+      config_.server.queue_capacity, metrics_.get(),
+      config_.engine.batch_tokens);
   scheduler_->Start();
   state_ = std::make_unique<service::ServingStateFlag>();
   service::InferenceOptions options;

@@ -1,5 +1,6 @@
 #include "server/engine/scheduler.h"
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -18,10 +19,25 @@ absl::Status RunGuarded(Job& job, const CallControl& control) {
   }
 }
 
+std::vector<absl::Status> RunBatchGuarded(const std::vector<Job*>& jobs,
+                                          const CallControl& control) {
+  try {
+    std::vector<absl::Status> out = jobs.front()->run_batch(jobs, control);
+    if (out.size() == jobs.size()) return out;
+    return std::vector<absl::Status>(
+        jobs.size(), absl::InternalError("run_batch: one status per job"));
+  } catch (const std::exception& e) {
+    return std::vector<absl::Status>(
+        jobs.size(),
+        absl::InternalError(absl::StrCat("model error: ", e.what())));
+  }
+}
+
 }  // namespace
 
-Scheduler::Scheduler(int32_t capacity, SchedulerObserver* observer)
-    : capacity_(capacity), observer_(observer) {}
+Scheduler::Scheduler(int32_t capacity, SchedulerObserver* observer,
+                     int64_t batch_budget)
+    : capacity_(capacity), batch_budget_(batch_budget), observer_(observer) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -63,38 +79,84 @@ int64_t Scheduler::depth() const {
   return static_cast<int64_t>(queue_.size());
 }
 
+std::vector<Scheduler::Queued> Scheduler::TakeBatch() {
+  std::vector<Queued> batch;
+  batch.push_back(std::move(queue_.front()));
+  queue_.pop_front();
+  // Copies: `batch` grows below, which may move its first element.
+  const std::string key = batch.front().job.batch_key;
+  if (!key.empty() && batch.front().job.run_batch) {
+    int64_t tokens = batch.front().job.batch_tokens;
+    while (!queue_.empty() && queue_.front().job.batch_key == key &&
+           tokens + queue_.front().job.batch_tokens <= batch_budget_) {
+      tokens += queue_.front().job.batch_tokens;
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+  if (observer_ != nullptr) {
+    observer_->OnQueueDepth(static_cast<int64_t>(queue_.size()));
+  }
+  return batch;
+}
+
+bool Scheduler::SkipIfStale(Queued& item, absl::Time now) {
+  if (observer_ != nullptr) observer_->OnQueueWait(now - item.enqueued);
+  absl::Status status;
+  if (item.job.cancelled != nullptr && item.job.cancelled->load()) {
+    status = absl::CancelledError("the caller cancelled the call");
+    if (observer_ != nullptr) observer_->OnSkipped("cancelled");
+  } else if (now >= item.job.deadline) {
+    status = absl::DeadlineExceededError(
+        "the deadline passed while the call waited in the queue");
+    if (observer_ != nullptr) observer_->OnSkipped("deadline");
+  } else {
+    return false;
+  }
+  item.job.done(std::move(status));
+  return true;
+}
+
 void Scheduler::Loop() {
   auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return stopping_ || !queue_.empty();
   };
   while (true) {
-    Queued item;
+    std::vector<Queued> taken;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stopping and drained
-      item = std::move(queue_.front());
-      queue_.pop_front();
-      if (observer_ != nullptr) {
-        observer_->OnQueueDepth(static_cast<int64_t>(queue_.size()));
-      }
+      taken = TakeBatch();
     }
     const absl::Time start = absl::Now();
-    if (observer_ != nullptr) observer_->OnQueueWait(start - item.enqueued);
-    const CallControl control{item.job.deadline, item.job.cancelled};
-    absl::Status status;
-    if (control.cancelled != nullptr && control.cancelled->load()) {
-      status = absl::CancelledError("the caller cancelled the call");
-      if (observer_ != nullptr) observer_->OnSkipped("cancelled");
-    } else if (start >= control.deadline) {
-      status = absl::DeadlineExceededError(
-          "the deadline passed while the call waited in the queue");
-      if (observer_ != nullptr) observer_->OnSkipped("deadline");
-    } else {
-      status = RunGuarded(item.job, control);
-      if (observer_ != nullptr) observer_->OnRun(absl::Now() - start);
+    std::vector<Queued*> live;
+    for (Queued& item : taken) {
+      if (!SkipIfStale(item, start)) live.push_back(&item);
     }
-    item.job.done(std::move(status));
+    if (live.empty()) continue;
+    if (live.size() == 1 && !live.front()->job.run_batch) {
+      Job& job = live.front()->job;
+      absl::Status status = RunGuarded(job, {job.deadline, job.cancelled});
+      if (observer_ != nullptr) observer_->OnRun(absl::Now() - start);
+      job.done(std::move(status));
+      continue;
+    }
+    // One model call for all: it may run until the latest deadline; a
+    // member that gives up meanwhile is answered by its own caller's status.
+    std::vector<Job*> jobs;
+    absl::Time deadline = absl::InfinitePast();
+    for (Queued* item : live) {
+      jobs.push_back(&item->job);
+      deadline = std::max(deadline, item->job.deadline);
+    }
+    const CallControl control{
+        deadline, jobs.size() == 1 ? jobs.front()->cancelled : nullptr};
+    std::vector<absl::Status> statuses = RunBatchGuarded(jobs, control);
+    if (observer_ != nullptr) observer_->OnRun(absl::Now() - start);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      jobs[i]->done(std::move(statuses[i]));
+    }
   }
 }
 

@@ -2,6 +2,11 @@
 // gRPC threads submit jobs and return at once; the engine thread runs them in
 // arrival order. A job whose deadline passed or whose caller cancelled is
 // completed without running, so it never reaches the model.
+//
+// Batching across jobs: consecutive queued jobs at the front with the same
+// non-empty batch_key run as ONE model call (run_batch) while their tokens fit
+// the batch budget, so callers that queued behind each other share forwards.
+// Each job still takes its own queue slot (admission is per call).
 #pragma once
 
 #include <atomic>
@@ -10,6 +15,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -28,6 +34,18 @@ struct Job {
   // Called exactly once, on the engine thread, with run's status or the
   // reason it did not run. The job is not touched after `done` returns.
   std::function<void(absl::Status)> done;
+
+  // Optional, for batching across jobs: jobs with equal non-empty keys are
+  // compatible; `batch_tokens` is what this job adds to a merged call;
+  // `batch_payload` is the caller's data for run_batch (valid until done).
+  // run_batch runs every given job (the first is this one) as one model call
+  // and returns one status per job; it replaces `run` when set.
+  std::string batch_key;
+  int64_t batch_tokens = 0;
+  void* batch_payload = nullptr;
+  std::function<std::vector<absl::Status>(const std::vector<Job*>& jobs,
+                                          const CallControl& control)>
+      run_batch;
 };
 
 // The scheduler reports through the engine's observer.
@@ -35,7 +53,10 @@ using SchedulerObserver = EngineObserver;
 
 class Scheduler {
  public:
-  Scheduler(int32_t capacity, SchedulerObserver* observer);
+  // `batch_budget`: tokens a merged call may hold (the first job always
+  // runs, however large).
+  Scheduler(int32_t capacity, SchedulerObserver* observer,
+            int64_t batch_budget = 0);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -57,8 +78,14 @@ class Scheduler {
     absl::Time enqueued;
   };
   void Loop();
+  // The front job and the compatible ones queued right behind it.
+  std::vector<Queued> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes a job that will not run (deadline passed, caller cancelled);
+  // false when it should run.
+  bool SkipIfStale(Queued& item, absl::Time now);
 
   const int32_t capacity_;
+  const int64_t batch_budget_;
   SchedulerObserver* const observer_;
   mutable absl::Mutex mu_;
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);

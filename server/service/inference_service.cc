@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/status/status_macros.h"
+#include "server/service/batched_jobs.h"
 #include "server/service/call_admission.h"
 #include "server/service/request_convert.h"
 #include "server/service/status_convert.h"
@@ -39,14 +40,10 @@ absl::Time InferenceService::Deadline(
                       options_.max_deadline);
 }
 
-void InferenceService::Submit(
-    UnaryCall* call, absl::Time deadline,
-    std::function<absl::Status(const CallControl&)> run) {
-  engine::Job job;
+void InferenceService::Submit(UnaryCall* call, absl::Time deadline,
+                              engine::Job job) {
   job.deadline = deadline;
   job.cancelled = call->cancelled();
-  job.run = std::move(run);
-  job.done = [call](absl::Status status) { call->Complete(status); };
   absl::Status status = scheduler_->TrySubmit(std::move(job));
   if (!status.ok()) {
     metrics_->RecordRejected(absl::IsResourceExhausted(status) ? "queue_full"
@@ -119,14 +116,14 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  Submit(call, Deadline(*context),
-         [model, groups = std::move(parsed->groups), top_k = request->top_k(),
-          response](const CallControl& control) -> absl::Status {
-           auto result = model->Logprobs(groups, top_k, control);
-           if (!result.ok()) return result.status();
-           FillLogprobs(*result, response);
-           return absl::OkStatus();
-         });
+  auto work = std::make_shared<LogprobsWork>();
+  work->groups = std::move(parsed->groups);
+  engine::Job job = LogprobsJob(model, work.get(), request->top_k());
+  job.done = [call, work, response](absl::Status ran) {
+    if (ran.ok()) FillLogprobs(*work->out, response);
+    call->Complete(ran);
+  };
+  Submit(call, Deadline(*context), std::move(job));
   return call;
 }
 
@@ -160,15 +157,14 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  Submit(
-      call, Deadline(*context),
-      [model, groups = std::move(parsed->groups), layers = *std::move(layers),
-       response](const CallControl& control) -> absl::Status {
-        auto result = model->HiddenStates(groups, layers, control);
-        if (!result.ok()) return result.status();
-        FillHiddenStates(*result, response);
-        return absl::OkStatus();
-      });
+  auto work = std::make_shared<HiddenStatesWork>();
+  work->groups = std::move(parsed->groups);
+  engine::Job job = HiddenStatesJob(model, work.get(), *std::move(layers));
+  job.done = [call, work, response](absl::Status ran) {
+    if (ran.ok()) FillHiddenStates(*work->out, response);
+    call->Complete(ran);
+  };
+  Submit(call, Deadline(*context), std::move(job));
   return call;
 }
 

@@ -56,10 +56,10 @@ class InferenceService final
   // Auth, then state; returns the backend to use or why the call is refused.
   absl::StatusOr<Backend*> Admit(const grpc::CallbackServerContext& context);
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
-  // Hands `run` to the engine; the call finishes on the engine thread, or at
-  // once with RESOURCE_EXHAUSTED / UNAVAILABLE when the queue refuses it.
-  void Submit(UnaryCall* call, absl::Time deadline,
-              std::function<absl::Status(const CallControl&)> run);
+  // Hands `job` to the engine (its done answers the call on the engine
+  // thread), or answers at once with RESOURCE_EXHAUSTED / UNAVAILABLE when
+  // the queue refuses it.
+  void Submit(UnaryCall* call, absl::Time deadline, engine::Job job);
 
   const InferenceOptions options_;
   engine::Scheduler* const scheduler_;

@@ -4,18 +4,14 @@
 #include <utility>
 
 #include "absl/synchronization/notification.h"
+#include "common/status/status_macros.h"
+#include "server/service/batched_jobs.h"
 
 namespace mesa_anyjev::service {
 
-absl::Status ScheduledBackend::RunOnEngine(
-    const CallControl& control,
-    std::function<absl::Status(const CallControl&)> run) {
+absl::Status ScheduledBackend::RunJob(engine::Job job) {
   absl::Notification done;
   absl::Status result;
-  engine::Job job;
-  job.deadline = control.deadline;
-  job.cancelled = control.cancelled;
-  job.run = std::move(run);
   job.done = [&](absl::Status status) {
     result = std::move(status);
     done.Notify();
@@ -32,29 +28,23 @@ absl::Status ScheduledBackend::RunOnEngine(
 absl::StatusOr<std::vector<std::vector<PromptLogprobs>>>
 ScheduledBackend::Logprobs(const std::vector<PromptGroup>& groups,
                            int32_t top_k, const CallControl& control) {
-  absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> out =
-      absl::InternalError("the engine did not run the job");
-  absl::Status status =
-      RunOnEngine(control, [&](const CallControl& engine_control) {
-        out = model_->Logprobs(groups, top_k, engine_control);
-        return out.status();
-      });
-  if (!status.ok()) return status;
-  return out;
+  LogprobsWork work{groups};
+  engine::Job job = LogprobsJob(model_, &work, top_k);
+  job.deadline = control.deadline;
+  job.cancelled = control.cancelled;
+  RETURN_IF_ERROR(RunJob(std::move(job)));
+  return std::move(work.out);
 }
 
 absl::StatusOr<HiddenStatesResult> ScheduledBackend::HiddenStates(
     const std::vector<PromptGroup>& groups, const std::vector<int32_t>& layers,
     const CallControl& control) {
-  absl::StatusOr<HiddenStatesResult> out =
-      absl::InternalError("the engine did not run the job");
-  absl::Status status =
-      RunOnEngine(control, [&](const CallControl& engine_control) {
-        out = model_->HiddenStates(groups, layers, engine_control);
-        return out.status();
-      });
-  if (!status.ok()) return status;
-  return out;
+  HiddenStatesWork work{groups};
+  engine::Job job = HiddenStatesJob(model_, &work, layers);
+  job.deadline = control.deadline;
+  job.cancelled = control.cancelled;
+  RETURN_IF_ERROR(RunJob(std::move(job)));
+  return std::move(work.out);
 }
 
 }  // namespace mesa_anyjev::service

@@ -1,7 +1,9 @@
 // A Backend whose model calls go through the engine's scheduler: each
 // Logprobs / HiddenStates becomes one engine Job (queued behind other
 // callers, skipped when its deadline passed or its caller cancelled) and
-// the calling thread waits for it. The decision engine runs on a worker of
+// the calling thread waits for it. Calls of one kind (same top_k, same
+// layers) queued behind each other run as one model call, so their
+// prompts share forward batches. The decision engine runs on a worker of
 // its own over this adapter, so the one engine thread stays the only thread
 // that touches the model and no gRPC thread blocks on it.
 #pragma once
@@ -40,9 +42,8 @@ class ScheduledBackend final : public Backend {
       const std::vector<int32_t>& layers, const CallControl& control) override;
 
  private:
-  // Submits `run` as one engine job and waits for its status.
-  absl::Status RunOnEngine(const CallControl& control,
-                           std::function<absl::Status(const CallControl&)> run);
+  // Submits `job` and waits for its status.
+  absl::Status RunJob(engine::Job job);
 
   Backend* const model_;
   engine::Scheduler* const scheduler_;

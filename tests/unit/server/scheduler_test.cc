@@ -144,5 +144,71 @@ TEST_CASE("an exception in model code becomes INTERNAL", "[scheduler]") {
              Catch::Contains("CUDA out of memory"));
 }
 
+TEST_CASE("jobs of one kind queued together run as one call, in order",
+          "[scheduler]") {
+  Recorder recorder;
+  Scheduler scheduler(/*capacity=*/16, &recorder, /*batch_budget=*/10);
+  scheduler.Start();
+  absl::Notification release, running;
+  std::mutex mu;
+  std::vector<std::vector<int>> calls;  // payload ids per run_batch call
+  std::vector<std::pair<int, absl::Status>> finished;
+  auto batched = [&](std::string key, int id, int64_t tokens,
+                     absl::Time deadline = absl::InfiniteFuture()) {
+    Job job;
+    job.deadline = deadline;
+    job.batch_key = std::move(key);
+    job.batch_tokens = tokens;
+    job.batch_payload = reinterpret_cast<void*>(static_cast<intptr_t>(id));
+    job.run_batch = [&](const std::vector<Job*>& jobs, const CallControl&) {
+      std::vector<int> ids;
+      for (Job* j : jobs) {
+        ids.push_back(
+            static_cast<int>(reinterpret_cast<intptr_t>(j->batch_payload)));
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      calls.push_back(ids);
+      return std::vector<absl::Status>(jobs.size(), absl::OkStatus());
+    };
+    job.done = [&, id](absl::Status status) {
+      std::lock_guard<std::mutex> lock(mu);
+      finished.emplace_back(id, std::move(status));
+    };
+    return job;
+  };
+  REQUIRE(scheduler
+              .TrySubmit(MakeJob(
+                  [&](const CallControl&) {
+                    running.Notify();
+                    release.WaitForNotification();
+                    return absl::OkStatus();
+                  },
+                  [](absl::Status) {}))
+              .ok());
+  running.WaitForNotification();
+  // Queued behind the blocker: 1, 2 and 3 share a key and fit the budget
+  // (4 + 4 + 2 = 10); 4 would not (12); 5 has another key; 6 joins 5; 7 is
+  // stale by the time it runs and is answered without running.
+  REQUIRE(scheduler.TrySubmit(batched("a", 1, 4)).ok());
+  REQUIRE(scheduler.TrySubmit(batched("a", 2, 4)).ok());
+  REQUIRE(scheduler.TrySubmit(batched("a", 3, 2)).ok());
+  REQUIRE(scheduler.TrySubmit(batched("a", 4, 2)).ok());
+  REQUIRE(scheduler.TrySubmit(batched("b", 5, 1)).ok());
+  REQUIRE(scheduler.TrySubmit(batched("b", 6, 1)).ok());
+  REQUIRE(
+      scheduler.TrySubmit(batched("b", 7, 1, absl::Now() - absl::Seconds(1)))
+          .ok());
+  release.Notify();
+  scheduler.Stop();
+  const std::vector<std::vector<int>> want = {{1, 2, 3}, {4}, {5, 6}};
+  CHECK(calls == want);
+  REQUIRE(finished.size() == 7);
+  for (const auto& [id, status] : finished) {
+    INFO(id);
+    CHECK(status.ok() == (id != 7));
+  }
+  CHECK(recorder.skipped == std::vector<std::string>{"deadline"});
+}
+
 }  // namespace
 }  // namespace mesa_anyjev::engine
