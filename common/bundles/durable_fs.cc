@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/util/files.h"
 
 namespace mesa_anyjev::bundles {
 namespace {
@@ -52,20 +53,10 @@ absl::Status WriteNewFileSynced(const std::string& path,
   const int fd =
       open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("cannot create", path);
-  size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n =
-        write(fd, content.data() + written, content.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      close(fd);
-      return Errno("cannot write", path);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) {
+  if (absl::Status synced = util::WriteAllSynced(fd, content, path);
+      !synced.ok()) {
     close(fd);
-    return Errno("cannot fsync", path);
+    return synced;
   }
   if (close(fd) != 0) return Errno("cannot close", path);
   return absl::OkStatus();

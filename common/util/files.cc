@@ -33,6 +33,22 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return buffer.str();
 }
 
+absl::Status WriteAllSynced(int fd, std::string_view content,
+                            const std::string& path) {
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n =
+        write(fd, content.data() + written, content.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot write", path);
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) return Errno("cannot fsync", path);
+  return absl::OkStatus();
+}
+
 absl::Status WriteFileAtomic(const std::string& path,
                              std::string_view content) {
   const std::filesystem::path target(path);
@@ -43,24 +59,13 @@ absl::Status WriteFileAtomic(const std::string& path,
           .string();
   const int fd = mkstemp(tmp.data());
   if (fd < 0) return Errno("cannot create a temporary file beside", path);
-  size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n =
-        write(fd, content.data() + written, content.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      close(fd);
-      unlink(tmp.c_str());
-      return Errno("cannot write", tmp);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
-    close(fd);
-    unlink(tmp.c_str());
-    return Errno("cannot sync", tmp);
-  }
+  absl::Status synced = fchmod(fd, 0644) == 0 ? WriteAllSynced(fd, content, tmp)
+                                              : Errno("cannot chmod", tmp);
   close(fd);
+  if (!synced.ok()) {
+    unlink(tmp.c_str());
+    return synced;
+  }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     unlink(tmp.c_str());
     return Errno("cannot rename onto", path);

@@ -14,4 +14,9 @@ namespace mesa_anyjev::util {
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 absl::Status WriteFileAtomic(const std::string& path, std::string_view content);
 
+// Writes all of `content` to the open `fd` (retrying short writes and
+// EINTR) and fsyncs it; errors name `path`. Does not close `fd`.
+absl::Status WriteAllSynced(int fd, std::string_view content,
+                            const std::string& path);
+
 }  // namespace mesa_anyjev::util
