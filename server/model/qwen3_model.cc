@@ -94,10 +94,17 @@ Qwen3Model::Context Qwen3Model::MakeContext(int64_t t, const PrefixState* past,
   // New token i (position p+i) sees every past key and new keys up to i.
   // Right padding: a real query never sees a later key, so this mask alone
   // keeps pads out of every real row.
-  context.masked =
-      at::ones({t, p + t},
-               at::TensorOptions().dtype(at::kBool).device(device()))
-          .triu(p + 1);
+  if (attention_ == Attention::kSdpa && p == 0) {
+    context.causal_only = true;
+  } else {
+    context.masked =
+        at::ones({t, p + t},
+                 at::TensorOptions().dtype(at::kBool).device(device()))
+            .triu(p + 1);
+    if (attention_ == Attention::kSdpa) {
+      context.allowed = context.masked.logical_not();
+    }
+  }
   context.past = past;
   context.record = record;
   return context;
@@ -138,11 +145,15 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   const double scaling = 1.0 / std::sqrt(static_cast<double>(d));
   at::Tensor out;
   if (attention_ == Attention::kSdpa) {
-    // A boolean mask for SDPA says where attention is allowed.
-    out =
-        at::scaled_dot_product_attention(q, k, v, context.masked.logical_not(),
-                                         /*dropout_p=*/0.0,
-                                         /*is_causal=*/false, scaling);
+    // A boolean mask for SDPA says where attention is allowed; the plain
+    // causal case needs none.
+    out = context.causal_only
+              ? at::scaled_dot_product_attention(q, k, v, std::nullopt,
+                                                 /*dropout_p=*/0.0,
+                                                 /*is_causal=*/true, scaling)
+              : at::scaled_dot_product_attention(q, k, v, context.allowed,
+                                                 /*dropout_p=*/0.0,
+                                                 /*is_causal=*/false, scaling);
   } else {
     at::Tensor scores = at::matmul(q, k.transpose(2, 3)) * scaling;
     scores = scores.masked_fill(context.masked,

@@ -95,7 +95,12 @@ class Qwen3Model {
   // [past + new] keys, the past keys/values, and where to record new ones.
   struct Context {
     at::Tensor cos, sin;  // [T, D]
-    at::Tensor masked;    // [T, P + T] bool, true = may not attend
+    at::Tensor masked;    // [T, P + T] bool, true = may not attend (eager)
+    // sdpa: without a past the mask is exactly causal, which SDPA's own
+    // causal kernels take without a mask; with one, `allowed` = !masked,
+    // built once per forward rather than once per block.
+    bool causal_only = false;
+    at::Tensor allowed;
     const PrefixState* past = nullptr;
     PrefixState* record = nullptr;
   };
