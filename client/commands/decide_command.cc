@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/backends/provider.h"
+#include "client/cards/py_text.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/policy/decision_record.h"
@@ -156,12 +157,18 @@ absl::Status LoadState(const DecideCommandOptions& options, std::string* text,
   return absl::OkStatus();
 }
 
+// At most `n` code points for a table cell, never cutting a UTF-8 sequence.
+std::string Shortened(const std::string& text, size_t n) {
+  if (cards::CodePointPrefix(text, n).size() == text.size()) return text;
+  return std::string(cards::CodePointPrefix(text, n - 3)) + "...";
+}
+
 std::string ProbsText(const policy::DecisionRecord& record) {
   if (!record.probs.has_value()) return "-";
   std::vector<std::string> parts;
   for (size_t i = 0; i < record.options.size(); ++i) {
     std::string option = record.options[i];
-    if (option.size() > 24) option = option.substr(0, 21) + "...";
+    option = Shortened(option, 24);
     parts.push_back(absl::StrFormat("%s %.3f", option, (*record.probs)[i]));
   }
   return absl::StrJoin(parts, " | ");

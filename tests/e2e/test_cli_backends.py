@@ -233,6 +233,20 @@ def test_decide_questions_file_and_stdin(tmp_path):
     assert d["question_id"] == "topic" and d["answer"] == "birds" and d["level"] == "raw"
 
 
+def test_decide_plain_lines_cut_long_options_on_code_points(tmp_path):
+    questions = tmp_path / "q.json"
+    option = "é" * 40  # 80 bytes: a byte cut would split a character
+    questions.write_text(json.dumps([{"id": "accents", "kind": "choice", "text": "Which?",
+                                      "options": [option, "plain"]}]), encoding="utf-8")
+    r = subprocess.run([str(Path(os.environ.get("MESA_ANYJEV_CLI",
+                                                "build/client/mesa-anyjev")).resolve()),
+                        "decide", "--backend", "fake", "--level", "raw", "--questions-file",
+                        str(questions), "--state", "plain words"], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode("utf-8")  # raises on a split UTF-8 sequence
+    assert "é" * 21 + "..." in text and option not in text
+
+
 def test_decide_hf_through_the_daemon(daemon):
     r = run_cli("decide", "--backend", "hf", "--level", "L0", "--json",
                 "--question", "term.fits", "--state", "a state", *daemon_args(daemon))
