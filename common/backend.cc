@@ -1,6 +1,7 @@
 #include "common/backend.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace mesa_anyjev {
 
@@ -22,6 +23,26 @@ std::vector<std::string> CheckedLabels() {
   labels.emplace_back("No");
   for (char c = '1'; c <= '9'; ++c) labels.emplace_back(1, c);
   return labels;
+}
+
+absl::Status CheckLabelAgreement(
+    const text::Tokenizer& local,
+    const std::vector<std::vector<TokenId>>& remote) {
+  const std::vector<std::string> labels = CheckedLabels();
+  if (remote.size() != labels.size()) {
+    return absl::InternalError("one id list per checked label expected");
+  }
+  std::vector<std::string> differ;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    absl::StatusOr<std::vector<TokenId>> ids = local.Encode(labels[i]);
+    if (!ids.ok()) return ids.status();
+    if (*ids != remote[i]) differ.push_back(labels[i]);
+  }
+  if (differ.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("the two tokenizers disagree on label tokens [",
+                   absl::StrJoin(differ, ", "),
+                   "]; a composite backend needs identical label ids"));
 }
 
 }  // namespace mesa_anyjev

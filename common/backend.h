@@ -118,6 +118,13 @@ class Backend {
 // give the same ids: A..Z, Yes, No, 1..9.
 std::vector<std::string> CheckedLabels();
 
+// FAILED_PRECONDITION naming the labels of CheckedLabels() whose ids under
+// `local` differ from `remote` (the other side's ids, in CheckedLabels()
+// order), as the reference's composite refuses to start; OK when none do.
+absl::Status CheckLabelAgreement(
+    const text::Tokenizer& local,
+    const std::vector<std::vector<TokenId>>& remote);
+
 // Resolves a requested layer against n_layers: -1 -> n_layers, ..., and
 // refuses anything outside [0, n_layers] with the limit named.
 absl::StatusOr<int32_t> ResolveLayer(int32_t layer, int32_t n_layers);

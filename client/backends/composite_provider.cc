@@ -3,37 +3,23 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
 
 namespace mesa_anyjev::client {
 
 using decision::Level;
 
-absl::StatusOr<std::vector<std::string>> LabelDisagreements(
-    const text::Tokenizer& local, DaemonClient& daemon) {
-  const std::vector<std::string> labels = CheckedLabels();
-  ASSIGN_OR_RETURN(const auto remote, daemon.Tokenize(labels));
-  std::vector<std::string> differ;
-  for (size_t i = 0; i < labels.size(); ++i) {
-    ASSIGN_OR_RETURN(const auto ids, local.Encode(labels[i]));
-    if (ids != remote[i]) differ.push_back(labels[i]);
-  }
-  return differ;
+absl::Status CheckLabelAgreement(const text::Tokenizer& local,
+                                 DaemonClient& daemon) {
+  ASSIGN_OR_RETURN(const auto remote, daemon.Tokenize(CheckedLabels()));
+  return mesa_anyjev::CheckLabelAgreement(local, remote);
 }
 
 absl::StatusOr<std::unique_ptr<CompositeProvider>> CompositeProvider::Create(
     std::unique_ptr<LocalProvider> gateway,
     std::unique_ptr<DaemonProvider> daemon) {
-  ASSIGN_OR_RETURN(
-      const auto differ,
-      LabelDisagreements(gateway->backend().tokenizer(), daemon->client()));
-  if (!differ.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the two tokenizers disagree on label tokens [",
-                     absl::StrJoin(differ, ", "),
-                     "]; a composite backend needs identical label ids"));
-  }
+  RETURN_IF_ERROR(
+      CheckLabelAgreement(gateway->backend().tokenizer(), daemon->client()));
   return std::unique_ptr<CompositeProvider>(
       new CompositeProvider(std::move(gateway), std::move(daemon)));
 }
@@ -69,23 +55,6 @@ absl::StatusOr<std::vector<decision::Decision>> CompositeProvider::DecideBatch(
 absl::Status CompositeProvider::ResetRunningPriors() {
   RETURN_IF_ERROR(gateway_->ResetRunningPriors());
   return daemon_->ResetRunningPriors();
-}
-
-absl::StatusOr<int> CompositeProvider::LoadArtifacts(
-    const nlohmann::ordered_json& file) {
-  nlohmann::ordered_json heads = file, temperatures = file;
-  heads["artifacts"] = nlohmann::ordered_json::object();
-  temperatures["heads"] = nlohmann::ordered_json::object();
-  int loaded = 0;
-  if (file.contains("heads") && !file["heads"].empty()) {
-    ASSIGN_OR_RETURN(const int n, daemon_->LoadArtifacts(heads));
-    loaded += n;
-  }
-  if (file.contains("artifacts") && !file["artifacts"].empty()) {
-    ASSIGN_OR_RETURN(const int n, gateway_->LoadArtifacts(temperatures));
-    loaded += n;
-  }
-  return loaded;
 }
 
 absl::StatusOr<nlohmann::ordered_json> CompositeProvider::FitArtifact(

@@ -16,10 +16,10 @@
 
 namespace mesa_anyjev::client {
 
-// Labels (of CheckedLabels()) whose ids differ between `local` and the
-// daemon's tokenizer, in CheckedLabels() order.
-absl::StatusOr<std::vector<std::string>> LabelDisagreements(
-    const text::Tokenizer& local, DaemonClient& daemon);
+// The composite's start check: `local` against the daemon's tokenizer
+// (FAILED_PRECONDITION naming the labels that differ).
+absl::Status CheckLabelAgreement(const text::Tokenizer& local,
+                                 DaemonClient& daemon);
 
 class CompositeProvider : public Provider {
  public:
@@ -33,10 +33,6 @@ class CompositeProvider : public Provider {
       const std::vector<std::string>& states,
       const decision::Question& question, decision::Level level) override;
   absl::Status ResetRunningPriors() override;
-  // Heads go to the daemon (they read its hidden states), L1 artifacts to
-  // the gateway's decider.
-  absl::StatusOr<int> LoadArtifacts(
-      const nlohmann::ordered_json& file) override;
   // L2 fits and decides on the daemon (hidden states), L1 on the gateway.
   absl::StatusOr<nlohmann::ordered_json> FitArtifact(
       const decision::Question& question,

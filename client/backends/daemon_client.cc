@@ -240,35 +240,6 @@ absl::StatusOr<nlohmann::ordered_json> DaemonClient::FitDryRun(
   }
 }
 
-absl::StatusOr<nlohmann::ordered_json> DaemonClient::ExportArtifacts() {
-  auto stub = v1::Decisions::NewStub(channel_);
-  grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
-  v1::ExportArtifactsResponse response;
-  grpc::Status status =
-      stub->ExportArtifacts(&context, v1::ExportArtifactsRequest(), &response);
-  if (!status.ok()) return FromGrpc(status, "ExportArtifacts");
-  try {
-    return nlohmann::ordered_json::parse(response.artifacts_json());
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InternalError(
-        absl::StrCat("ExportArtifacts: not JSON: ", e.what()));
-  }
-}
-
-absl::StatusOr<int> DaemonClient::LoadArtifacts(
-    const nlohmann::ordered_json& file) {
-  auto stub = v1::Decisions::NewStub(channel_);
-  grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
-  v1::LoadArtifactsRequest request;
-  request.set_artifacts_json(file.dump());
-  v1::LoadArtifactsResponse response;
-  grpc::Status status = stub->LoadArtifacts(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, "LoadArtifacts");
-  return response.loaded();
-}
-
 absl::Status DaemonClient::ResetPriors(const std::vector<std::string>& keys) {
   auto stub = v1::Decisions::NewStub(channel_);
   grpc::ClientContext context;

@@ -69,9 +69,6 @@ class DaemonClient {
       const decision::Question& question,
       const std::vector<std::string>& states, const std::vector<int>& labels,
       decision::Level level);
-  // The daemon decider's heads/export file, and loading one into it.
-  absl::StatusOr<nlohmann::ordered_json> ExportArtifacts();
-  absl::StatusOr<int> LoadArtifacts(const nlohmann::ordered_json& file);
   // The Bundles service (docs/bundles.md), for the daemon's model under
   // the questions lock `lock_sha`. Errors carry the daemon's message as it
   // is (the CLI prints promote refusals verbatim). Implemented in

@@ -83,9 +83,4 @@ absl::Status DaemonProvider::ResetRunningPriors() {
   return client_->ResetPriors();
 }
 
-absl::StatusOr<int> DaemonProvider::LoadArtifacts(
-    const nlohmann::ordered_json& file) {
-  return client_->LoadArtifacts(file);
-}
-
 }  // namespace mesa_anyjev::client

@@ -31,8 +31,6 @@ class DaemonProvider : public Provider {
       const decision::Question& question, decision::Level level,
       decision::Level require);
   absl::Status ResetRunningPriors() override;
-  absl::StatusOr<int> LoadArtifacts(
-      const nlohmann::ordered_json& file) override;
   // Fit with dry_run and Decide with artifacts_json (docs/rpc.md): the
   // daemon's serving decider is not touched.
   absl::StatusOr<nlohmann::ordered_json> FitArtifact(

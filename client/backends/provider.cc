@@ -5,6 +5,12 @@
 
 namespace mesa_anyjev::client {
 
+absl::StatusOr<int> Provider::LoadArtifacts(const nlohmann::ordered_json&) {
+  return absl::FailedPreconditionError(
+      "this backend's bundles are loaded by the daemon (learn promote "
+      "--backend hf)");
+}
+
 absl::StatusOr<nlohmann::ordered_json> Provider::FitArtifact(
     const decision::Question&, const std::vector<std::string>&,
     const std::vector<int>&, decision::Level) {

@@ -45,16 +45,17 @@ class Provider {
   // and the loaded artifacts (reference A6).
   virtual absl::Status ResetRunningPriors() = 0;
 
-  // Installs a heads/export file (decision-method.md 9); returns the number
-  // of artifacts and heads loaded.
-  virtual absl::StatusOr<int> LoadArtifacts(
-      const nlohmann::ordered_json& file) = 0;
+  // Installs a heads/export file (decision-method.md 9) in the decider this
+  // process runs; returns the number of artifacts and heads loaded.
+  // FAILED_PRECONDITION for the daemon's kinds (hf, composite): the daemon
+  // loads its own promoted bundles and picks up promotes itself.
+  virtual absl::StatusOr<int> LoadArtifacts(const nlohmann::ordered_json& file);
 
   // The reference's fit_decider (8.3): a fresh decider with this provider's
   // settings but no adaptive shifts fits an L1 temperature or an L2 head on
   // the labelled states; nothing is installed where this provider serves.
   // Returns that decider's heads/export file (decision-method.md 9), which
-  // DecideWith and LoadArtifacts take. UNIMPLEMENTED for a provider that
+  // DecideWith takes. UNIMPLEMENTED for a provider that
   // cannot fit; FAILED_PRECONDITION when the level cannot be fit here.
   virtual absl::StatusOr<nlohmann::ordered_json> FitArtifact(
       const decision::Question& question,

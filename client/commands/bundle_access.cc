@@ -12,18 +12,24 @@ std::string BundleLockSha() {
   return questions::LockSha(questions::QuestionSet::Reference());
 }
 
+std::string BundleModelFor(const config::Config& config,
+                           const std::string& kind) {
+  if (kind == "fake") return "fake";
+  if (kind == "gateway") return config.backend.canonical_model;
+  return config.backend.hf_model;
+}
+
 bool BundlesInDaemon(const std::string& kind) {
   return kind == "hf" || kind == "composite";
 }
 
 absl::StatusOr<std::unique_ptr<bundles::BundleStore>> OpenLocalBundleStore(
     const config::Config& config, const std::string& kind) {
-  bundles::ModelBinding model;
-  if (kind == "fake") {
-    model = {"fake", FakeBackend().identity().identity};
-  } else {
-    model = {config.backend.canonical_model, ""};
-  }
+  // The fake binds by its fingerprint; the gateway reports none, so it
+  // binds by name.
+  const bundles::ModelBinding model{
+      BundleModelFor(config, kind),
+      kind == "fake" ? FakeBackend().identity().identity : ""};
   return bundles::BundleStore::Open(config.artifacts.dir, model,
                                     BundleLockSha());
 }

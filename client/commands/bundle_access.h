@@ -16,6 +16,12 @@ namespace mesa_anyjev::client {
 // The lock sha of the shipped question set.
 std::string BundleLockSha();
 
+// The model a kind's bundles are keyed by (reference-system.md 8.4):
+// "fake", backend.canonical_model (gateway) or backend.hf_model (hf,
+// composite).
+std::string BundleModelFor(const config::Config& config,
+                           const std::string& kind);
+
 // hf and composite keep their bundles in the daemon.
 bool BundlesInDaemon(const std::string& kind);
 

@@ -294,28 +294,18 @@ class Doctor {
           "needs the gateway's tokenizer and a reachable daemon");
       return;
     }
-    auto differ = LabelDisagreements(gateway->tokenizer(), daemon->client());
-    if (!differ.ok()) {
-      Add("tokenizer agreement", false, std::string(differ.status().message()));
-    } else if (differ->empty()) {
-      Add("tokenizer agreement", true,
-          "the gateway's and the daemon's tokenizers give the same ids for "
-          "A..Z, Yes, No and 1..9");
-    } else {
-      Add("tokenizer agreement", false,
-          absl::StrCat("the two tokenizers disagree on label tokens [",
-                       absl::StrJoin(*differ, ", "),
-                       "]; a composite backend needs identical label ids"));
-    }
+    const absl::Status agree =
+        CheckLabelAgreement(gateway->tokenizer(), daemon->client());
+    Add("tokenizer agreement", agree.ok(),
+        agree.ok() ? "the gateway's and the daemon's tokenizers give the same "
+                     "ids for A..Z, Yes, No and 1..9"
+                   : std::string(agree.message()));
   }
 
   // The promoted bundles this kind would serve (reference 10, check 7): ok
   // when none, or when (strict) each was fit on a compatible backend kind.
   void Artifacts() {
-    const std::string model = kind_ == "fake" ? std::string("fake")
-                              : kind_ == "gateway"
-                                  ? config_.backend.canonical_model
-                                  : config_.backend.hf_model;
+    const std::string model = BundleModelFor(config_, kind_);
     std::map<std::string, int> current;
     std::vector<bundles::VersionEntry> versions;
     std::string dir;

@@ -20,18 +20,19 @@ int64_t TokensOf(const std::vector<PromptGroup>& groups) {
   return tokens;
 }
 
-// Every job's groups, in job order.
+// Every job's groups, in job order: the one job's own vector when alone (no
+// copy), else `merged` filled.
 template <typename Work>
-std::vector<PromptGroup> MergedGroups(const std::vector<engine::Job*>& jobs) {
+const std::vector<PromptGroup>& GroupsOf(const std::vector<engine::Job*>& jobs,
+                                         std::vector<PromptGroup>* merged) {
   if (jobs.size() == 1) {
     return static_cast<Work*>(jobs.front()->batch_payload)->groups;
   }
-  std::vector<PromptGroup> merged;
   for (engine::Job* job : jobs) {
     const auto& groups = static_cast<Work*>(job->batch_payload)->groups;
-    merged.insert(merged.end(), groups.begin(), groups.end());
+    merged->insert(merged->end(), groups.begin(), groups.end());
   }
-  return merged;
+  return *merged;
 }
 
 }  // namespace
@@ -43,8 +44,9 @@ engine::Job LogprobsJob(Backend* model, LogprobsWork* work, int32_t top_k) {
   job.batch_payload = work;
   job.run_batch = [model, top_k](const std::vector<engine::Job*>& jobs,
                                  const CallControl& control) {
+    std::vector<PromptGroup> merged;
     auto result =
-        model->Logprobs(MergedGroups<LogprobsWork>(jobs), top_k, control);
+        model->Logprobs(GroupsOf<LogprobsWork>(jobs, &merged), top_k, control);
     std::vector<absl::Status> statuses;
     size_t g = 0;  // the next group of the merged result
     for (engine::Job* member : jobs) {
@@ -74,7 +76,8 @@ engine::Job HiddenStatesJob(Backend* model, HiddenStatesWork* work,
   job.run_batch = [model, layers = std::move(layers)](
                       const std::vector<engine::Job*>& jobs,
                       const CallControl& control) {
-    auto result = model->HiddenStates(MergedGroups<HiddenStatesWork>(jobs),
+    std::vector<PromptGroup> merged;
+    auto result = model->HiddenStates(GroupsOf<HiddenStatesWork>(jobs, &merged),
                                       layers, control);
     std::vector<absl::Status> statuses;
     size_t offset = 0;  // the next value of the merged result

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
 #include "common/util/daemon_target.h"
 #include "common/util/files.h"
@@ -90,20 +89,11 @@ absl::StatusOr<std::unique_ptr<RemoteHiddenStates>> RemoteHiddenStates::Create(
   v1::TokenizeResponse response;
   grpc::Status status = stub->Tokenize(&context, request, &response);
   if (!status.ok()) return FromGrpc(status, "Tokenize");
-  std::vector<std::string> differ;
-  for (size_t i = 0; i < labels.size(); ++i) {
-    ASSIGN_OR_RETURN(const auto local, prompts.Encode(labels[i]));
-    const auto& remote = response.items(static_cast<int>(i)).ids();
-    if (!std::equal(local.begin(), local.end(), remote.begin(), remote.end())) {
-      differ.push_back(labels[i]);
-    }
+  std::vector<std::vector<TokenId>> remote;
+  for (const v1::TokenIds& item : response.items()) {
+    remote.emplace_back(item.ids().begin(), item.ids().end());
   }
-  if (!differ.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the two tokenizers disagree on label tokens [",
-                     absl::StrJoin(differ, ", "),
-                     "]; a composite backend needs identical label ids"));
-  }
+  RETURN_IF_ERROR(CheckLabelAgreement(prompts, remote));
   return out;
 }
 

@@ -196,9 +196,7 @@ def test_every_dashboard_panel_has_data(start_daemon, prometheus, tmp_path):
                 missing.append(f"{title}: {concrete}")
         assert not errors, errors
         assert not missing, "panels without data:\n" + "\n".join(missing)
-        # The label sets stay bounded: the levels served are those of the load.
-        levels = {s["metric"]["level"] for s in query(url, "mesa_anyjev_decisions_total")}
-        assert levels == {"raw", "L0", "L1", "L2"}
+        # Decisions carry their question id and served level as labels.
         l2 = query(url, 'mesa_anyjev_decisions_total{level="L2",question="taxon"}')
         assert l2 and float(l2[0]["value"][1]) > 0
         versions = query(url, 'mesa_anyjev_bundle_version{question="taxon"}')
