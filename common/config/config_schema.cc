@@ -71,6 +71,7 @@ constexpr Field MakeField(std::string_view key,
 
 constexpr const char* kDtypes[] = {"float32", "bfloat16"};
 constexpr const char* kAttentions[] = {"eager", "sdpa"};
+constexpr const char* kCpuGemms[] = {"onednn", "aten"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
 constexpr const char* kModelBackends[] = {"local", "composite"};
 constexpr const char* kBackendKinds[] = {"fake", "gateway", "hf", "composite"};
@@ -103,6 +104,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_ENUM(model, dtype, kDtypes),
     MESA_CONFIG_FIELD(model, device),
     MESA_CONFIG_ENUM(model, attention, kAttentions),
+    MESA_CONFIG_ENUM(model, cpu_gemm, kCpuGemms),
     MESA_CONFIG_FIELD(model, threads),
     MESA_CONFIG_FIELD(model, fake_delay_s),
     MESA_CONFIG_FIELD(model, fake_load_s),

@@ -1,5 +1,7 @@
 #include "server/daemon/model_factory.h"
 
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -58,6 +60,9 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
 #if MESA_ANYJEV_WITH_TORCH
   ASSIGN_OR_RETURN(auto backend,
                    engine::Qwen3Backend::Load(model, engine, observer));
+  spdlog::info("Qwen3 on {} in {}, {} attention, projections by {}",
+               backend->identity().device, backend->identity().dtype,
+               backend->identity().attention, backend->gemm());
   return std::unique_ptr<Backend>(std::move(backend));
 #else
   (void)engine;

@@ -188,6 +188,7 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   options.dtype = config.dtype;
   options.device = config.device;
   ASSIGN_OR_RETURN(options.attention, model::ParseAttention(config.attention));
+  ASSIGN_OR_RETURN(options.gemm, model::ParseCpuGemm(config.cpu_gemm));
   ASSIGN_OR_RETURN(model::LoadedQwen3 loaded,
                    model::LoadQwen3(config.path, options));
   state->model = std::move(loaded.model);
@@ -216,6 +217,13 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   backend->capabilities_.hidden_size = static_cast<int32_t>(c.hidden_size);
   backend->capabilities_.vocab_size = static_cast<int32_t>(c.vocab_size);
   backend->weight_bytes_ = loaded.weight_bytes;
+  const model::Qwen3Model& m = *backend->state_->model;
+  backend->gemm_ = model::CpuGemmName(m.gemm());
+  std::string why;
+  if (options.gemm == model::CpuGemm::kOneDnn && m.device().is_cpu() &&
+      m.dtype() == at::kFloat && !model::OneDnnLinearWorks(&why)) {
+    backend->gemm_ += " (" + why + ")";
+  }
   return backend;
 }
 

@@ -40,6 +40,9 @@ class Qwen3Backend final : public Backend {
   std::optional<DeviceMemory> device_memory() const override;
 
   int64_t weight_bytes() const { return weight_bytes_; }
+  // How the block projections multiply, for the load log: "onednn",
+  // "aten", or "aten" with why oneDNN was not used where it was asked for.
+  const std::string& gemm() const { return gemm_; }
 
  private:
   struct State;
@@ -49,6 +52,7 @@ class Qwen3Backend final : public Backend {
   ModelIdentity identity_;
   Capabilities capabilities_;
   int64_t weight_bytes_ = 0;
+  std::string gemm_;
 };
 
 }  // namespace mesa_anyjev::engine

@@ -109,6 +109,13 @@ class WeightReader {
 
 }  // namespace
 
+absl::StatusOr<CpuGemm> ParseCpuGemm(const std::string& name) {
+  if (name == "onednn") return CpuGemm::kOneDnn;
+  if (name == "aten") return CpuGemm::kAten;
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.cpu_gemm: '", name, "' is not onednn or aten"));
+}
+
 absl::StatusOr<Attention> ParseAttention(const std::string& name) {
   if (name == "eager") return Attention::kEager;
   if (name == "sdpa") return Attention::kSdpa;
@@ -171,9 +178,9 @@ absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,
 
   LoadedQwen3 loaded;
   loaded.fingerprint = checkpoint->Fingerprint();
-  loaded.weight_bytes = reader.bytes();
   loaded.model = std::make_unique<Qwen3Model>(std::move(config), std::move(w),
-                                              options.attention);
+                                              options.attention, options.gemm);
+  loaded.weight_bytes = reader.bytes() + loaded.model->extra_weight_bytes();
   return loaded;  // the checkpoint's mappings go with it
 }
 

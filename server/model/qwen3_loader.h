@@ -17,13 +17,15 @@ struct Qwen3LoadOptions {
   std::string dtype = "float32";  // float32 | bfloat16
   std::string device = "cpu";     // cpu | cuda | cuda:N
   Attention attention = Attention::kEager;
+  CpuGemm gemm = CpuGemm::kOneDnn;  // CPU float32 only (packed_linear.h)
 };
 
 struct LoadedQwen3 {
   std::unique_ptr<Qwen3Model> model;
   std::string
       fingerprint;  // sha256 over config.json and the safetensors headers
-  int64_t weight_bytes = 0;  // bytes of the converted weights
+  // Bytes of the converted weights, plus a packed copy of a tied lm_head.
+  int64_t weight_bytes = 0;
 };
 
 absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,
@@ -31,5 +33,7 @@ absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,
 
 // "eager" | "sdpa" -> Attention; anything else is INVALID_ARGUMENT.
 absl::StatusOr<Attention> ParseAttention(const std::string& name);
+// "onednn" | "aten" -> CpuGemm; anything else is INVALID_ARGUMENT.
+absl::StatusOr<CpuGemm> ParseCpuGemm(const std::string& name);
 
 }  // namespace mesa_anyjev::model

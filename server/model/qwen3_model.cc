@@ -45,15 +45,29 @@ const char* AttentionName(Attention attention) {
 }
 
 Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights,
-                       Attention attention)
+                       Attention attention, CpuGemm gemm)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       attention_(attention) {
+  c10::InferenceMode guard;
   for (Qwen3LayerWeights& w : weights_.layers) {
-    fused_.push_back({at::cat({w.q_proj, w.k_proj, w.v_proj}, 0),
-                      at::cat({w.gate_proj, w.up_proj}, 0)});
-    w.q_proj = w.k_proj = w.v_proj = w.gate_proj = w.up_proj = at::Tensor();
+    linears_.push_back(
+        {PackedLinear(at::cat({w.q_proj, w.k_proj, w.v_proj}, 0), gemm),
+         PackedLinear(w.o_proj, gemm),
+         PackedLinear(at::cat({w.gate_proj, w.up_proj}, 0), gemm),
+         PackedLinear(w.down_proj, gemm)});
+    w.q_proj = w.k_proj = w.v_proj = w.o_proj = at::Tensor();
+    w.gate_proj = w.up_proj = w.down_proj = at::Tensor();
   }
+  lm_head_ = PackedLinear(weights_.lm_head, gemm);
+  if (lm_head_.packed()) {
+    gemm_ = CpuGemm::kOneDnn;
+    if (weights_.lm_head.is_same(weights_.embed_tokens)) {
+      extra_weight_bytes_ = weights_.lm_head.numel() *
+                            static_cast<int64_t>(weights_.lm_head.element_size());
+    }
+  }
+  weights_.lm_head = at::Tensor();
   const int64_t d = config_.head_dim;
   inv_freq_ = 1.0 / at::pow(config_.rope_theta,
                             at::arange(0, d, 2, at::kFloat).to(device()) /
@@ -119,9 +133,8 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   const double eps = config_.rms_norm_eps;
   // [B, T, (heads + 2 kv) * D] -> q [B, heads, T, D], k and v [B, kv, T, D],
   // q and k normalised per head.
-  const FusedLayer& f = fused_[static_cast<size_t>(index)];
-  const auto qkv =
-      at::linear(x, f.qkv_proj).split({heads * d, kv * d, kv * d}, -1);
+  const LayerLinears& linear = linears_[static_cast<size_t>(index)];
+  const auto qkv = linear.qkv_proj(x).split({heads * d, kv * d, kv * d}, -1);
   at::Tensor q =
       RmsNorm(qkv[0].reshape({b, t, heads, d}), w.q_norm, eps).transpose(1, 2);
   at::Tensor k =
@@ -162,7 +175,7 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
     out = at::matmul(probs, v);
   }
   // [B, heads, T, D] -> [B, T, heads*D] -> [B, T, H]
-  return at::linear(out.transpose(1, 2).reshape({b, t, heads * d}), w.o_proj);
+  return linear.o_proj(out.transpose(1, 2).reshape({b, t, heads * d}));
 }
 
 at::Tensor Qwen3Model::Block(int32_t index, const at::Tensor& x,
@@ -172,10 +185,9 @@ at::Tensor Qwen3Model::Block(int32_t index, const at::Tensor& x,
   at::Tensor h =
       x + SelfAttention(index, RmsNorm(x, w.input_layernorm, eps), context);
   const at::Tensor n = RmsNorm(h, w.post_attention_layernorm, eps);
-  const auto gate_up =
-      at::linear(n, fused_[static_cast<size_t>(index)].gate_up_proj)
-          .chunk(2, -1);
-  return h + at::linear(at::silu(gate_up[0]) * gate_up[1], w.down_proj);
+  const LayerLinears& linear = linears_[static_cast<size_t>(index)];
+  const auto gate_up = linear.gate_up_proj(n).chunk(2, -1);
+  return h + linear.down_proj(at::silu(gate_up[0]) * gate_up[1]);
 }
 
 ForwardResult Qwen3Model::Forward(const ForwardRequest& request) const {
@@ -244,8 +256,7 @@ PrefixState Qwen3Model::Prefill(const at::Tensor& tokens, int32_t depth,
 
 at::Tensor Qwen3Model::LogSoftmax(const at::Tensor& final) const {
   c10::InferenceMode guard;
-  return at::log_softmax(at::linear(final, weights_.lm_head).to(at::kFloat),
-                         -1);
+  return at::log_softmax(lm_head_(final).to(at::kFloat), -1);
 }
 
 }  // namespace mesa_anyjev::model

@@ -2,7 +2,7 @@
 // answers one JSON request on stdin with what the backend computes, for the
 // transformers parity tests (tests/e2e/test_qwen3_parity.py).
 //
-//   qwen3_dump DIR [dtype] [attention] [device]
+//   qwen3_dump DIR [dtype] [attention] [device] [cpu_gemm]
 //                                     < {"prompts": [[ids]], "layers": [..],
 //                                         "label_ids": [..], "top_k": k}
 //   -> {"hidden": [p][l][h], "label_logprobs": [p][i], "top": [p][[id, lp]],
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   using nlohmann::json;
   if (argc < 2) {
     std::cerr << "usage: qwen3_dump DIR [dtype] [attention] [device] "
-                 "< request.json\n";
+                 "[cpu_gemm] < request.json\n";
     return 2;
   }
   mesa_anyjev::config::ModelConfig config;
@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
   if (argc > 2) config.dtype = argv[2];
   if (argc > 3) config.attention = argv[3];
   if (argc > 4) config.device = argv[4];
+  if (argc > 5) config.cpu_gemm = argv[5];
   const json request = json::parse(std::cin);
   if (request.value("measure_rss", false)) {
     // Resident memory that the tokenizer and the weights add, each alone,
