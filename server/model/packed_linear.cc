@@ -58,8 +58,8 @@ Probe RunProbe() {
   Probe probe;
   try {
     c10::InferenceMode guard;
-    const at::Tensor w = at::sin(at::arange(48 * 96, at::kFloat) * 0.37)
-                             .reshape({48, 96});
+    const at::Tensor w =
+        at::sin(at::arange(48 * 96, at::kFloat) * 0.37).reshape({48, 96});
     const at::Tensor packed = Pack(w);
     for (const at::Tensor& x :
          {at::cos(at::arange(5 * 96, at::kFloat) * 0.11).reshape({5, 96}),
@@ -73,8 +73,8 @@ Probe RunProbe() {
       }
       const double err = (got - want).abs().max().item<double>();
       if (!(err <= 1e-4)) {
-        probe.why = "oneDNN linear differs from at::linear by " +
-                    std::to_string(err);
+        probe.why =
+            "oneDNN linear differs from at::linear by " + std::to_string(err);
         return probe;
       }
     }

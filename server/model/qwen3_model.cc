@@ -63,8 +63,9 @@ Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights,
   if (lm_head_.packed()) {
     gemm_ = CpuGemm::kOneDnn;
     if (weights_.lm_head.is_same(weights_.embed_tokens)) {
-      extra_weight_bytes_ = weights_.lm_head.numel() *
-                            static_cast<int64_t>(weights_.lm_head.element_size());
+      extra_weight_bytes_ =
+          weights_.lm_head.numel() *
+          static_cast<int64_t>(weights_.lm_head.element_size());
     }
   }
   weights_.lm_head = at::Tensor();

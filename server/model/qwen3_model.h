@@ -16,7 +16,7 @@
 namespace mesa_anyjev::model {
 
 struct Qwen3LayerWeights {
-  at::Tensor input_layernorm;           // [H]
+  at::Tensor input_layernorm;  // [H]
   // The projections are moved into the model's packed linears at
   // construction and are empty afterwards.
   at::Tensor q_proj, k_proj, v_proj;    // [heads*D, H], [kv*D, H], [kv*D, H]
@@ -30,7 +30,7 @@ struct Qwen3LayerWeights {
 struct Qwen3Weights {
   at::Tensor embed_tokens;  // [V, H]
   std::vector<Qwen3LayerWeights> layers;
-  at::Tensor norm;     // [H]
+  at::Tensor norm;  // [H]
   // [V, H]; the embedding itself when tied. Moved into the model's packed
   // lm_head at construction (a tied one stays: the embedding needs it).
   at::Tensor lm_head;
