@@ -31,6 +31,39 @@ at::Tensor RepeatKv(const at::Tensor& x, int64_t rep) {
   return x.unsqueeze(2).expand({b, kv, rep, t, d}).reshape({b, kv * rep, t, d});
 }
 
+// Attention of q [B, heads, T, D] to a shared prefix's keys and values
+// [1, kv, P, D] (no mask: every new token follows the whole prefix) and,
+// causally, to its own row's k and v [B, heads, T, D]; the two halves merged
+// by their log-sum-exp, which equals one softmax over [P + T] keys. Every row
+// and query head of a kv group is folded into one query axis for the prefix
+// half, so the prefix is neither copied per row nor repeated per head, and
+// the kernel runs without a mask.
+at::Tensor SharedPrefixAttention(const at::Tensor& q, const at::Tensor& past_k,
+                                 const at::Tensor& past_v, const at::Tensor& k,
+                                 const at::Tensor& v, double scaling) {
+  const int64_t b = q.size(0), heads = q.size(1), t = q.size(2),
+                d = q.size(3);
+  const int64_t kv = past_k.size(1), rep = heads / kv;
+  // [B, kv, rep, T, D] -> [1, kv, rep * B * T, D]
+  const at::Tensor folded = q.reshape({b, kv, rep, t, d})
+                                .permute({1, 2, 0, 3, 4})
+                                .reshape({1, kv, rep * b * t, d});
+  auto [o1, lse1] = at::_scaled_dot_product_flash_attention_for_cpu(
+      folded, past_k, past_v, /*dropout_p=*/0.0, /*is_causal=*/false,
+      std::nullopt, scaling);
+  o1 = o1.reshape({kv, rep, b, t, d}).permute({2, 0, 1, 3, 4}).reshape(
+      {b, heads, t, d});
+  lse1 = lse1.reshape({kv, rep, b, t}).permute({2, 0, 1, 3}).reshape(
+      {b, heads, t, 1});
+  auto [o2, lse2] = at::_scaled_dot_product_flash_attention_for_cpu(
+      q, k, v, /*dropout_p=*/0.0, /*is_causal=*/true, std::nullopt, scaling);
+  lse2 = lse2.unsqueeze(-1);
+  const at::Tensor top = at::maximum(lse1, lse2);
+  const at::Tensor w1 = (lse1 - top).exp(), w2 = (lse2 - top).exp();
+  return ((o1.to(at::kFloat) * w1 + o2.to(at::kFloat) * w2) / (w1 + w2))
+      .to(q.scalar_type());
+}
+
 // Rows of x [B, T, H] at positions last[b] -> [B, H].
 at::Tensor GatherLast(const at::Tensor& x, const at::Tensor& last) {
   const at::Tensor index =
@@ -111,6 +144,8 @@ Qwen3Model::Context Qwen3Model::MakeContext(int64_t t, const PrefixState* past,
   // keeps pads out of every real row.
   if (attention_ == Attention::kSdpa && p == 0) {
     context.causal_only = true;
+  } else if (attention_ == Attention::kSdpa && device().is_cpu()) {
+    context.split_past = true;
   } else {
     context.masked =
         at::ones({t, p + t},
@@ -143,7 +178,21 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   at::Tensor v = qkv[2].reshape({b, t, kv, d}).transpose(1, 2);
   q = q * context.cos + RotateHalf(q) * context.sin;
   k = k * context.cos + RotateHalf(k) * context.sin;
-  if (context.past != nullptr && context.past->length > 0) {
+  const double scaling = 1.0 / std::sqrt(static_cast<double>(d));
+  const bool has_past = context.past != nullptr && context.past->length > 0;
+  at::Tensor out;
+  if (has_past && context.split_past) {
+    const auto& past_k = context.past->keys[static_cast<size_t>(index)];
+    const auto& past_v = context.past->values[static_cast<size_t>(index)];
+    if (context.record != nullptr) {  // Prefill: one row, kept whole
+      context.record->keys.push_back(at::cat({past_k, k}, 2));
+      context.record->values.push_back(at::cat({past_v, v}, 2));
+    }
+    out = SharedPrefixAttention(q, past_k, past_v, RepeatKv(k, heads / kv),
+                                RepeatKv(v, heads / kv), scaling);
+    return linear.o_proj(out.transpose(1, 2).reshape({b, t, heads * d}));
+  }
+  if (has_past) {
     // [1, kv, P, D] shared by every row -> [B, kv, P + T, D]
     const auto& past_k = context.past->keys[static_cast<size_t>(index)];
     const auto& past_v = context.past->values[static_cast<size_t>(index)];
@@ -156,8 +205,6 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   }
   k = RepeatKv(k, heads / kv);
   v = RepeatKv(v, heads / kv);
-  const double scaling = 1.0 / std::sqrt(static_cast<double>(d));
-  at::Tensor out;
   if (attention_ == Attention::kSdpa) {
     // A boolean mask for SDPA says where attention is allowed; the plain
     // causal case needs none.

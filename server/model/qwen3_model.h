@@ -114,6 +114,10 @@ class Qwen3Model {
     // causal kernels take without a mask; with one, `allowed` = !masked,
     // built once per forward rather than once per block.
     bool causal_only = false;
+    // sdpa on CPU with a past: the past and the new tokens attended to
+    // separately and merged (SharedPrefixAttention), no mask, no copies of
+    // the past per row; CUDA keeps one masked kernel over [past + new].
+    bool split_past = false;
     at::Tensor allowed;
     const PrefixState* past = nullptr;
     PrefixState* record = nullptr;

@@ -2,7 +2,9 @@
 suffixes attending to its keys and values), the prefix cache across calls,
 early stop and batching all equal the plain one-prompt forward within 1e-5 in
 float32, on a tiny random Qwen3 (the daemon's own Qwen3Backend through
-tests/tools/qwen3_dump)."""
+tests/tools/qwen3_dump). Every test runs with eager attention and with sdpa,
+whose CPU path attends to a prefix separately and merges the halves
+(SharedPrefixAttention)."""
 import json
 import os
 import subprocess
@@ -21,13 +23,20 @@ N = 3
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
+def tiny(tmp_path_factory):
     return make(tmp_path_factory.mktemp("engine") / "tiny", heads=4, kv_heads=2, layers=N)
 
 
-def run(directory, request):
-    out = subprocess.run([DUMP, str(directory)], input=json.dumps(request), capture_output=True,
-                         text=True, timeout=300)
+@pytest.fixture(scope="module", params=["eager", "sdpa"])
+def checkpoint(tiny, request):
+    """(checkpoint directory, attention)"""
+    return tiny, request.param
+
+
+def run(checkpoint, request):
+    directory, attention = checkpoint
+    out = subprocess.run([DUMP, str(directory), "float32", attention], input=json.dumps(request),
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -36,8 +45,8 @@ def ids(rng, n):
     return rng.integers(0, 151669, size=n).tolist()
 
 
-def plain(directory, prompts):
-    return run(directory, {"prompts": prompts, "layers": list(range(N + 1)), "label_ids": LABELS,
+def plain(checkpoint, prompts):
+    return run(checkpoint, {"prompts": prompts, "layers": list(range(N + 1)), "label_ids": LABELS,
                            "top_k": 5, "prefix_cache_bytes": 0})
 
 

@@ -18,6 +18,12 @@ HERE = Path(__file__).resolve().parent
 TOKENIZER = HERE.parent / "data" / "qwen3-tokenizer"
 
 
+def copy_tokenizer(out):
+    """The real Qwen3 tokenizer files, which a checkpoint directory needs."""
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TOKENIZER / name, Path(out) / name)
+
+
 def make(out, layers=3, hidden=64, heads=4, kv_heads=2, head_dim=24, intermediate=96,
          vocab=151936, tied=False, shards=1, dtype="float32", seed=0, scale=0.3, tokenizer=True):
     torch.manual_seed(seed)
@@ -44,9 +50,7 @@ def make(out, layers=3, hidden=64, heads=4, kv_heads=2, head_dim=24, intermediat
     shard_size = rest // max(shards - 1, 1) + sizes[-2]
     model.save_pretrained(out, max_shard_size=shard_size if shards > 1 else "50GB")
     if tokenizer:
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            if (TOKENIZER / name).exists():
-                shutil.copy(TOKENIZER / name, out / name)
+        copy_tokenizer(out)
     n = len(list(out.glob("model*.safetensors")))
     assert n == shards, f"asked for {shards} shards, transformers wrote {n}"
     return out
