@@ -123,13 +123,18 @@ def compare(model, ours, n_layers, device="cpu", prefill_lengths=(128, 512, 2048
     rows.append(("L0 decision, 5 shifts over 400 tokens (decisions/s)", 1 / mine, 1 / theirs,
                  theirs / mine, ">= 4"))
 
-    # 3. L2: hidden state at block round(2n/3) against our own full forward.
+    # 3. L2: hidden state at block round(2n/3) against our own full forward
+    # (every block, the final norm and lm_head: what a logprobs read costs),
+    # and against every block without lm_head (the floor of the saving).
     block = round(2 * n_layers / 3)
     prompt = [state + suffixes[0]]
     early = ours.seconds([{"prompts": prompt, "layers": [block]}], cache=False)
-    full = ours.seconds([{"prompts": prompt, "layers": [n_layers]}], cache=False)
+    full = ours.seconds([{"prompts": prompt, "label_ids": LABELS}], cache=False)
+    last = ours.seconds([{"prompts": prompt, "layers": [n_layers]}], cache=False)
     rows.append((f"L2 state at block {block}/{n_layers} vs full forward (time ratio)", early, full,
                  early / full, "<= 0.70"))
+    rows.append((f"L2 state at block {block}/{n_layers} vs hidden state {n_layers} (time ratio)",
+                 early, last, early / last, "-"))
 
     # 4. 17 questions over one 400-token state, with the prefix cache against
     # without. Each pass asks about a new state: the cache starts with no

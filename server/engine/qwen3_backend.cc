@@ -75,42 +75,29 @@ struct Qwen3Backend::State {
   EngineObserver* observer = nullptr;
   int64_t batch_tokens = 8192;
 
-  // Right-padded [B, T] int64 tokens and lengths of the prompts in `batch`.
+  // Right-padded [B, T] int64 tokens and lengths of the prompts in `batch`,
+  // after `extension` as row 0 when there is one.
   model::ForwardRequest Request(const std::vector<Prompt>& prompts,
-                                const std::vector<size_t>& batch) const {
+                                const std::vector<size_t>& batch,
+                                const std::vector<TokenId>* extension) const {
+    std::vector<const std::vector<TokenId>*> rows;
+    if (extension != nullptr) rows.push_back(extension);
+    for (size_t i : batch) rows.push_back(&prompts[i].ids);
     model::ForwardRequest request;
     int64_t t = 0;
-    for (size_t i : batch) {
-      t = std::max<int64_t>(t, static_cast<int64_t>(prompts[i].ids.size()));
+    for (const auto* ids : rows) {
+      t = std::max<int64_t>(t, static_cast<int64_t>(ids->size()));
     }
     at::Tensor tokens =
-        at::zeros({static_cast<int64_t>(batch.size()), t}, at::kLong);
+        at::zeros({static_cast<int64_t>(rows.size()), t}, at::kLong);
     auto acc = tokens.accessor<int64_t, 2>();
-    for (size_t r = 0; r < batch.size(); ++r) {
-      const auto& ids = prompts[batch[r]].ids;
-      for (size_t c = 0; c < ids.size(); ++c) acc[r][c] = ids[c];
-      request.lengths.push_back(static_cast<int64_t>(ids.size()));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (size_t c = 0; c < rows[r]->size(); ++c) acc[r][c] = (*rows[r])[c];
+      request.lengths.push_back(static_cast<int64_t>(rows[r]->size()));
     }
     request.tokens = tokens.to(model->device());
+    request.extends_prefix = extension != nullptr;
     return request;
-  }
-
-  // The prefix's keys and values through `depth` blocks: the longest cached
-  // prefix extended by the rest, kept for the next caller.
-  model::PrefixState PrefixFor(const std::vector<TokenId>& ids, int32_t depth) {
-    std::optional<model::PrefixState> hit = cache->Lookup(ids, depth);
-    const int64_t reused = hit.has_value() ? hit->length : 0;
-    if (reused == static_cast<int64_t>(ids.size())) return *std::move(hit);
-    const std::vector<TokenId> rest(ids.begin() + reused, ids.end());
-    const absl::Time start = absl::Now();
-    model::PrefixState state = model->Prefill(
-        Row(rest, model->device()), depth, hit.has_value() ? &*hit : nullptr);
-    if (observer != nullptr) {
-      observer->OnBatch(1, static_cast<int64_t>(rest.size()),
-                        absl::Now() - start);
-    }
-    cache->Insert(ids, state);
-    return state;
   }
 
   // Runs every prompt of `groups` through `depth` blocks and hands each
@@ -119,7 +106,7 @@ struct Qwen3Backend::State {
   // is empty, run whole.
   template <typename Emit>
   absl::Status Run(const std::vector<PromptGroup>& groups,
-                   model::ForwardRequest shape, int32_t depth,
+                   const model::ForwardRequest& shape, int32_t depth,
                    const CallControl& control, Emit emit) {
     std::vector<Prompt> whole;
     size_t row = 0;
@@ -136,34 +123,82 @@ struct Qwen3Backend::State {
         }
       }
       if (shared.empty()) continue;
-      if (control.ShouldStop(absl::Now())) return Stopped(control);
-      const model::PrefixState prefix = PrefixFor(group.prefix, depth);
-      RETURN_IF_ERROR(Forward(shared, shape, &prefix, control, emit));
+      RETURN_IF_ERROR(
+          RunGroup(group.prefix, shared, shape, depth, control, emit));
     }
-    return Forward(whole, shape, nullptr, control, emit);
+    for (const auto& batch : Batches(whole, batch_tokens)) {
+      RETURN_IF_ERROR(Forward(whole, batch, shape, nullptr, nullptr, nullptr,
+                              control, emit));
+    }
+    return absl::OkStatus();
   }
 
+  // A group's suffixes after its prefix. The longest cached part of the
+  // prefix is reused. The rest runs as an extension row in the first suffix
+  // batch's own pass when it is no longer than that batch's rows (so padding
+  // stays bounded), else in a prefill pass of its own; either way the whole
+  // prefix is cached for the next caller.
+  template <typename Emit>
+  absl::Status RunGroup(const std::vector<TokenId>& prefix,
+                        const std::vector<Prompt>& shared,
+                        const model::ForwardRequest& shape, int32_t depth,
+                        const CallControl& control, Emit& emit) {
+    if (control.ShouldStop(absl::Now())) return Stopped(control);
+    std::optional<model::PrefixState> hit = cache->Lookup(prefix, depth);
+    const model::PrefixState* past = hit.has_value() ? &*hit : nullptr;
+    const int64_t reused = hit.has_value() ? hit->length : 0;
+    const std::vector<TokenId> rest(prefix.begin() + reused, prefix.end());
+    const auto batches = Batches(shared, batch_tokens);
+    size_t next = 0;
+    model::PrefixState state;
+    if (!rest.empty()) {
+      // Batches are formed longest first.
+      if (rest.size() <= shared[batches[0][0]].ids.size()) {
+        RETURN_IF_ERROR(Forward(shared, batches[0], shape, past, &rest, &state,
+                                control, emit));
+        next = 1;
+      } else {
+        const absl::Time start = absl::Now();
+        state = model->Prefill(Row(rest, model->device()), depth, past);
+        if (observer != nullptr) {
+          observer->OnBatch(1, static_cast<int64_t>(rest.size()),
+                            absl::Now() - start);
+        }
+      }
+      cache->Insert(prefix, state);
+      past = &state;
+    }
+    for (; next < batches.size(); ++next) {
+      RETURN_IF_ERROR(Forward(shared, batches[next], shape, past, nullptr,
+                              nullptr, control, emit));
+    }
+    return absl::OkStatus();
+  }
+
+  // One pass over `batch` after `prefix`, with `extension` (recorded in
+  // `record`) as row 0 when given.
   template <typename Emit>
   absl::Status Forward(const std::vector<Prompt>& prompts,
+                       const std::vector<size_t>& batch,
                        const model::ForwardRequest& shape,
                        const model::PrefixState* prefix,
-                       const CallControl& control, Emit& emit) {
-    for (const auto& batch : Batches(prompts, batch_tokens)) {
-      if (control.ShouldStop(absl::Now())) return Stopped(control);
-      model::ForwardRequest request = Request(prompts, batch);
-      request.layers = shape.layers;
-      request.final_norm = shape.final_norm;
-      const absl::Time start = absl::Now();
-      const model::ForwardResult result = model->Forward(request, prefix);
-      int64_t tokens = 0;
-      for (int64_t len : request.lengths) tokens += len;
-      for (size_t r = 0; r < batch.size(); ++r) {
-        emit(prompts[batch[r]], result, static_cast<int64_t>(r));
-      }
-      if (observer != nullptr) {
-        observer->OnBatch(static_cast<int64_t>(batch.size()), tokens,
-                          absl::Now() - start);
-      }
+                       const std::vector<TokenId>* extension,
+                       model::PrefixState* record, const CallControl& control,
+                       Emit& emit) {
+    if (control.ShouldStop(absl::Now())) return Stopped(control);
+    model::ForwardRequest request = Request(prompts, batch, extension);
+    request.layers = shape.layers;
+    request.final_norm = shape.final_norm;
+    const absl::Time start = absl::Now();
+    const model::ForwardResult result = model->Forward(request, prefix, record);
+    int64_t tokens = 0;
+    for (int64_t len : request.lengths) tokens += len;
+    for (size_t r = 0; r < batch.size(); ++r) {
+      emit(prompts[batch[r]], result, static_cast<int64_t>(r));
+    }
+    if (observer != nullptr) {
+      observer->OnBatch(static_cast<int64_t>(request.lengths.size()), tokens,
+                        absl::Now() - start);
     }
     return absl::OkStatus();
   }

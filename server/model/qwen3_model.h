@@ -62,8 +62,15 @@ struct ForwardRequest {
   std::vector<int64_t> lengths;  // real tokens of each row, 1..T
   std::vector<int32_t> layers;   // capture after these blocks (0..n), any order
   bool final_norm = false;       // also return norm(h_n) for lm_head
+  // Row 0 extends the prefix (or starts one) by its lengths[0] tokens, and
+  // rows 1.. follow the prefix and those tokens: a group's uncached prefix
+  // part and its suffixes in one pass instead of a prefill and a forward
+  // (each pass reads every weight once). The extended prefix's keys and
+  // values are recorded.
+  bool extends_prefix = false;
 };
 
+// Rows of the request, without an extension row.
 struct ForwardResult {
   at::Tensor hidden;  // [B, layers.size(), H] float32 at each row's last token
   at::Tensor final;   // [B, H] model dtype: norm(h_n) at the last token
@@ -92,9 +99,11 @@ class Qwen3Model {
   // block b (no final norm), n = after the final norm.
   ForwardResult Forward(const ForwardRequest& request) const;
   // The same with every row preceded by `prefix` (which must cover at least
-  // as many blocks as the request needs).
+  // as many blocks as the request needs). With request.extends_prefix,
+  // `record` (required then) gets prefix + row 0's keys and values.
   ForwardResult Forward(const ForwardRequest& request,
-                        const PrefixState* prefix) const;
+                        const PrefixState* prefix,
+                        PrefixState* record = nullptr) const;
 
   // Runs `tokens` [1, T] through `depth` blocks after `past` (nullptr: from
   // position 0) and returns past + these tokens' keys and values.
@@ -106,10 +115,14 @@ class Qwen3Model {
 
  private:
   // Per-block context: rotary tables for the new positions, the mask over
-  // [past + new] keys, the past keys/values, and where to record new ones.
+  // [past + extension + new] keys, the past keys/values, and where to record
+  // the extended prefix.
   struct Context {
-    at::Tensor cos, sin;  // [T, D]
-    at::Tensor masked;    // [T, P + T] bool, true = may not attend (eager)
+    at::Tensor cos, sin;  // [T, D]; [B, 1, T, D] with an extension
+    // [T, P + T], or [B, 1, T, P + E + T] with an extension: bool, true =
+    // may not attend (eager and the masked sdpa).
+    at::Tensor masked;
+    int64_t extension = 0;  // E: row 0's tokens that rows 1.. follow
     // sdpa: without a past the mask is exactly causal, which SDPA's own
     // causal kernels take without a mask; with one, `allowed` = !masked,
     // built once per forward rather than once per block.
@@ -122,8 +135,11 @@ class Qwen3Model {
     const PrefixState* past = nullptr;
     PrefixState* record = nullptr;
   };
-  Context MakeContext(int64_t t, const PrefixState* past,
-                      PrefixState* record) const;
+  Context MakeContext(int64_t b, int64_t t, const PrefixState* past,
+                      int64_t extension, PrefixState* record) const;
+  // Forward through exactly `depth` blocks.
+  ForwardResult Run(const ForwardRequest& request, int32_t depth,
+                    const PrefixState* prefix, PrefixState* record) const;
   at::Tensor Block(int32_t index, const at::Tensor& x,
                    const Context& context) const;
   at::Tensor SelfAttention(int32_t index, const at::Tensor& x,

@@ -104,3 +104,34 @@ def test_small_batches_and_a_tiny_cache_change_nothing(checkpoint):
     big = run(checkpoint, request)
     small = run(checkpoint, {**request, "batch_tokens": 8, "prefix_cache_bytes": 20000})
     assert_same(big, small)
+
+
+def test_the_uncached_part_of_a_prefix_rides_in_its_suffixes_pass(checkpoint):
+    # Three questions about one state. The first computes the state; the
+    # others extend it by at most as many tokens as their longest suffix, so
+    # each runs its extension and its suffixes in one pass (row 0 extends the
+    # cached prefix, the other rows follow both).
+    rng = np.random.default_rng(4)
+    state = ids(rng, 50)
+    questions = [state + ids(rng, n) for n in (3, 9, 5)]
+    suffixes = [[ids(rng, n) for n in (9, 2, 6)] for _ in questions]
+    want = plain(checkpoint, [q + s for q, ss in zip(questions, suffixes) for s in ss])
+    for fields in ({"label_ids": LABELS, "top_k": 5}, {"layers": list(range(N + 1))}):
+        for budget in ({}, {"batch_tokens": 8}):
+            calls = [{"groups": [{"prefix": q, "suffixes": s}], **fields}
+                     for q, s in zip(questions, suffixes)]
+            got = run(checkpoint, {"calls": calls, **budget})
+            for field in ("label_logprobs", "hidden", "top"):
+                if field not in got["calls"][0]:
+                    continue
+                merged = [row for call in got["calls"] for row in call[field]]
+                if field == "top":
+                    assert [[t[0] for t in r] for r in merged] == [[t[0] for t in r] for r in want[field]]
+                else:
+                    np.testing.assert_allclose(np.array(merged), np.array(want[field]),
+                                               atol=1e-5, rtol=1e-5)
+            # One batch: a prefill and a pass for the first question, one pass
+            # each for the others. Batches of 8 tokens split each question's
+            # suffixes into three passes (9 | 6 | 2), the extension in the
+            # first.
+            assert got["passes"] == (4 if not budget else 1 + 3 * 3), got["passes"]

@@ -40,9 +40,12 @@ int64_t ResidentBytes() {
 
 // Counts what the engine reports, for the cache tests.
 struct CountingObserver : mesa_anyjev::engine::EngineObserver {
-  int64_t hits = 0, misses = 0, tokens = 0;
+  int64_t hits = 0, misses = 0, tokens = 0, passes = 0;
   void OnPrefixLookup(bool hit, int64_t) override { ++(hit ? hits : misses); }
-  void OnBatch(int64_t, int64_t t, absl::Duration) override { tokens += t; }
+  void OnBatch(int64_t, int64_t t, absl::Duration) override {
+    tokens += t;
+    ++passes;
+  }
 };
 
 // One request: "prompts" (each a group of one whole prompt) or "groups"
@@ -236,7 +239,8 @@ int main(int argc, char** argv) {
     std::cout << json{{"calls", answers},
                       {"prefix_hits", observer.hits},
                       {"prefix_misses", observer.misses},
-                      {"tokens_run", observer.tokens}}
+                      {"tokens_run", observer.tokens},
+                      {"passes", observer.passes}}
                      .dump()
               << "\n";
     return 0;
