@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # GPU checks (needs an NVIDIA GPU, the project's Python environment and a
 # build of qwen3_dump; nothing here runs in CI): CUDA bf16 parity on a tiny
-# Qwen3 against transformers, and prefill tokens/s of a Qwen3-8B-shaped
-# random checkpoint, ours against transformers on the same GPU.
+# Qwen3 against transformers, prefill tokens/s of a Qwen3-8B-shaped random
+# checkpoint and make bench-engine's table on it (bf16), ours against
+# transformers on the same GPU. GPU_SMOKE=1: the same on the CPU, small shape.
 #   tests/gpu/run.sh [BUILD_DIR]     GPU_LAYERS=36 OUT=/tmp
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR="${1:-build}"
 PYTHON="${PYTHON:-/opt/mesa-anyjev/venv/bin/python}"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+[ "${GPU_SMOKE:-}" = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 export HF_HUB_OFFLINE=1
 export MESA_ANYJEV_QWEN3_DUMP="$BUILD_DIR/tests/qwen3_dump"
 exec "$PYTHON" tests/gpu/gpu_check.py
