@@ -135,3 +135,15 @@ def test_the_uncached_part_of_a_prefix_rides_in_its_suffixes_pass(checkpoint):
             # suffixes into three passes (9 | 6 | 2), the extension in the
             # first.
             assert got["passes"] == (4 if not budget else 1 + 3 * 3), got["passes"]
+
+
+def test_a_short_prefix_runs_in_its_suffixes_pass_without_a_cache(checkpoint):
+    # Nothing cached: the whole prefix is row 0 and the suffixes follow it.
+    rng = np.random.default_rng(5)
+    prefix, suffixes = ids(rng, 4), [ids(rng, 7), ids(rng, 2), ids(rng, 4)]
+    for cache in (0, 1 << 20):
+        got = run(checkpoint, {"groups": [{"prefix": prefix, "suffixes": suffixes}],
+                               "layers": list(range(N + 1)), "label_ids": LABELS, "top_k": 5,
+                               "prefix_cache_bytes": cache})
+        assert_same(got, plain(checkpoint, [prefix + s for s in suffixes]))
+        assert got["passes"] == 2  # one for the hidden states, one for logprobs

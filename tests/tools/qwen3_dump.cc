@@ -253,6 +253,7 @@ int main(int argc, char** argv) {
   (*answer)["identity"] = (*backend)->identity().identity;
   (*answer)["weight_bytes"] = (*backend)->weight_bytes();
   (*answer)["n_layers"] = (*backend)->capabilities().n_layers;
+  (*answer)["passes"] = observer.passes;
   std::cout << answer->dump() << "\n";
   return 0;
 }
