@@ -6,8 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cards/py_text.h"
-#include "client/questions/py_json.h"
-#include "common/decision/py_format.h"
+#include "common/decision/py_json.h"
 #include "common/util/hash.h"
 
 namespace mesa_anyjev::cards {
@@ -205,7 +204,7 @@ State DataciteState(const DatasetCard* card, std::string_view vocabulary,
 }
 
 std::string CanonicalJson(const State& state) {
-  return questions::PyJsonCanonical(state);
+  return decision::PyJsonCanonical(state);
 }
 
 std::string StateSha256(const State& state) {

@@ -17,7 +17,7 @@
 #include "client/cards/card.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
-#include "client/questions/py_json.h"
+#include "common/decision/py_json.h"
 #include "common/util/files.h"
 
 namespace mesa_anyjev::client {
@@ -45,9 +45,9 @@ absl::Status WriteOut(const std::string& path,
     return absl::InternalError(absl::StrCat(
         "--out: cannot create ", parent.string(), ": ", error.message()));
   }
-  questions::PyJsonOptions json;
+  decision::PyJsonOptions json;
   json.indent = 1;
-  return util::WriteFileAtomic(path, questions::PyJsonDumps(doc, json) + "\n");
+  return util::WriteFileAtomic(path, decision::PyJsonDumps(doc, json) + "\n");
 }
 
 }  // namespace
@@ -100,10 +100,9 @@ int RunAnnotate(const config::Config& config,
     }
   }
   if (options.json) {
-    questions::PyJsonOptions json;
+    decision::PyJsonOptions json;
     json.indent = 1;
-    std::cout << questions::PyJsonDumps(annotate::RunRecord(*run), json)
-              << "\n";
+    std::cout << decision::PyJsonDumps(annotate::RunRecord(*run), json) << "\n";
     return 0;
   }
   if (auto audit = annotate::AuditLine(*run); audit.has_value()) {

@@ -17,7 +17,7 @@
 #include "client/commands/commands.h"
 #include "client/policy/decision_record.h"
 #include "client/questions/question_set.h"
-#include "common/decision/py_format.h"
+#include "common/decision/py_json.h"
 #include "common/util/files.h"
 
 namespace mesa_anyjev::client {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/decision/py_format.h"
+#include "common/decision/py_json.h"
 #include "common/util/files.h"
 
 namespace mesa_anyjev::learn {

@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/questions/py_json.h"
+#include "common/decision/py_json.h"
 #include "common/util/hash.h"
 
 namespace mesa_anyjev::policy {
@@ -176,7 +176,7 @@ bool MeetsLevel(const DecisionRecord& record, RecordLevel required) {
 }
 
 std::string StateSha256(const nlohmann::ordered_json& state) {
-  return util::Sha256Hex(questions::PyJsonCanonical(state));
+  return util::Sha256Hex(decision::PyJsonCanonical(state));
 }
 
 absl::StatusOr<DecisionRecord> DecisionRecord::FromDecision(

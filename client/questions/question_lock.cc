@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/questions/py_json.h"
+#include "common/decision/py_json.h"
 #include "common/util/files.h"
 #include "common/util/hash.h"
 
@@ -83,7 +83,7 @@ Json LockQuestions(const QuestionSet& set) {
 }
 
 std::string LockSha(const QuestionSet& set) {
-  return util::Sha256Hex(PyJsonCanonical(LockQuestions(set)));
+  return util::Sha256Hex(decision::PyJsonCanonical(LockQuestions(set)));
 }
 
 std::string HostedSql(const decision::Question& question) {
@@ -114,7 +114,9 @@ Json LockDocument(const QuestionSet& set) {
 
 std::string LockFileText(const QuestionSet& set) {
   return absl::StrCat(
-      PyJsonDumps(LockDocument(set), PyJsonOptions{.indent = 1}), "\n");
+      decision::PyJsonDumps(LockDocument(set),
+                            decision::PyJsonOptions{.indent = 1}),
+      "\n");
 }
 
 absl::StatusOr<std::vector<std::string>> DriftAgainst(

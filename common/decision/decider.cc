@@ -369,6 +369,21 @@ absl::StatusOr<Matrix> Decider::ContentFreePriorFor(
   return prior;
 }
 
+absl::Status Decider::ApplyL1(const Question& question, const Effective& eff,
+                              Decision* decision) const {
+  const std::shared_ptr<const TemperatureScaler> scaler =
+      ArtifactFor(eff, question.key());
+  if (scaler == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no L1 artifact for ", Describe(question)));
+  }
+  decision->probs = scaler->Apply(decision->probs);
+  decision->level = Level::kL1;
+  decision->diagnostics.temperature = scaler->temperature;
+  decision->diagnostics.n_calib = scaler->n_calib;
+  return absl::OkStatus();
+}
+
 void Decider::DecorateDecision(const Question& question,
                                const std::string& state,
                                const ResolvedLabels& labels,
@@ -554,16 +569,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunReadout(
         diag.order_flip_l0 = FlipRateAcrossPerms(p_pos, plan.perms);
         diag.l0_probs = decision.probs;
         if (level == Level::kL1) {
-          const std::shared_ptr<const TemperatureScaler> scaler =
-              ArtifactFor(eff, question.key());
-          if (scaler == nullptr) {
-            return absl::FailedPreconditionError(
-                absl::StrCat("no L1 artifact for ", Describe(question)));
-          }
-          decision.probs = scaler->Apply(decision.probs);
-          decision.level = Level::kL1;
-          diag.temperature = scaler->temperature;
-          diag.n_calib = scaler->n_calib;
+          RETURN_IF_ERROR(ApplyL1(question, eff, &decision));
         }
       }
       DecorateDecision(question, states[s], plan.labels, eff, &decision);

@@ -254,6 +254,9 @@ class Decider {
   // (threshold, statistic) of the adaptive stopping rule for a question.
   std::pair<std::optional<double>, StopStat> StopRule(
       const Question& question, const Effective& eff) const;
+  // Calibrates an L0 decision with the question's temperature (L1).
+  absl::Status ApplyL1(const Question& question, const Effective& eff,
+                       Decision* decision) const;
   void DecorateDecision(const Question& question, const std::string& state,
                         const ResolvedLabels& labels, const Effective& eff,
                         Decision* decision) const;

@@ -23,7 +23,6 @@
 namespace mesa_anyjev::decision {
 
 using decider_internal::AnswerMass;
-using decider_internal::Describe;
 using decider_internal::Registry;
 using decider_internal::RowOf;
 using decider_internal::Stack;
@@ -267,16 +266,7 @@ absl::StatusOr<std::vector<Decision>> Decider::RunAdaptiveChoice(
       }
     }
     if (level == Level::kL1) {
-      const std::shared_ptr<const TemperatureScaler> scaler =
-          ArtifactFor(eff, question.key());
-      if (scaler == nullptr) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("no L1 artifact for ", Describe(question)));
-      }
-      decision.probs = scaler->Apply(decision.probs);
-      decision.level = Level::kL1;
-      diag.temperature = scaler->temperature;
-      diag.n_calib = scaler->n_calib;
+      RETURN_IF_ERROR(ApplyL1(question, eff, &decision));
     }
     DecorateDecision(question, states[si], labels, eff, &decision);
     out.push_back(std::move(decision));

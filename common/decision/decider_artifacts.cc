@@ -14,7 +14,7 @@
 #include "common/decision/decider_internal.h"
 #include "common/decision/head_fit.h"
 #include "common/decision/legacy_random_state.h"
-#include "common/decision/py_format.h"
+#include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
 #include "common/util/hash.h"
 

@@ -24,12 +24,12 @@ namespace mesa_anyjev::decision {
 using decider_internal::Describe;
 using decider_internal::Json;
 
-absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
-    const Question& question, const std::vector<std::string>& states,
-    const std::vector<int>& labels, const CallControl& control) {
-  if (states.empty()) {
-    return absl::InvalidArgumentError("calibration needs labelled states");
-  }
+namespace {
+
+// One option index per state, each in [0, K).
+absl::Status CheckLabels(const Question& question,
+                         const std::vector<std::string>& states,
+                         const std::vector<int>& labels) {
   if (labels.size() != states.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("one label per state: ", labels.size(), " labels for ",
@@ -42,6 +42,18 @@ absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
                        " is not an option index in [0, ", question.k(), ")"));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
+    const Question& question, const std::vector<std::string>& states,
+    const std::vector<int>& labels, const CallControl& control) {
+  if (states.empty()) {
+    return absl::InvalidArgumentError("calibration needs labelled states");
+  }
+  RETURN_IF_ERROR(CheckLabels(question, states, labels));
   RETURN_IF_ERROR(CheckQuestion(question, Level::kL0));
   RETURN_IF_ERROR(LabelsFor(question).status());
   // The prior comes from the calibration set alone, in an accumulator of
@@ -146,18 +158,7 @@ absl::StatusOr<nlohmann::ordered_json> Decider::FitHead(
     }
     candidates.assign(resolved.begin(), resolved.end());
   }
-  if (labels.size() != states.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("one label per state: ", labels.size(), " labels for ",
-                     states.size(), " states"));
-  }
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (labels[i] < 0 || labels[i] >= question.k()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("labels[", i, "]: ", labels[i],
-                       " is not an option index in [0, ", question.k(), ")"));
-    }
-  }
+  RETURN_IF_ERROR(CheckLabels(question, states, labels));
   if (static_cast<int>(labels.size()) < std::max(8, 2 * question.k())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no head could be fit for ", Describe(question),

@@ -12,77 +12,6 @@
 #include "absl/strings/str_format.h"
 
 namespace mesa_anyjev::decision {
-namespace {
-
-void DumpIndented(const nlohmann::ordered_json& value, int depth,
-                  std::string* out) {
-  const std::string pad(2 * (depth + 1), ' ');
-  const std::string close_pad(2 * depth, ' ');
-  switch (value.type()) {
-    case nlohmann::ordered_json::value_t::object: {
-      if (value.empty()) {
-        out->append("{}");
-        return;
-      }
-      out->append("{\n");
-      bool first = true;
-      for (const auto& [key, item] : value.items()) {
-        if (!first) out->append(",\n");
-        first = false;
-        absl::StrAppend(out, pad, PyJsonString(key), ": ");
-        DumpIndented(item, depth + 1, out);
-      }
-      absl::StrAppend(out, "\n", close_pad, "}");
-      return;
-    }
-    case nlohmann::ordered_json::value_t::array: {
-      if (value.empty()) {
-        out->append("[]");
-        return;
-      }
-      out->append("[\n");
-      bool first = true;
-      for (const auto& item : value) {
-        if (!first) out->append(",\n");
-        first = false;
-        out->append(pad);
-        DumpIndented(item, depth + 1, out);
-      }
-      absl::StrAppend(out, "\n", close_pad, "]");
-      return;
-    }
-    case nlohmann::ordered_json::value_t::string:
-      out->append(PyJsonString(value.get_ref<const std::string&>()));
-      return;
-    case nlohmann::ordered_json::value_t::boolean:
-      out->append(value.get<bool>() ? "true" : "false");
-      return;
-    case nlohmann::ordered_json::value_t::number_integer:
-      absl::StrAppend(out, value.get<int64_t>());
-      return;
-    case nlohmann::ordered_json::value_t::number_unsigned:
-      absl::StrAppend(out, value.get<uint64_t>());
-      return;
-    case nlohmann::ordered_json::value_t::number_float: {
-      const double x = value.get<double>();
-      if (std::isnan(x)) {
-        out->append("NaN");
-      } else if (std::isinf(x)) {
-        out->append(x > 0 ? "Infinity" : "-Infinity");
-      } else {
-        out->append(PyFloatRepr(x));
-      }
-      return;
-    }
-    case nlohmann::ordered_json::value_t::null:
-    case nlohmann::ordered_json::value_t::discarded:
-    case nlohmann::ordered_json::value_t::binary:
-      out->append("null");
-      return;
-  }
-}
-
-}  // namespace
 
 std::string PyFloatRepr(double x) {
   if (std::isnan(x)) return "nan";
@@ -162,12 +91,6 @@ std::string PyJsonString(std::string_view utf8) {
     }
   }
   out.push_back('"');
-  return out;
-}
-
-std::string PyJsonDumpsIndent2(const nlohmann::ordered_json& value) {
-  std::string out;
-  DumpIndented(value, 0, &out);
   return out;
 }
 

@@ -1,16 +1,12 @@
-// Python's text forms of numbers and JSON, where the decision method's
-// identities depend on them: a question key is the sha256 of Python's
-// json.dumps(..., sort_keys=True, ensure_ascii=False), score bins are named
-// with format(x, "g"), and dict states render as json.dumps(indent=2,
-// ensure_ascii=False). Reproducing them byte for byte keeps keys, prompts and
-// artifacts interchangeable with the anyjev package.
+// Python's text forms of numbers and JSON strings, where the decision
+// method's identities depend on them: score bins are named with format(x,
+// "g"), floats and strings inside json.dumps (py_json.h) as Python writes
+// them. Reproducing them byte for byte keeps keys, prompts and artifacts
+// interchangeable with the anyjev package.
 #pragma once
 
 #include <string>
 #include <string_view>
-
-#include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
 
 namespace mesa_anyjev::decision {
 
@@ -26,13 +22,6 @@ std::string PyFormatG(double x);
 // A JSON string literal as json.dumps(ensure_ascii=False) writes it: only
 // '"', '\\' and control characters below U+0020 are escaped.
 std::string PyJsonString(std::string_view utf8);
-
-// json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False): the
-// reference's rendering of a dict or list state. Object keys keep the order
-// they were parsed in (ordered_json); floats use PyFloatRepr, so 1.0 stays
-// "1.0" and 1e-05 stays "1e-05". NaN and infinities render as Python writes
-// them (NaN, Infinity).
-std::string PyJsonDumpsIndent2(const nlohmann::ordered_json& value);
 
 // Python's round(x) on a float: to the nearest integer, ties to even.
 double PyRound(double x);

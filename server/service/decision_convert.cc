@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/decision/py_format.h"
+#include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
 #include "common/text/utf8.h"
 #include "nlohmann/json.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "client/questions/py_json.h"
+#include "common/decision/py_json.h"
 #include "common/util/files.h"
 #include "common/util/hash.h"
 #include "tests/unit/temp_dir.h"
@@ -15,6 +15,8 @@
 namespace mesa_anyjev::questions {
 namespace {
 
+using decision::PyJsonCanonical;
+using decision::PyJsonDumps;
 using decision::Question;
 using Json = nlohmann::ordered_json;
 

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/decision/py_format.h"
+#include "common/decision/py_json.h"
 
 namespace mesa_anyjev::decision {
 namespace {

@@ -1,8 +1,10 @@
-// json.dumps as Python writes it, for the identities the question lock and
-// decision records depend on: lock_sha and state_sha256 hash
-// json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False), and
-// questions.lock.json is json.dumps(indent=1, ensure_ascii=False). Matching
-// those bytes keeps our lock and hashes interchangeable with the reference.
+// json.dumps as Python writes it, for the identities the question lock,
+// decision records and prompts depend on: lock_sha and state_sha256 hash
+// json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+// questions.lock.json is json.dumps(indent=1, ensure_ascii=False), and a dict
+// state renders in a prompt as json.dumps(indent=2, ensure_ascii=False).
+// Matching those bytes keeps our lock, hashes and prompts interchangeable
+// with the reference.
 #pragma once
 
 #include <optional>
@@ -10,7 +12,7 @@
 
 #include "nlohmann/json.hpp"
 
-namespace mesa_anyjev::questions {
+namespace mesa_anyjev::decision {
 
 struct PyJsonOptions {
   // None: one line; N: each item on its own line, indented N spaces per
@@ -30,4 +32,8 @@ std::string PyJsonDumps(const nlohmann::ordered_json& value,
 // ensure_ascii=False): the canonical text behind lock_sha and state_sha256.
 std::string PyJsonCanonical(const nlohmann::ordered_json& value);
 
-}  // namespace mesa_anyjev::questions
+// json.dumps(value, indent=2, ensure_ascii=False): the reference's rendering
+// of a dict or list state (object keys in the order they were parsed).
+std::string PyJsonDumpsIndent2(const nlohmann::ordered_json& value);
+
+}  // namespace mesa_anyjev::decision

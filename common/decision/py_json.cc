@@ -1,5 +1,5 @@
 // Python json.dumps layouts (see py_json.h).
-#include "client/questions/py_json.h"
+#include "common/decision/py_json.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/decision/py_format.h"
 
-namespace mesa_anyjev::questions {
+namespace mesa_anyjev::decision {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -31,8 +31,7 @@ class Dumper {
         DumpArray(value, depth, out);
         return;
       case Json::value_t::string:
-        out->append(
-            decision::PyJsonString(value.get_ref<const std::string&>()));
+        out->append(PyJsonString(value.get_ref<const std::string&>()));
         return;
       case Json::value_t::boolean:
         out->append(value.get<bool>() ? "true" : "false");
@@ -50,7 +49,7 @@ class Dumper {
         } else if (std::isinf(x)) {
           out->append(x > 0 ? "Infinity" : "-Infinity");
         } else {
-          out->append(decision::PyFloatRepr(x));
+          out->append(PyFloatRepr(x));
         }
         return;
       }
@@ -89,7 +88,7 @@ class Dumper {
       if (!first) out->append(item_separator_);
       first = false;
       Break(depth + 1, out);
-      absl::StrAppend(out, decision::PyJsonString(key), key_separator_);
+      absl::StrAppend(out, PyJsonString(key), key_separator_);
       Dump(*item, depth + 1, out);
     }
     Break(depth, out);
@@ -133,4 +132,8 @@ std::string PyJsonCanonical(const nlohmann::ordered_json& value) {
                  .indent = std::nullopt, .sort_keys = true, .compact = true});
 }
 
-}  // namespace mesa_anyjev::questions
+std::string PyJsonDumpsIndent2(const nlohmann::ordered_json& value) {
+  return PyJsonDumps(value, PyJsonOptions{.indent = 2});
+}
+
+}  // namespace mesa_anyjev::decision
