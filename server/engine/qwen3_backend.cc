@@ -29,9 +29,10 @@ struct Prompt {
 };
 
 // Batches of prompt indices, longest first, each under `budget` tokens once
-// padded (a single longer prompt forms a batch of its own).
+// padded (a single longer prompt forms a batch of its own). With `lead`, the
+// first batch also holds an extension row no longer than its longest prompt.
 std::vector<std::vector<size_t>> Batches(const std::vector<Prompt>& prompts,
-                                         int64_t budget) {
+                                         int64_t budget, bool lead = false) {
   std::vector<size_t> order(prompts.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -40,8 +41,9 @@ std::vector<std::vector<size_t>> Batches(const std::vector<Prompt>& prompts,
   std::vector<std::vector<size_t>> batches;
   for (size_t i : order) {
     const int64_t len = static_cast<int64_t>(prompts[i].ids.size());
+    const size_t extra = lead && batches.size() == 1 ? 1 : 0;
     if (batches.empty() ||
-        static_cast<int64_t>(batches.back().size() + 1) *
+        static_cast<int64_t>(batches.back().size() + 1 + extra) *
                 static_cast<int64_t>(
                     prompts[batches.back().front()].ids.size()) >
             std::max(budget, len)) {
@@ -135,9 +137,10 @@ struct Qwen3Backend::State {
 
   // A group's suffixes after its prefix. The longest cached part of the
   // prefix is reused. The rest runs as an extension row in the first suffix
-  // batch's own pass when it is no longer than that batch's rows (so padding
-  // stays bounded), else in a prefill pass of its own; either way the whole
-  // prefix is cached for the next caller.
+  // batch's own pass when it is no longer than the longest suffix (so padding
+  // stays bounded) and that row fits the batch budget beside it, else in a
+  // prefill pass of its own; either way the whole prefix is cached for the
+  // next caller.
   template <typename Emit>
   absl::Status RunGroup(const std::vector<TokenId>& prefix,
                         const std::vector<Prompt>& shared,
@@ -148,12 +151,15 @@ struct Qwen3Backend::State {
     const model::PrefixState* past = hit.has_value() ? &*hit : nullptr;
     const int64_t reused = hit.has_value() ? hit->length : 0;
     const std::vector<TokenId> rest(prefix.begin() + reused, prefix.end());
-    const auto batches = Batches(shared, batch_tokens);
+    size_t longest = 0;
+    for (const Prompt& p : shared) longest = std::max(longest, p.ids.size());
+    const bool lead = !rest.empty() && rest.size() <= longest &&
+                      2 * static_cast<int64_t>(longest) <= batch_tokens;
+    const auto batches = Batches(shared, batch_tokens, lead);
     size_t next = 0;
     model::PrefixState state;
     if (!rest.empty()) {
-      // Batches are formed longest first.
-      if (rest.size() <= shared[batches[0][0]].ids.size()) {
+      if (lead) {
         RETURN_IF_ERROR(Forward(shared, batches[0], shape, past, &rest, &state,
                                 control, emit));
         next = 1;

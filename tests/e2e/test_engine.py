@@ -117,7 +117,7 @@ def test_the_uncached_part_of_a_prefix_rides_in_its_suffixes_pass(checkpoint):
     suffixes = [[ids(rng, n) for n in (9, 2, 6)] for _ in questions]
     want = plain(checkpoint, [q + s for q, ss in zip(questions, suffixes) for s in ss])
     for fields in ({"label_ids": LABELS, "top_k": 5}, {"layers": list(range(N + 1))}):
-        for budget in ({}, {"batch_tokens": 8}):
+        for budget in ({}, {"batch_tokens": 18}):
             calls = [{"groups": [{"prefix": q, "suffixes": s}], **fields}
                      for q, s in zip(questions, suffixes)]
             got = run(checkpoint, {"calls": calls, **budget})
@@ -131,10 +131,10 @@ def test_the_uncached_part_of_a_prefix_rides_in_its_suffixes_pass(checkpoint):
                     np.testing.assert_allclose(np.array(merged), np.array(want[field]),
                                                atol=1e-5, rtol=1e-5)
             # One batch: a prefill and a pass for the first question, one pass
-            # each for the others. Batches of 8 tokens split each question's
-            # suffixes into three passes (9 | 6 | 2), the extension in the
-            # first.
-            assert got["passes"] == (4 if not budget else 1 + 3 * 3), got["passes"]
+            # each for the others. Batches of 18 tokens: the first question
+            # runs its prefill, then 9+6 | 2; the others run extension+9 | 6+2
+            # (the extension row counts against the budget).
+            assert got["passes"] == (4 if not budget else 3 + 2 + 2), got["passes"]
 
 
 def test_a_short_prefix_runs_in_its_suffixes_pass_without_a_cache(checkpoint):

@@ -21,7 +21,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_engine import Ours, achieved_row, backbone_params, compare  # noqa: E402
+from bench_engine import Ours, achieved_row, backbone_params, compare, sync  # noqa: E402
 from make_tiny_qwen3 import copy_tokenizer, make  # noqa: E402
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
@@ -61,11 +61,6 @@ def parity():
     return result
 
 
-def sync():
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-
-
 def eight_b_shaped(layers):
     """A random Qwen3-8B-shaped checkpoint (SMOKE: a small one), bf16."""
     if SMOKE:
@@ -94,11 +89,11 @@ def bf16_gemm_peak():
     n = 2048 if SMOKE else 8192
     a = torch.randn(n, n, device=DEVICE, dtype=torch.bfloat16)
     a @ a
-    sync()
+    sync(DEVICE)
     start = time.perf_counter()
     for _ in range(20):
         a @ a
-    sync()
+    sync(DEVICE)
     return 20 * 2 * n ** 3 / (time.perf_counter() - start)
 
 
@@ -108,11 +103,11 @@ def prefill(model, directory):
         ids = torch.randint(0, 151000, (1, tokens), device=DEVICE)
         with torch.no_grad():
             model(ids)
-            sync()
+            sync(DEVICE)
             start = time.perf_counter()
             for _ in range(5):
                 model.model(ids)  # the backbone; lm_head at every position would favour us
-                sync()
+                sync(DEVICE)
             theirs = tokens * 5 / (time.perf_counter() - start)
         ours = {a: dump(directory, {"time_prefill": {"tokens": tokens, "batch": 1, "repeat": 5}},
                         attention=a)["tokens_per_second"] for a in ("eager", "sdpa")}
