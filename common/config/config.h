@@ -50,11 +50,15 @@ struct ModelConfig {
 };
 
 struct EngineConfig {
-  // Tokens of one forward batch (rows x padded length); a longer prompt runs
-  // alone.
+  // New tokens of one forward pass, packed from every queued prompt group;
+  // a longer prefix runs in chunks, a longer suffix alone.
   int64_t batch_tokens = 8192;
-  // Keys and values of recent prompt prefixes kept for reuse (LRU).
-  int64_t prefix_cache_bytes = int64_t{1} << 30;
+  // The KV pool: keys and values of every pass and of the prefix cache,
+  // in blocks of kv_block_tokens positions. Allocated once at load.
+  int64_t kv_pool_bytes = int64_t{1} << 30;
+  int32_t kv_block_tokens = 16;
+  // Keep computed prefix blocks for reuse across calls (evicted LRU).
+  bool prefix_caching = true;
 };
 
 struct LimitsConfig {

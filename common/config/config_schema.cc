@@ -110,7 +110,9 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(model, fake_load_s),
 
     MESA_CONFIG_FIELD(engine, batch_tokens),
-    MESA_CONFIG_FIELD(engine, prefix_cache_bytes),
+    MESA_CONFIG_FIELD(engine, kv_pool_bytes),
+    MESA_CONFIG_FIELD(engine, kv_block_tokens),
+    MESA_CONFIG_FIELD(engine, prefix_caching),
 
     MESA_CONFIG_FIELD(limits, max_groups),
     MESA_CONFIG_FIELD(limits, max_suffixes),

@@ -63,6 +63,9 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
   spdlog::info("Qwen3 on {} in {}, {} attention, projections by {}",
                backend->identity().device, backend->identity().dtype,
                backend->identity().attention, backend->gemm());
+  if (!backend->attention_note().empty()) {
+    spdlog::info("sdpa uses the masked kernel: {}", backend->attention_note());
+  }
   return std::unique_ptr<Backend>(std::move(backend));
 #else
   (void)engine;

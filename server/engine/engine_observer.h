@@ -18,13 +18,19 @@ class EngineObserver {
   virtual void OnSkipped(const std::string& /*reason*/) {
   }  // deadline|cancelled
   virtual void OnRun(absl::Duration /*took*/) {}
-  // Model work: one forward over `prompts` rows and `tokens` real tokens.
-  virtual void OnBatch(int64_t /*prompts*/, int64_t /*tokens*/,
+  // Model work: one forward pass of `segments` packed segments and `tokens`
+  // new tokens.
+  virtual void OnBatch(int64_t /*segments*/, int64_t /*tokens*/,
                        absl::Duration /*took*/) {}
-  // Prefix cache
-  virtual void OnPrefixLookup(bool /*hit*/, int64_t /*reused_tokens*/) {}
+  // Prefix cache lookups of one call (one per prompt group), and the
+  // prefix positions they found.
+  virtual void OnPrefixLookups(int64_t /*hits*/, int64_t /*misses*/,
+                               int64_t /*reused_tokens*/) {}
   virtual void OnPrefixEviction() {}
-  virtual void OnPrefixCacheSize(int64_t /*bytes*/, int64_t /*entries*/) {}
+  // The KV pool after a call: blocks held by work in flight, blocks in the
+  // prefix cache, all blocks, and the bytes of one block.
+  virtual void OnKvPool(int64_t /*in_use*/, int64_t /*cached*/,
+                        int64_t /*total*/, int64_t /*block_bytes*/) {}
 };
 
 }  // namespace mesa_anyjev::engine

@@ -8,51 +8,19 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/text/bpe_tokenizer.h"
-#include "server/engine/prefix_cache.h"
+#include "server/engine/kv_blocks.h"
+#include "server/engine/pass_planner.h"
 #include "server/model/qwen3_loader.h"
 
 namespace mesa_anyjev::engine {
 namespace {
-
-struct Prompt {
-  std::vector<TokenId>
-      ids;         // what the forward runs: a suffix, or a whole prompt
-  size_t row = 0;  // index among all prompts (groups, then suffixes)
-  size_t group = 0;
-  size_t index = 0;  // suffix index within the group
-};
-
-// Batches of prompt indices, longest first, each under `budget` tokens once
-// padded (a single longer prompt forms a batch of its own). With `lead`, the
-// first batch also holds an extension row no longer than its longest prompt.
-std::vector<std::vector<size_t>> Batches(const std::vector<Prompt>& prompts,
-                                         int64_t budget, bool lead = false) {
-  std::vector<size_t> order(prompts.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return prompts[a].ids.size() > prompts[b].ids.size();
-  });
-  std::vector<std::vector<size_t>> batches;
-  for (size_t i : order) {
-    const int64_t len = static_cast<int64_t>(prompts[i].ids.size());
-    const size_t extra = lead && batches.size() == 1 ? 1 : 0;
-    if (batches.empty() ||
-        static_cast<int64_t>(batches.back().size() + 1 + extra) *
-                static_cast<int64_t>(
-                    prompts[batches.back().front()].ids.size()) >
-            std::max(budget, len)) {
-      batches.emplace_back();
-    }
-    batches.back().push_back(i);
-  }
-  return batches;
-}
 
 absl::Status Stopped(const CallControl& control) {
   if (control.cancelled != nullptr && control.cancelled->load()) {
@@ -61,10 +29,8 @@ absl::Status Stopped(const CallControl& control) {
   return absl::DeadlineExceededError("the deadline passed during the forward");
 }
 
-at::Tensor Row(const std::vector<TokenId>& ids, at::Device device) {
-  return at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong)
-      .view({1, -1})
-      .to(device);
+at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
+  return at::tensor(v, at::kLong).to(device);
 }
 
 }  // namespace
@@ -73,140 +39,97 @@ struct Qwen3Backend::State {
   std::unique_ptr<text::BpeTokenizer> tokenizer;
   text::ChatTemplate chat_template = text::ChatTemplate::None();
   std::unique_ptr<model::Qwen3Model> model;
-  std::unique_ptr<PrefixCache> cache;
+  std::unique_ptr<KvBlocks> blocks;
+  model::KvPool pool;
   EngineObserver* observer = nullptr;
   int64_t batch_tokens = 8192;
+  int64_t block_bytes = 0;
 
-  // Right-padded [B, T] int64 tokens and lengths of the prompts in `batch`,
-  // after `extension` as row 0 when there is one.
-  model::ForwardRequest Request(const std::vector<Prompt>& prompts,
-                                const std::vector<size_t>& batch,
-                                const std::vector<TokenId>* extension) const {
-    std::vector<const std::vector<TokenId>*> rows;
-    if (extension != nullptr) rows.push_back(extension);
-    for (size_t i : batch) rows.push_back(&prompts[i].ids);
-    model::ForwardRequest request;
-    int64_t t = 0;
-    for (const auto* ids : rows) {
-      t = std::max<int64_t>(t, static_cast<int64_t>(ids->size()));
-    }
-    at::Tensor tokens =
-        at::zeros({static_cast<int64_t>(rows.size()), t}, at::kLong);
-    auto acc = tokens.accessor<int64_t, 2>();
-    for (size_t r = 0; r < rows.size(); ++r) {
-      for (size_t c = 0; c < rows[r]->size(); ++c) acc[r][c] = (*rows[r])[c];
-      request.lengths.push_back(static_cast<int64_t>(rows[r]->size()));
-    }
-    request.tokens = tokens.to(model->device());
-    request.extends_prefix = extension != nullptr;
-    return request;
-  }
-
-  // Runs every prompt of `groups` through `depth` blocks and hands each
-  // forward's rows to `emit(prompt, result, row)`. A group's prefix runs once
-  // and its suffixes attend to it; prompts without a prefix, or whose suffix
-  // is empty, run whole.
+  // Every prompt of `groups` through `depth` blocks, in passes packed by the
+  // planner; `emit(output, result, row)` gets each prompt's row of its
+  // pass's result (outputs numbered groups in order, then suffixes).
   template <typename Emit>
   absl::Status Run(const std::vector<PromptGroup>& groups,
-                   const model::ForwardRequest& shape, int32_t depth,
-                   const CallControl& control, Emit emit) {
-    std::vector<Prompt> whole;
-    size_t row = 0;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      const PromptGroup& group = groups[g];
-      std::vector<Prompt> shared;
-      for (size_t s = 0; s < group.suffixes.size(); ++s, ++row) {
-        Prompt p{group.suffixes[s], row, g, s};
-        if (group.prefix.empty() || group.suffixes[s].empty()) {
-          p.ids.insert(p.ids.begin(), group.prefix.begin(), group.prefix.end());
-          whole.push_back(std::move(p));
-        } else {
-          shared.push_back(std::move(p));
-        }
+                   const std::vector<int32_t>& layers, bool final_norm,
+                   int32_t depth, const CallControl& control, Emit emit) {
+    std::vector<PlanGroup> plan;
+    int64_t outputs = 0;
+    for (const PromptGroup& group : groups) {
+      plan.push_back({&group, 0, outputs});
+      outputs += static_cast<int64_t>(group.suffixes.size());
+    }
+    RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
+    PassPlanner planner(blocks.get(), plan, depth, batch_tokens);
+    const int64_t evictions = blocks->evictions();
+    absl::Status status = absl::OkStatus();
+    const at::Device device = model->device();
+    while (status.ok()) {
+      if (control.ShouldStop(absl::Now())) {
+        status = Stopped(control);
+        break;
       }
-      if (shared.empty()) continue;
-      RETURN_IF_ERROR(
-          RunGroup(group.prefix, shared, shape, depth, control, emit));
-    }
-    for (const auto& batch : Batches(whole, batch_tokens)) {
-      RETURN_IF_ERROR(Forward(whole, batch, shape, nullptr, nullptr, nullptr,
-                              control, emit));
-    }
-    return absl::OkStatus();
-  }
-
-  // A group's suffixes after its prefix. The longest cached part of the
-  // prefix is reused. The rest runs as an extension row in the first suffix
-  // batch's own pass when it is no longer than the longest suffix (so padding
-  // stays bounded) and that row fits the batch budget beside it, else in a
-  // prefill pass of its own; either way the whole prefix is cached for the
-  // next caller.
-  template <typename Emit>
-  absl::Status RunGroup(const std::vector<TokenId>& prefix,
-                        const std::vector<Prompt>& shared,
-                        const model::ForwardRequest& shape, int32_t depth,
-                        const CallControl& control, Emit& emit) {
-    if (control.ShouldStop(absl::Now())) return Stopped(control);
-    std::optional<model::PrefixState> hit = cache->Lookup(prefix, depth);
-    const model::PrefixState* past = hit.has_value() ? &*hit : nullptr;
-    const int64_t reused = hit.has_value() ? hit->length : 0;
-    const std::vector<TokenId> rest(prefix.begin() + reused, prefix.end());
-    size_t longest = 0;
-    for (const Prompt& p : shared) longest = std::max(longest, p.ids.size());
-    const bool lead = !rest.empty() && rest.size() <= longest &&
-                      2 * static_cast<int64_t>(longest) <= batch_tokens;
-    const auto batches = Batches(shared, batch_tokens, lead);
-    size_t next = 0;
-    model::PrefixState state;
-    if (!rest.empty()) {
-      if (lead) {
-        RETURN_IF_ERROR(Forward(shared, batches[0], shape, past, &rest, &state,
-                                control, emit));
-        next = 1;
-      } else {
-        const absl::Time start = absl::Now();
-        state = model->Prefill(Row(rest, model->device()), depth, past);
-        if (observer != nullptr) {
-          observer->OnBatch(1, static_cast<int64_t>(rest.size()),
-                            absl::Now() - start);
-        }
+      absl::StatusOr<Pass> pass =
+          planner.Next([](int32_t /*owner*/) { return true; });
+      if (!pass.ok()) {
+        status = pass.status();
+        break;
       }
-      cache->Insert(prefix, state);
-      past = &state;
-    }
-    for (; next < batches.size(); ++next) {
-      RETURN_IF_ERROR(Forward(shared, batches[next], shape, past, nullptr,
-                              nullptr, control, emit));
-    }
-    return absl::OkStatus();
-  }
-
-  // One pass over `batch` after `prefix`, with `extension` (recorded in
-  // `record`) as row 0 when given.
-  template <typename Emit>
-  absl::Status Forward(const std::vector<Prompt>& prompts,
-                       const std::vector<size_t>& batch,
-                       const model::ForwardRequest& shape,
-                       const model::PrefixState* prefix,
-                       const std::vector<TokenId>* extension,
-                       model::PrefixState* record, const CallControl& control,
-                       Emit& emit) {
-    if (control.ShouldStop(absl::Now())) return Stopped(control);
-    model::ForwardRequest request = Request(prompts, batch, extension);
-    request.layers = shape.layers;
-    request.final_norm = shape.final_norm;
-    const absl::Time start = absl::Now();
-    const model::ForwardResult result = model->Forward(request, prefix, record);
-    int64_t tokens = 0;
-    for (int64_t len : request.lengths) tokens += len;
-    for (size_t r = 0; r < batch.size(); ++r) {
-      emit(prompts[batch[r]], result, static_cast<int64_t>(r));
+      if (pass->segments.empty()) break;
+      const absl::Time start = absl::Now();
+      std::vector<int64_t> tokens, positions, slots, rows, ids;
+      std::vector<model::SegmentKeys> keys;
+      for (const Segment& seg : pass->segments) {
+        for (int64_t t = 0; t < seg.length; ++t) {
+          tokens.push_back(seg.tokens[t]);
+          positions.push_back(seg.start + t);
+          slots.push_back(seg.keys[static_cast<size_t>(seg.start + t)]);
+        }
+        for (int64_t out : seg.outputs) {
+          rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
+          ids.push_back(out);
+        }
+        keys.push_back(
+            {seg.length, &seg.keys, seg.shared_id, seg.shared_length});
+      }
+      const model::AttentionPlan attention(model->attention(), keys, device,
+                                           model->varlen());
+      model::PackedPass packed;
+      packed.tokens = Longs(tokens, device);
+      packed.positions = Longs(positions, device);
+      packed.slots = Longs(slots, device);
+      packed.outputs = Longs(rows, device);
+      packed.attention = &attention;
+      packed.layers = layers;
+      packed.final_norm = final_norm;
+      try {
+        const model::ForwardResult result = model->Forward(packed, pool);
+        planner.Finish(true);
+        emit(ids, result);
+      } catch (const c10::Error& e) {
+        planner.Finish(false);
+        status = absl::InternalError(absl::StrCat(
+            "the forward pass failed: ", e.what_without_backtrace()));
+      }
+      if (observer != nullptr) {
+        observer->OnBatch(static_cast<int64_t>(pass->segments.size()),
+                          pass->tokens, absl::Now() - start);
+      }
     }
     if (observer != nullptr) {
-      observer->OnBatch(static_cast<int64_t>(request.lengths.size()), tokens,
-                        absl::Now() - start);
+      const PlanStats& stats = planner.stats();
+      observer->OnPrefixLookups(stats.prefix_hits, stats.prefix_misses,
+                                stats.reused_tokens);
+      for (int64_t i = evictions; i < blocks->evictions(); ++i) {
+        observer->OnPrefixEviction();
+      }
     }
-    return absl::OkStatus();
+    return status;
+  }
+
+  void ReportPool() const {
+    if (observer == nullptr) return;
+    observer->OnKvPool(blocks->referenced(), blocks->cached(),
+                       blocks->num_blocks(), block_bytes);
   }
 };
 
@@ -233,10 +156,27 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   ASSIGN_OR_RETURN(model::LoadedQwen3 loaded,
                    model::LoadQwen3(config.path, options));
   state->model = std::move(loaded.model);
-  state->cache =
-      std::make_unique<PrefixCache>(engine.prefix_cache_bytes, observer);
+  // The KV pool, allocated once: every pass's keys and values and the
+  // prefix cache share it.
+  const int64_t block_tokens = engine.kv_block_tokens;
+  state->block_bytes = block_tokens * state->model->KvBytesPerToken();
+  const int64_t num_blocks = engine.kv_pool_bytes / state->block_bytes;
+  if (num_blocks < 1 ||
+      num_blocks > std::numeric_limits<int32_t>::max() / block_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine.kv_pool_bytes: ", engine.kv_pool_bytes,
+        " bytes hold ", num_blocks, " blocks of ", block_tokens,
+        " tokens (", state->block_bytes,
+        " bytes each for this model); give at least one block and fewer "
+        "than 2^31 positions"));
+  }
+  state->blocks = std::make_unique<KvBlocks>(
+      static_cast<int32_t>(num_blocks), static_cast<int32_t>(block_tokens),
+      engine.prefix_caching);
+  state->pool = state->model->NewKvPool(num_blocks * block_tokens);
   state->observer = observer;
   state->batch_tokens = engine.batch_tokens;
+  state->ReportPool();
 
   auto backend =
       std::unique_ptr<Qwen3Backend>(new Qwen3Backend(std::move(state)));
@@ -251,6 +191,10 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   backend->identity_.device = backend->state_->model->device().str();
   backend->identity_.attention =
       model::AttentionName(backend->state_->model->attention());
+  if (backend->state_->model->varlen()) {
+    backend->identity_.attention += " (varlen)";
+  }
+  backend->attention_note_ = loaded.varlen_why;
   backend->capabilities_.hidden_states = true;
   backend->capabilities_.early_stop = true;
   backend->capabilities_.max_choice_k = 26;
@@ -289,34 +233,42 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
   for (size_t g = 0; g < groups.size(); ++g) {
     out[g].resize(groups[g].suffixes.size());
   }
-  model::ForwardRequest shape;
-  shape.final_norm = true;
+  // Where each output lands: outputs are numbered groups, then suffixes.
+  std::vector<std::pair<size_t, size_t>> where;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].suffixes.size(); ++i) where.push_back({g, i});
+  }
   const int32_t n = capabilities_.n_layers;
-  // lm_head only at the last position of each prompt, once per batch (rows
-  // arrive in order, starting at 0).
-  at::Tensor batch_logprobs;
-  auto emit = [&](const Prompt& p, const model::ForwardResult& result,
-                  int64_t r) {
-    if (r == 0) batch_logprobs = state_->model->LogSoftmax(result.final).cpu();
-    const at::Tensor logprobs = batch_logprobs[r];
-    const float* values = logprobs.data_ptr<float>();
-    PromptLogprobs& dst = out[p.group][p.index];
-    for (TokenId id : groups[p.group].label_ids) {
-      dst.label_logprobs.push_back(values[id]);
-    }
-    if (top_k > 0) {
-      const auto [top_values, top_ids] = logprobs.topk(top_k);
-      const auto values_k = top_values.accessor<float, 1>();
-      const auto ids_k = top_ids.accessor<int64_t, 1>();
-      for (int64_t k = 0; k < top_k; ++k) {
-        dst.top.push_back({static_cast<TokenId>(ids_k[k]), values_k[k]});
+  // lm_head only at the output rows, once per pass.
+  auto emit = [&](const std::vector<int64_t>& ids,
+                  const model::ForwardResult& result) {
+    const at::Tensor logprobs = state_->model->LogSoftmax(result.final).cpu();
+    at::Tensor top_values, top_ids;
+    if (top_k > 0) std::tie(top_values, top_ids) = logprobs.topk(top_k);
+    for (size_t r = 0; r < ids.size(); ++r) {
+      const auto [g, i] = where[static_cast<size_t>(ids[r])];
+      const float* values = logprobs[static_cast<int64_t>(r)].data_ptr<float>();
+      PromptLogprobs& dst = out[g][i];
+      for (TokenId id : groups[g].label_ids) {
+        dst.label_logprobs.push_back(values[id]);
       }
+      if (top_k > 0) {
+        const at::Tensor row_values = top_values[static_cast<int64_t>(r)];
+        const at::Tensor row_ids = top_ids[static_cast<int64_t>(r)];
+        const auto values_k = row_values.accessor<float, 1>();
+        const auto ids_k = row_ids.accessor<int64_t, 1>();
+        for (int64_t k = 0; k < top_k; ++k) {
+          dst.top.push_back({static_cast<TokenId>(ids_k[k]), values_k[k]});
+        }
+      }
+      dst.n_tokens = static_cast<int32_t>(groups[g].prefix.size() +
+                                          groups[g].suffixes[i].size());
     }
-    dst.n_tokens =
-        static_cast<int32_t>(groups[p.group].prefix.size() +
-                             groups[p.group].suffixes[p.index].size());
   };
-  RETURN_IF_ERROR(state_->Run(groups, shape, n, control, emit));
+  const absl::Status status =
+      state_->Run(groups, {}, /*final_norm=*/true, n, control, emit);
+  state_->ReportPool();
+  RETURN_IF_ERROR(status);
   return out;
 }
 
@@ -333,21 +285,23 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   const size_t row_values =
       layers.size() * static_cast<size_t>(out.hidden_size);
   out.values.resize(static_cast<size_t>(out.n_prompts) * row_values);
-  model::ForwardRequest shape;
-  shape.layers = layers;
-  // Early stop: the forward (and the prefix) run only as deep as needed.
+  // Early stop: every pass runs only as deep as needed.
   int32_t depth = 0;
   for (int32_t layer : layers) depth = std::max(depth, layer);
-  at::Tensor batch_hidden;
-  auto emit = [&](const Prompt& p, const model::ForwardResult& result,
-                  int64_t r) {
-    // One device-to-host copy per batch: [B, L, H].
-    if (r == 0) batch_hidden = result.hidden.cpu().contiguous();
-    const at::Tensor hidden = batch_hidden[r];  // [L, H], contiguous
-    std::memcpy(out.values.data() + p.row * row_values,
-                hidden.data_ptr<float>(), row_values * sizeof(float));
+  auto emit = [&](const std::vector<int64_t>& ids,
+                  const model::ForwardResult& result) {
+    // One device-to-host copy per pass: [R, L, H].
+    const at::Tensor hidden = result.hidden.cpu().contiguous();
+    const float* base = hidden.data_ptr<float>();
+    for (size_t r = 0; r < ids.size(); ++r) {
+      std::memcpy(out.values.data() + static_cast<size_t>(ids[r]) * row_values,
+                  base + r * row_values, row_values * sizeof(float));
+    }
   };
-  RETURN_IF_ERROR(state_->Run(groups, shape, depth, control, emit));
+  const absl::Status status = state_->Run(
+      groups, layers, depth == capabilities_.n_layers, depth, control, emit);
+  state_->ReportPool();
+  RETURN_IF_ERROR(status);
   return out;
 }
 

@@ -1,7 +1,8 @@
 // The daemon's Backend over a local Qwen3 checkpoint: the byte-level BPE
-// tokenizer of the checkpoint and the libtorch model. A prompt group's prefix
-// is computed once (or found in the prefix cache) and its suffixes attend to
-// its keys and values. Runs on the engine thread only (the scheduler's), so
+// tokenizer of the checkpoint and the libtorch model. Every call's prompt
+// groups run in full packed passes (pass_planner.h) over the KV pool the
+// engine owns (kv_blocks.h), a group's prefix found in the prefix cache to
+// the block or computed once in the pass of its suffixes. Runs on the engine thread only (the scheduler's), so
 // it holds no locks. libtorch stays out of this header.
 #pragma once
 
@@ -43,6 +44,8 @@ class Qwen3Backend final : public Backend {
   // How the block projections multiply, for the load log: "onednn",
   // "aten", or "aten" with why oneDNN was not used where it was asked for.
   const std::string& gemm() const { return gemm_; }
+  // Why sdpa on CUDA fell back to the masked kernel (empty otherwise).
+  const std::string& attention_note() const { return attention_note_; }
 
  private:
   struct State;
@@ -53,6 +56,7 @@ class Qwen3Backend final : public Backend {
   Capabilities capabilities_;
   int64_t weight_bytes_ = 0;
   std::string gemm_;
+  std::string attention_note_;
 };
 
 }  // namespace mesa_anyjev::engine

@@ -156,19 +156,19 @@ ServerMetrics::ServerMetrics(const std::string& version,
                   .Add({});
   batch_size_ = &BuildHistogram()
                      .Name("mesa_anyjev_batch_size")
-                     .Help("Rows in one forward batch.")
+                     .Help("Segments packed in one forward pass.")
                      .Register(*registry_)
                      .Add({}, prometheus::Histogram::BucketBoundaries{
                                   1, 2, 4, 8, 16, 32, 64, 128});
   batch_tokens_ = &BuildHistogram()
                        .Name("mesa_anyjev_batch_tokens")
-                       .Help("Real tokens in one forward batch.")
+                       .Help("New tokens in one forward pass.")
                        .Register(*registry_)
                        .Add({}, prometheus::Histogram::BucketBoundaries{
                                     16, 64, 256, 1024, 4096, 16384, 65536});
   forward_ = &BuildHistogram()
                   .Name("mesa_anyjev_forward_duration_seconds")
-                  .Help("Time of one forward batch (or prefix prefill).")
+                  .Help("Time of one forward pass.")
                   .Register(*registry_)
                   .Add({}, LatencyBuckets());
   auto& lookups = BuildCounter()
@@ -184,7 +184,7 @@ ServerMetrics::ServerMetrics(const std::string& version,
                        .Add({});
   cache_evictions_ = &BuildCounter()
                           .Name("mesa_anyjev_prefix_cache_evictions_total")
-                          .Help("Prefix cache entries evicted (LRU).")
+                          .Help("Prefix cache blocks evicted (LRU).")
                           .Register(*registry_)
                           .Add({});
   cache_bytes_ =
@@ -193,11 +193,20 @@ ServerMetrics::ServerMetrics(const std::string& version,
            .Help("Bytes of keys and values held by the prefix cache.")
            .Register(*registry_)
            .Add({});
-  cache_entries_ = &BuildGauge()
-                        .Name("mesa_anyjev_prefix_cache_entries")
-                        .Help("Prefixes held by the prefix cache.")
-                        .Register(*registry_)
-                        .Add({});
+  auto& pool = BuildGauge()
+                   .Name("mesa_anyjev_kv_pool_blocks")
+                   .Help("KV pool blocks: in use by work in flight, in the "
+                         "prefix cache, in all.")
+                   .Register(*registry_);
+  pool_in_use_ = &pool.Add({{"state", "in_use"}});
+  pool_cached_ = &pool.Add({{"state", "cached"}});
+  pool_total_ = &pool.Add({{"state", "total"}});
+  pool_bytes_in_use_ =
+      &BuildGauge()
+           .Name("mesa_anyjev_kv_pool_bytes_in_use")
+           .Help("Bytes of the KV pool held by work in flight.")
+           .Register(*registry_)
+           .Add({});
   queue_wait_ = &BuildHistogram()
                      .Name("mesa_anyjev_queue_wait_seconds")
                      .Help("Time accepted calls waited for the engine thread.")
@@ -316,16 +325,22 @@ void ServerMetrics::OnBatch(int64_t prompts, int64_t tokens,
   forward_->Observe(absl::ToDoubleSeconds(took));
 }
 
-void ServerMetrics::OnPrefixLookup(bool hit, int64_t reused_tokens) {
-  (hit ? cache_hits_ : cache_misses_)->Increment();
+void ServerMetrics::OnPrefixLookups(int64_t hits, int64_t misses,
+                                    int64_t reused_tokens) {
+  cache_hits_->Increment(static_cast<double>(hits));
+  cache_misses_->Increment(static_cast<double>(misses));
   cache_reused_->Increment(static_cast<double>(reused_tokens));
 }
 
 void ServerMetrics::OnPrefixEviction() { cache_evictions_->Increment(); }
 
-void ServerMetrics::OnPrefixCacheSize(int64_t bytes, int64_t entries) {
-  cache_bytes_->Set(static_cast<double>(bytes));
-  cache_entries_->Set(static_cast<double>(entries));
+void ServerMetrics::OnKvPool(int64_t in_use, int64_t cached, int64_t total,
+                             int64_t block_bytes) {
+  pool_in_use_->Set(static_cast<double>(in_use));
+  pool_cached_->Set(static_cast<double>(cached));
+  pool_total_->Set(static_cast<double>(total));
+  pool_bytes_in_use_->Set(static_cast<double>(in_use * block_bytes));
+  cache_bytes_->Set(static_cast<double>(cached * block_bytes));
 }
 
 void ServerMetrics::RecordDecisions(const std::string& level,

@@ -85,9 +85,11 @@ class ServerMetrics : public engine::EngineObserver,
   void OnSkipped(const std::string& reason) override;
   void OnRun(absl::Duration took) override;
   void OnBatch(int64_t prompts, int64_t tokens, absl::Duration took) override;
-  void OnPrefixLookup(bool hit, int64_t reused_tokens) override;
+  void OnPrefixLookups(int64_t hits, int64_t misses,
+                       int64_t reused_tokens) override;
   void OnPrefixEviction() override;
-  void OnPrefixCacheSize(int64_t bytes, int64_t entries) override;
+  void OnKvPool(int64_t in_use, int64_t cached, int64_t total,
+                int64_t block_bytes) override;
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -112,7 +114,10 @@ class ServerMetrics : public engine::EngineObserver,
   prometheus::Counter* cache_reused_;
   prometheus::Counter* cache_evictions_;
   prometheus::Gauge* cache_bytes_;
-  prometheus::Gauge* cache_entries_;
+  prometheus::Gauge* pool_in_use_;
+  prometheus::Gauge* pool_cached_;
+  prometheus::Gauge* pool_total_;
+  prometheus::Gauge* pool_bytes_in_use_;
   prometheus::Histogram* queue_wait_;
   prometheus::Histogram* compute_;
   prometheus::Family<prometheus::Counter>* decisions_;

@@ -26,6 +26,9 @@ struct LoadedQwen3 {
       fingerprint;  // sha256 over config.json and the safetensors headers
   // Bytes of the converted weights, plus a packed copy of a tied lm_head.
   int64_t weight_bytes = 0;
+  // Why sdpa on CUDA uses the masked kernel rather than the variable-length
+  // one (empty when it does not, or on the CPU).
+  std::string varlen_why;
 };
 
 absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,

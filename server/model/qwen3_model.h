@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "server/model/attention.h"
 #include "server/model/packed_linear.h"
 #include "server/model/qwen3_config.h"
 
@@ -36,44 +37,27 @@ struct Qwen3Weights {
   at::Tensor lm_head;
 };
 
-// How attention is computed. kEager is transformers' eager path (matmul,
-// float32 softmax) and the exact default; kSdpa is libtorch's fused
-// scaled_dot_product_attention (flash / memory-efficient kernels on CUDA).
-enum class Attention { kEager, kSdpa };
-const char* AttentionName(Attention attention);
-
-// Keys (after RoPE) and values of a prefix, per block, before the kv heads are
-// repeated: what a suffix attends to instead of recomputing the prefix.
-struct PrefixState {
-  std::vector<at::Tensor> keys;    // per block [1, kv, P, D]
-  std::vector<at::Tensor> values;  // per block [1, kv, P, D]
-  int64_t length = 0;              // P
-  int32_t depth = 0;               // blocks covered (keys.size())
-
-  int64_t bytes() const;
-  // The first `length` positions (a prefix of a prefix is exact: causal).
-  PrefixState Truncated(int64_t length) const;
+// The engine's keys and values, per block [slots, kv, D] in the model's
+// dtype and device: a pass writes its tokens' and reads what it attends to.
+struct KvPool {
+  std::vector<at::Tensor> keys, values;
 };
 
-struct ForwardRequest {
-  // [B, T] int64 on the model's device, right-padded. With a prefix, these
-  // are the suffixes; positions start at prefix->length.
-  at::Tensor tokens;
-  std::vector<int64_t> lengths;  // real tokens of each row, 1..T
-  std::vector<int32_t> layers;   // capture after these blocks (0..n), any order
-  bool final_norm = false;       // also return norm(h_n) for lm_head
-  // Row 0 extends the prefix (or starts one) by its lengths[0] tokens, and
-  // rows 1.. follow the prefix and those tokens: a group's uncached prefix
-  // part and its suffixes in one pass instead of a prefill and a forward
-  // (each pass reads every weight once). The extended prefix's keys and
-  // values are recorded.
-  bool extends_prefix = false;
+// One forward pass over packed segments (server/engine/pass_planner.h): the
+// tokens of every segment in one row, each at its own position.
+struct PackedPass {
+  at::Tensor tokens;     // [N] int64 on the model's device
+  at::Tensor positions;  // [N] int64
+  at::Tensor slots;      // [N] int64: pool slot of each token's keys/values
+  at::Tensor outputs;    // [R] int64: rows whose results are wanted
+  const AttentionPlan* attention = nullptr;
+  std::vector<int32_t> layers;  // capture after these blocks (0..n)
+  bool final_norm = false;      // also return norm(h_n) for lm_head
 };
 
-// Rows of the request, without an extension row.
 struct ForwardResult {
-  at::Tensor hidden;  // [B, layers.size(), H] float32 at each row's last token
-  at::Tensor final;   // [B, H] model dtype: norm(h_n) at the last token
+  at::Tensor hidden;  // [R, layers.size(), H] float32 at the output rows
+  at::Tensor final;   // [R, H] model dtype: norm(h_n) at the output rows
   int32_t blocks_run = 0;
 };
 
@@ -96,50 +80,29 @@ class Qwen3Model {
   at::Device device() const { return weights_.embed_tokens.device(); }
 
   // Layer numbering of decision-method.md 7.1: 0 = embeddings, b = after
-  // block b (no final norm), n = after the final norm.
-  ForwardResult Forward(const ForwardRequest& request) const;
-  // The same with every row preceded by `prefix` (which must cover at least
-  // as many blocks as the request needs). With request.extends_prefix,
-  // `record` (required then) gets prefix + row 0's keys and values.
-  ForwardResult Forward(const ForwardRequest& request,
-                        const PrefixState* prefix,
-                        PrefixState* record = nullptr) const;
-
-  // Runs `tokens` [1, T] through `depth` blocks after `past` (nullptr: from
-  // position 0) and returns past + these tokens' keys and values.
-  PrefixState Prefill(const at::Tensor& tokens, int32_t depth,
-                      const PrefixState* past) const;
+  // block b (no final norm), n = after the final norm. Runs as deep as the
+  // deepest layer asked for (n with final_norm) and writes the pass's keys
+  // and values into `pool` for those blocks.
+  ForwardResult Forward(const PackedPass& pass, KvPool& pool) const;
+  // A pool of `slots` positions for every block (not initialised: a pass
+  // reads only slots written before).
+  KvPool NewKvPool(int64_t slots) const;
+  // Bytes of keys and values one position takes over every block.
+  int64_t KvBytesPerToken() const;
+  // Whether sdpa uses CUDA's variable-length kernel (probed at load).
+  bool varlen() const { return varlen_; }
+  void set_varlen(bool varlen) { varlen_ = varlen; }
 
   // [B, H] -> [B, V] float32 log-softmax of lm_head over the whole vocabulary.
   at::Tensor LogSoftmax(const at::Tensor& final) const;
 
  private:
-  // Per-block context: rotary tables for the new positions, the mask over
-  // [past + extension + new] keys, the past keys/values, and where to record
-  // the extended prefix.
+  // Per-pass tables every block reads.
   struct Context {
-    at::Tensor cos, sin;  // [T, D]; [B, 1, T, D] with an extension
-    // [T, P + T], or [B, 1, T, P + E + T] with an extension: bool, true =
-    // may not attend (eager and the masked sdpa).
-    at::Tensor masked;
-    int64_t extension = 0;  // E: row 0's tokens that rows 1.. follow
-    // sdpa: without a past the mask is exactly causal, which SDPA's own
-    // causal kernels take without a mask; with one, `allowed` = !masked,
-    // built once per forward rather than once per block.
-    bool causal_only = false;
-    // sdpa on CPU with a past: the past and the new tokens attended to
-    // separately and merged (SharedPrefixAttention), no mask, no copies of
-    // the past per row; CUDA keeps one masked kernel over [past + new].
-    bool split_past = false;
-    at::Tensor allowed;
-    const PrefixState* past = nullptr;
-    PrefixState* record = nullptr;
+    at::Tensor cos, sin;  // [N, 1, D] rotary tables at each token's position
+    const PackedPass* pass = nullptr;
+    KvPool* pool = nullptr;
   };
-  Context MakeContext(int64_t b, int64_t t, const PrefixState* past,
-                      int64_t extension, PrefixState* record) const;
-  // Forward through exactly `depth` blocks.
-  ForwardResult Run(const ForwardRequest& request, int32_t depth,
-                    const PrefixState* prefix, PrefixState* record) const;
   at::Tensor Block(int32_t index, const at::Tensor& x,
                    const Context& context) const;
   at::Tensor SelfAttention(int32_t index, const at::Tensor& x,
@@ -164,6 +127,7 @@ class Qwen3Model {
   Attention attention_;
   CpuGemm gemm_ = CpuGemm::kAten;
   int64_t extra_weight_bytes_ = 0;
+  bool varlen_ = false;
   at::Tensor inv_freq_;  // [D/2] float32
 };
 

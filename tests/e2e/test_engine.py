@@ -1,10 +1,11 @@
-"""The engine's exactness: prompt groups (a prefix computed once, its
-suffixes attending to its keys and values), the prefix cache across calls,
-early stop and batching all equal the plain one-prompt forward within 1e-5 in
-float32, on a tiny random Qwen3 (the daemon's own Qwen3Backend through
-tests/tools/qwen3_dump). Every test runs with eager attention and with sdpa,
-whose CPU path attends to a prefix separately and merges the halves
-(SharedPrefixAttention)."""
+"""The engine's exactness: packed passes of many prompt groups (a prefix
+computed once in the pass of its suffixes, which attend to it at every
+layer), the block prefix cache across calls (full, partial and missing hits,
+a block boundary inside a prefix, eviction under pressure), chunked prefixes,
+early stop and token budgets all equal the plain one-prompt forward within
+1e-5 in float32, on a tiny random Qwen3 (the daemon's own Qwen3Backend
+through tests/tools/qwen3_dump). Every test runs with eager attention and
+with sdpa."""
 import json
 import os
 import subprocess
@@ -47,7 +48,7 @@ def ids(rng, n):
 
 def plain(checkpoint, prompts):
     return run(checkpoint, {"prompts": prompts, "layers": list(range(N + 1)), "label_ids": LABELS,
-                           "top_k": 5, "prefix_cache_bytes": 0})
+                           "top_k": 5, "prefix_caching": False})
 
 
 def assert_same(a, b):
@@ -73,7 +74,7 @@ def test_prefix_cache_across_calls_is_exact_and_saves_work(checkpoint):
     calls = [{"groups": [{"prefix": q, "suffixes": s}], "layers": list(range(N + 1)),
               "label_ids": LABELS, "top_k": 5} for q, s in zip(questions, suffixes)]
     cached = run(checkpoint, {"calls": calls})
-    uncached = run(checkpoint, {"calls": calls, "prefix_cache_bytes": 0})
+    uncached = run(checkpoint, {"calls": calls, "prefix_caching": False})
     for a, b in zip(cached["calls"], uncached["calls"]):
         assert_same(a, b)
     want = plain(checkpoint, [q + s for q, ss in zip(questions, suffixes) for s in ss])
@@ -102,15 +103,16 @@ def test_small_batches_and_a_tiny_cache_change_nothing(checkpoint):
     groups = [{"prefix": ids(rng, 25), "suffixes": [ids(rng, n) for n in (2, 7, 4)]} for _ in range(3)]
     request = {"groups": groups, "layers": [0, 2, N], "label_ids": LABELS, "top_k": 5}
     big = run(checkpoint, request)
-    small = run(checkpoint, {**request, "batch_tokens": 8, "prefix_cache_bytes": 20000})
+    # A pool of 4 blocks of 16 positions (1152 bytes each in this model):
+    # one group at a time, each evicting the last.
+    small = run(checkpoint, {**request, "batch_tokens": 8, "kv_pool_bytes": 4 * 16 * 1152})
     assert_same(big, small)
 
 
-def test_the_uncached_part_of_a_prefix_rides_in_its_suffixes_pass(checkpoint):
-    # Three questions about one state. The first computes the state; the
-    # others extend it by at most as many tokens as their longest suffix, so
-    # each runs its extension and its suffixes in one pass (row 0 extends the
-    # cached prefix, the other rows follow both).
+def test_a_cached_state_is_extended_in_its_suffixes_pass(checkpoint):
+    # Three questions about one state, one call each. The first computes the
+    # state; the others find its full blocks cached and run the rest of
+    # their prefix in the pass of their suffixes.
     rng = np.random.default_rng(4)
     state = ids(rng, 50)
     questions = [state + ids(rng, n) for n in (3, 9, 5)]
@@ -130,20 +132,68 @@ def test_the_uncached_part_of_a_prefix_rides_in_its_suffixes_pass(checkpoint):
                 else:
                     np.testing.assert_allclose(np.array(merged), np.array(want[field]),
                                                atol=1e-5, rtol=1e-5)
-            # One batch: a prefill and a pass for the first question, one pass
-            # each for the others. Batches of 18 tokens: the first question
-            # runs its prefill, then 9+6 | 2; the others run extension+9 | 6+2
-            # (the extension row counts against the budget).
-            assert got["passes"] == (4 if not budget else 3 + 2 + 2), got["passes"]
+            # One pass per call. With 18 tokens a pass, the first call's
+            # 53-token prefix runs in chunks of 16 (block boundaries), its
+            # last 5 tokens with the suffixes of 9 and 2, then 6: five
+            # passes; the others reuse 48 cached positions and run their
+            # rest (11, 7) with what fits, then the remaining suffixes.
+            assert got["passes"] == (3 if not budget else 5 + 2 + 2), got["passes"]
+            assert got["prefix_hits"] == 2, got
+
+
+def test_many_groups_of_many_states_share_one_pass(checkpoint):
+    # 3 states x 4 questions in one call: one pass for everything, each
+    # state computed once (its later questions find its blocks, published by
+    # the segment before them in the same pass).
+    rng = np.random.default_rng(6)
+    states = [ids(rng, n) for n in (37, 16, 45)]
+    groups = [{"prefix": st + ids(rng, 5), "suffixes": [ids(rng, n) for n in (1, 4, 2)]}
+              for _ in range(4) for st in states]
+    got = run(checkpoint, {"groups": groups, "layers": list(range(N + 1)),
+                           "label_ids": LABELS, "top_k": 5})
+    want = plain(checkpoint, [g["prefix"] + s for g in groups for s in g["suffixes"]])
+    assert_same(got, want)
+    assert got["passes"] == 2  # one for the hidden states, one for logprobs
+
+
+def test_block_boundaries_and_partial_hits(checkpoint):
+    # Blocks of 4: prefixes that share 13 tokens (3 full blocks and a partial
+    # one), a prefix that is a block multiple, and whole prompts that end
+    # inside a cached block.
+    rng = np.random.default_rng(7)
+    common = ids(rng, 13)
+    groups = [{"prefix": common + ids(rng, n), "suffixes": [ids(rng, 3), ids(rng, 1), []]}
+              for n in (0, 3, 7)]
+    whole = [common + ids(rng, 2), common[:8]]
+    calls = [{"groups": [g], "layers": list(range(N + 1)), "label_ids": LABELS, "top_k": 5}
+             for g in groups]
+    calls.append({"prompts": whole, "layers": list(range(N + 1)), "label_ids": LABELS,
+                  "top_k": 5})
+    got = run(checkpoint, {"calls": calls, "kv_block_tokens": 4})
+    want_groups = [plain(checkpoint, [g["prefix"] + s for s in g["suffixes"]]) for g in groups]
+    for a, b in zip(got["calls"], want_groups + [plain(checkpoint, whole)]):
+        assert_same(a, b)
+    assert got["prefix_hits"] >= 6, got
+
+
+def test_a_group_larger_than_the_pool_is_refused_at_once(checkpoint):
+    directory, attention = checkpoint
+    rng = np.random.default_rng(8)
+    request = {"groups": [{"prefix": ids(rng, 100), "suffixes": [ids(rng, 5)]}],
+               "label_ids": LABELS, "kv_pool_bytes": 4 * 16 * 1152}
+    out = subprocess.run([DUMP, str(directory), "float32", attention], input=json.dumps(request),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert "needs 8 KV blocks" in out.stderr and "engine.kv_pool_bytes" in out.stderr, out.stderr
 
 
 def test_a_short_prefix_runs_in_its_suffixes_pass_without_a_cache(checkpoint):
-    # Nothing cached: the whole prefix is row 0 and the suffixes follow it.
+    # Nothing cached: the prefix is a segment of its suffixes' pass.
     rng = np.random.default_rng(5)
     prefix, suffixes = ids(rng, 4), [ids(rng, 7), ids(rng, 2), ids(rng, 4)]
-    for cache in (0, 1 << 20):
+    for cache in (False, True):
         got = run(checkpoint, {"groups": [{"prefix": prefix, "suffixes": suffixes}],
                                "layers": list(range(N + 1)), "label_ids": LABELS, "top_k": 5,
-                               "prefix_cache_bytes": cache})
+                               "prefix_caching": cache})
         assert_same(got, plain(checkpoint, [prefix + s for s in suffixes]))
         assert got["passes"] == 2  # one for the hidden states, one for logprobs

@@ -41,7 +41,10 @@ int64_t ResidentBytes() {
 // Counts what the engine reports, for the cache tests.
 struct CountingObserver : mesa_anyjev::engine::EngineObserver {
   int64_t hits = 0, misses = 0, tokens = 0, passes = 0;
-  void OnPrefixLookup(bool hit, int64_t) override { ++(hit ? hits : misses); }
+  void OnPrefixLookups(int64_t h, int64_t m, int64_t) override {
+    hits += h;
+    misses += m;
+  }
   void OnBatch(int64_t, int64_t t, absl::Duration) override {
     tokens += t;
     ++passes;
@@ -156,8 +159,10 @@ int main(int argc, char** argv) {
   }
   mesa_anyjev::config::EngineConfig engine;
   engine.batch_tokens = request.value("batch_tokens", engine.batch_tokens);
-  engine.prefix_cache_bytes =
-      request.value("prefix_cache_bytes", engine.prefix_cache_bytes);
+  engine.kv_pool_bytes = request.value("kv_pool_bytes", engine.kv_pool_bytes);
+  engine.kv_block_tokens =
+      request.value("kv_block_tokens", engine.kv_block_tokens);
+  engine.prefix_caching = request.value("prefix_caching", true);
   CountingObserver observer;
   auto backend =
       mesa_anyjev::engine::Qwen3Backend::Load(config, engine, &observer);

@@ -1,0 +1,96 @@
+// The KV pool's bookkeeping, without tensors: fixed-size blocks of
+// `block_tokens` positions, reference counts, and the prefix cache as a
+// radix tree over full blocks (a node per block, children keyed by the
+// block's tokens), so any shared prefix is found to the block, across calls.
+// A block's keys and values are those of its whole token path from the root
+// (attention is causal), so a node is exact for every prompt that starts
+// with that path. Only unreferenced blocks are evicted, least recently used
+// first; a user holds a reference on every block it attends to, so the
+// victim is always a leaf. Engine thread only: no locks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/text/tokenizer.h"
+
+namespace mesa_anyjev::engine {
+
+using BlockId = int32_t;
+using text::TokenId;
+
+class KvBlocks {
+ public:
+  KvBlocks(int32_t num_blocks, int32_t block_tokens, bool prefix_caching);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t block_tokens() const { return block_tokens_; }
+  // Blocks held by a reference (a pass or a call in flight).
+  int32_t referenced() const { return referenced_; }
+  // Blocks in the prefix cache (referenced or not).
+  int32_t cached() const { return cached_; }
+  int64_t evictions() const { return evictions_; }
+
+  // A block with one reference: a free one, else the least recently used
+  // unreferenced cached block, evicted; nullopt when every block is held.
+  std::optional<BlockId> Allocate();
+  void Ref(BlockId block);
+  // The last reference to a block outside the cache frees it.
+  void Unref(BlockId block);
+
+  // The longest chain of cached blocks spelling `ids[0, k * block_tokens)`
+  // whose layers cover `depth` blocks, with k * block_tokens <= `limit`.
+  // Not referenced (the caller refs what it keeps); marks them used.
+  std::vector<BlockId> Match(const std::vector<TokenId>& ids, size_t limit,
+                             int32_t depth);
+
+  // Makes `block`, holding `tokens` (block_tokens of them) after the chain
+  // ending at `parent` (-1: the root) with layers covering `depth` blocks,
+  // findable. A cached node for the same path that covers `depth` wins and
+  // `block` stays private (false); a shallower one is replaced, its subtree
+  // leaving the cache. The caller keeps its reference.
+  bool Publish(BlockId parent, const TokenId* tokens, BlockId block,
+               int32_t depth);
+  // Removes `block` and its subtree from the cache (their keys and values
+  // were not computed after all); held blocks stay until unreferenced.
+  void Unpublish(BlockId block);
+
+ private:
+  using Key = std::vector<TokenId>;
+  using Children = absl::flat_hash_map<Key, BlockId>;
+  struct Block {
+    int32_t refs = 0;
+    bool cached = false;
+    BlockId parent = -1;
+    int32_t level = 0;  // blocks above it in its chain
+    int32_t depth = 0;  // transformer blocks its keys and values cover
+    Key tokens;
+    Children children;
+    uint64_t last_use = 0;
+  };
+  // Eviction order among unreferenced cached blocks: oldest first, deeper
+  // first on a tie (a parent is touched whenever its child is).
+  using LruKey = std::pair<uint64_t, std::pair<int32_t, BlockId>>;
+  LruKey LruOf(BlockId b) const;
+  Children& ChildrenOf(BlockId parent);
+  void Touch(BlockId b);
+  void Release(BlockId b);  // back to the free list
+  void Detach(BlockId b);   // out of the cache with its subtree
+
+  const int32_t block_tokens_;
+  const bool prefix_caching_;
+  std::vector<Block> blocks_;
+  std::vector<BlockId> free_;
+  Children roots_;
+  std::set<LruKey> evictable_;
+  uint64_t clock_ = 0;
+  int32_t referenced_ = 0;
+  int32_t cached_ = 0;
+  int64_t evictions_ = 0;
+};
+
+}  // namespace mesa_anyjev::engine

@@ -1,0 +1,273 @@
+// The KV pool's bookkeeping (blocks, references, the radix prefix cache, LRU
+// eviction of unreferenced leaves) and the pass planner over it: every
+// output planned exactly once, segments attend to exactly the slots of their
+// positions, budgets and pool limits kept, nothing leaked.
+#include <catch2/catch.hpp>
+#include <map>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "server/engine/kv_blocks.h"
+#include "server/engine/pass_planner.h"
+
+namespace mesa_anyjev::engine {
+namespace {
+
+std::vector<TokenId> Ids(int first, int n) {
+  std::vector<TokenId> ids(static_cast<size_t>(n));
+  std::iota(ids.begin(), ids.end(), first);
+  return ids;
+}
+
+bool Live(int32_t) { return true; }
+
+// Runs a planner to the end; checks each segment against the token
+// sequences it stands for, and returns outputs -> times planned.
+struct Outcome {
+  std::map<int64_t, int> outputs;
+  int passes = 0;
+  int64_t max_tokens = 0;
+};
+
+Outcome Drain(PassPlanner& planner, int64_t budget,
+              const std::function<bool(int32_t)>& live = Live) {
+  Outcome outcome;
+  for (;;) {
+    auto pass = planner.Next(live);
+    REQUIRE(pass.ok());
+    if (pass->segments.empty()) break;
+    ++outcome.passes;
+    int64_t tokens = 0;
+    std::set<int64_t> written;
+    for (const Segment& seg : pass->segments) {
+      REQUIRE(static_cast<int64_t>(seg.keys.size()) == seg.start + seg.length);
+      tokens += seg.length;
+      for (int64_t t = seg.start; t < seg.start + seg.length; ++t) {
+        // No two tokens of a pass write one slot.
+        REQUIRE(written.insert(seg.keys[static_cast<size_t>(t)]).second);
+      }
+      for (int64_t out : seg.outputs) ++outcome.outputs[out];
+    }
+    REQUIRE(tokens == pass->tokens);
+    outcome.max_tokens = std::max(outcome.max_tokens, tokens);
+    if (pass->segments.size() > 1) REQUIRE(tokens <= budget);
+    planner.Finish(true);
+  }
+  return outcome;
+}
+
+TEST_CASE("KvBlocks: allocation, references and freeing", "[engine]") {
+  KvBlocks blocks(3, 4, true);
+  auto a = blocks.Allocate(), b = blocks.Allocate(), c = blocks.Allocate();
+  REQUIRE((a && b && c));
+  CHECK(blocks.referenced() == 3);
+  CHECK_FALSE(blocks.Allocate().has_value());
+  blocks.Unref(*b);  // not cached: free again
+  CHECK(blocks.referenced() == 2);
+  CHECK(blocks.Allocate() == b);
+}
+
+TEST_CASE("KvBlocks: the radix cache matches to the block and evicts LRU "
+          "leaves only",
+          "[engine]") {
+  KvBlocks blocks(4, 2, true);
+  const std::vector<TokenId> ids = Ids(10, 6);  // three blocks of 2
+  std::vector<BlockId> chain;
+  for (int k = 0; k < 3; ++k) {
+    chain.push_back(*blocks.Allocate());
+    REQUIRE(blocks.Publish(k == 0 ? -1 : chain[k - 1], ids.data() + 2 * k,
+                           chain[k], /*depth=*/5));
+  }
+  CHECK(blocks.Match(ids, 6, 5) == chain);
+  CHECK(blocks.Match(ids, 5, 5).size() == 2);  // within the limit
+  CHECK(blocks.Match(ids, 6, 6).empty());      // shallower than asked
+  std::vector<TokenId> other = ids;
+  other[3] = 99;  // differs in block 1
+  CHECK(blocks.Match(other, 6, 5).size() == 1);
+  for (BlockId b : chain) blocks.Unref(b);
+  CHECK(blocks.referenced() == 0);
+  CHECK(blocks.cached() == 3);
+  // The free block first, then the chain's leaf, then its parent.
+  const auto x = blocks.Allocate(), y = blocks.Allocate();
+  REQUIRE((x && y));
+  CHECK(*y == chain[2]);
+  CHECK(blocks.evictions() == 1);
+  CHECK(blocks.Match(ids, 6, 5).size() == 2);
+  const auto z = blocks.Allocate();
+  CHECK(*z == chain[1]);
+  CHECK(blocks.Match(ids, 6, 5).size() == 1);
+}
+
+TEST_CASE("KvBlocks: a deeper block replaces a shallower one; unpublishing "
+          "takes the subtree",
+          "[engine]") {
+  KvBlocks blocks(4, 2, true);
+  const std::vector<TokenId> ids = Ids(0, 4);
+  const BlockId a = *blocks.Allocate(), b = *blocks.Allocate();
+  REQUIRE(blocks.Publish(-1, ids.data(), a, 2));
+  REQUIRE(blocks.Publish(a, ids.data() + 2, b, 2));
+  const BlockId deeper = *blocks.Allocate();
+  CHECK(blocks.Publish(-1, ids.data(), deeper, 4));
+  CHECK(blocks.Match(ids, 4, 2) == std::vector<BlockId>{deeper});
+  // A shallower or equal block never replaces one that covers it.
+  const BlockId again = *blocks.Allocate();
+  CHECK_FALSE(blocks.Publish(-1, ids.data(), again, 3));
+  blocks.Unpublish(deeper);
+  CHECK(blocks.Match(ids, 4, 1).empty());
+  for (BlockId id : {a, b, deeper, again}) blocks.Unref(id);
+  CHECK(blocks.referenced() == 0);
+  CHECK(blocks.cached() == 0);
+}
+
+TEST_CASE("PassPlanner: a group's prefix and its suffixes in one pass",
+          "[engine]") {
+  KvBlocks blocks(64, 4, true);
+  PromptGroup group{Ids(0, 10), {Ids(100, 3), Ids(200, 5), {}}, {}};
+  PassPlanner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
+  auto pass = planner.Next(Live);
+  REQUIRE(pass.ok());
+  REQUIRE(pass->segments.size() == 3);
+  const Segment& prefix = pass->segments[0];
+  CHECK(prefix.start == 0);
+  CHECK(prefix.length == 10);
+  CHECK(prefix.outputs == std::vector<int64_t>{2});  // the empty suffix
+  for (size_t s = 1; s < 3; ++s) {
+    const Segment& suffix = pass->segments[s];
+    CHECK(suffix.start == 10);
+    // The prefix's slots, then its own.
+    CHECK(std::equal(prefix.keys.begin(), prefix.keys.end(),
+                     suffix.keys.begin()));
+    CHECK(suffix.shared_length == 10);
+  }
+  CHECK(pass->tokens == 18);
+  planner.Finish(true);
+  REQUIRE(planner.Next(Live)->segments.empty());
+}
+
+TEST_CASE("PassPlanner: a cached prefix is reused to the block, across "
+          "planners and within a pass",
+          "[engine]") {
+  KvBlocks blocks(64, 4, true);
+  const std::vector<TokenId> state = Ids(0, 18);
+  auto question = [&](int q) {
+    std::vector<TokenId> p = state;
+    for (TokenId t : Ids(1000 * (q + 1), 3)) p.push_back(t);
+    return p;
+  };
+  PromptGroup g0{question(0), {Ids(50, 2), Ids(60, 2)}, {}};
+  PromptGroup g1{question(1), {Ids(70, 2)}, {}};
+  {
+    PassPlanner planner(&blocks, {{&g0, 0, 0}, {&g1, 0, 2}}, 3, 1000);
+    const Outcome o = Drain(planner, 1000);
+    CHECK(o.passes == 1);
+    CHECK(o.outputs.size() == 3);
+    // The second question found the state's four full blocks, published by
+    // the first question's segment in the same pass.
+    CHECK(planner.stats().prefix_hits == 1);
+    CHECK(planner.stats().reused_tokens == 16);
+    CHECK(planner.stats().computed_tokens == 21 + 4 + 5 + 2);
+  }
+  CHECK(blocks.referenced() == 0);
+  PromptGroup g2{question(2), {Ids(80, 2)}, {}};
+  PassPlanner planner(&blocks, {{&g2, 0, 0}}, 3, 1000);
+  Drain(planner, 1000);
+  CHECK(planner.stats().reused_tokens == 16);
+  // A deeper pass cannot use blocks computed to 3 blocks.
+  PassPlanner deeper(&blocks, {{&g2, 0, 0}}, 4, 1000);
+  Drain(deeper, 1000);
+  CHECK(deeper.stats().prefix_misses == 1);
+}
+
+TEST_CASE("PassPlanner: budgets chunk long prefixes on block boundaries",
+          "[engine]") {
+  KvBlocks blocks(64, 4, true);
+  PromptGroup a{Ids(0, 30), {Ids(100, 3), Ids(110, 6), Ids(120, 2)}, {}};
+  PromptGroup b{{}, {Ids(500, 9), Ids(600, 1)}, {}};
+  for (int64_t budget : {1, 3, 8, 13, 1000}) {
+    PassPlanner planner(&blocks, {{&a, 0, 0}, {&b, 1, 3}}, 2, budget);
+    const Outcome o = Drain(planner, budget);
+    REQUIRE(o.outputs.size() == 5);
+    for (const auto& [out, times] : o.outputs) CHECK(times == 1);
+    if (budget == 1000) CHECK(o.passes == 1);
+  }
+  CHECK(blocks.referenced() == 0);
+}
+
+TEST_CASE("PassPlanner: a pool that holds one group at a time finishes "
+          "every group",
+          "[engine]") {
+  // 12 tokens of prefix + 4 of suffix: 4 blocks of 4, and the pool has 5.
+  KvBlocks blocks(5, 4, true);
+  std::vector<PromptGroup> groups;
+  for (int g = 0; g < 6; ++g) {
+    groups.push_back({Ids(100 * g, 12), {Ids(5000, 4), Ids(6000, 3)}, {}});
+  }
+  std::vector<PlanGroup> plan;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    plan.push_back({&groups[g], 0, static_cast<int64_t>(2 * g)});
+  }
+  REQUIRE(PassPlanner::Check(plan, blocks).ok());
+  {
+    PassPlanner planner(&blocks, plan, 2, 1000);
+    const Outcome o = Drain(planner, 1000);
+    CHECK(o.outputs.size() == 12);
+    CHECK(o.passes > 1);
+    CHECK(blocks.evictions() > 0);
+  }
+  CHECK(blocks.referenced() == 0);
+  KvBlocks tiny(3, 4, true);
+  const absl::Status status = PassPlanner::Check(plan, tiny);
+  CHECK(status.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(status.message().find("engine.kv_pool_bytes") != std::string::npos);
+}
+
+TEST_CASE("PassPlanner: a dropped caller's groups stop and release their "
+          "blocks; a failed pass withdraws its cache entries",
+          "[engine]") {
+  KvBlocks blocks(64, 4, true);
+  PromptGroup a{Ids(0, 20), {Ids(100, 3), Ids(200, 3)}, {}};
+  PromptGroup b{Ids(1000, 20), {Ids(300, 3)}, {}};
+  {
+    PassPlanner planner(&blocks, {{&a, 0, 0}, {&b, 1, 2}}, 2, 22);
+    auto first = planner.Next(Live);
+    REQUIRE(first.ok());
+    planner.Finish(true);
+    const Outcome rest = Drain(planner, 22, [](int32_t owner) {
+      return owner != 0;  // the first caller went away
+    });
+    CHECK(rest.outputs.count(0) + rest.outputs.count(1) == 0);
+    CHECK(rest.outputs.count(2) == 1);
+  }
+  CHECK(blocks.referenced() == 0);
+  KvBlocks fresh(64, 4, true);
+  {
+    PassPlanner planner(&fresh, {{&a, 0, 0}}, 2, 1000);
+    REQUIRE(planner.Next(Live).ok());
+    planner.Finish(false);
+  }
+  CHECK(fresh.cached() == 0);
+  CHECK(fresh.referenced() == 0);
+}
+
+TEST_CASE("PassPlanner: a prompt that ends with a cached prefix still runs "
+          "its last token",
+          "[engine]") {
+  KvBlocks blocks(64, 4, true);
+  PromptGroup whole{{}, {Ids(0, 8)}, {}};
+  for (int round = 0; round < 2; ++round) {
+    PassPlanner planner(&blocks, {{&whole, 0, 0}}, 2, 1000);
+    auto pass = planner.Next(Live);
+    REQUIRE(pass.ok());
+    REQUIRE(pass->segments.size() == 1);
+    CHECK(pass->segments[0].outputs == std::vector<int64_t>{0});
+    CHECK(pass->segments[0].start == (round == 0 ? 0 : 4));
+    planner.Finish(true);
+  }
+  PromptGroup empty{{}, {{}}, {}};
+  CHECK(PassPlanner::Check({{&empty, 0, 0}}, blocks).code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mesa_anyjev::engine
