@@ -55,7 +55,7 @@ class Ours:
         timing = {"passes": passes} if passes is not None else {"calls": calls, "repeat": repeat}
         request = {"time": timing}
         if not cache:
-            request["prefix_cache_bytes"] = 0
+            request["prefix_caching"] = False
         env = dict(os.environ)
         if self.threads:
             env["OMP_NUM_THREADS"] = str(self.threads)

@@ -56,85 +56,140 @@ AttentionPlan::AttentionPlan(Attention kind,
     all_keys_ = Longs(keys, device);
     return;
   }
-  // Longest queries first; a bucket grows while padding stays bounded.
-  std::vector<size_t> order(segments.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (segments[a].length != segments[b].length) {
-      return segments[a].length > segments[b].length;
+  const bool sdpa = kind_ == Attention::kSdpa;
+  // CPU sdpa reads a group's shared prefix once for all its suffixes.
+  const bool cascade = sdpa && device.is_cpu();
+  std::vector<Item> masked, causal, own;
+  std::vector<std::pair<int64_t, std::vector<size_t>>> groups;  // id, members
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const SegmentKeys& seg = segments[s];
+    const int64_t n = static_cast<int64_t>(seg.keys->size());
+    const Item whole{first[s], seg.length, seg.keys->data(), n};
+    if (cascade && seg.shared_id >= 0 && seg.shared_length > 0) {
+      own.push_back({first[s], seg.length,
+                     seg.keys->data() + seg.shared_length,
+                     n - seg.shared_length});
+      if (groups.empty() || groups.back().first != seg.shared_id) {
+        groups.push_back({seg.shared_id, {}});
+      }
+      groups.back().second.push_back(s);
+    } else if (sdpa && n == seg.length) {
+      causal.push_back(whole);
+    } else {
+      masked.push_back(whole);
     }
-    return segments[a].keys->size() > segments[b].keys->size();
-  });
-  std::vector<std::vector<size_t>> groups;
+  }
+  buckets_ = MakeBuckets(masked, false, sdpa, device);
+  for (Bucket& b : MakeBuckets(causal, true, sdpa, device)) {
+    buckets_.push_back(std::move(b));
+  }
+  in_order_ = own.empty() && buckets_.size() == 1;
+  if (in_order_) {
+    // Its real rows are q's rows in order only if keep is the identity.
+    const at::Tensor rows = buckets_[0].out_rows.cpu();
+    in_order_ = rows.numel() > 0 &&
+                rows.equal(at::arange(rows.numel(), at::kLong));
+  }
+  own_buckets_ = MakeBuckets(own, true, sdpa, device);
+  for (const auto& [id, members] : groups) {
+    std::vector<int64_t> rows;
+    for (size_t s : members) {
+      for (int64_t i = 0; i < segments[s].length; ++i) {
+        rows.push_back(first[s] + i);
+      }
+    }
+    const SegmentKeys& lead = segments[members.front()];
+    shared_.push_back(
+        {Longs(rows, device),
+         Longs(std::vector<int64_t>(lead.keys->begin(),
+                                    lead.keys->begin() + lead.shared_length),
+               device)});
+  }
+}
+
+std::vector<AttentionPlan::Bucket> AttentionPlan::MakeBuckets(
+    std::vector<Item> items, bool causal, bool sdpa, at::Device device) {
+  // Longest queries first; a bucket grows while padding stays bounded.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) {
+                     if (a.length != b.length) return a.length > b.length;
+                     return a.n > b.n;
+                   });
+  std::vector<std::vector<const Item*>> groups;
   int64_t tq = 0, tk = 0, real = 0;
-  for (size_t s : order) {
-    const int64_t l = segments[s].length;
-    const int64_t k = static_cast<int64_t>(segments[s].keys->size());
+  for (const Item& item : items) {
+    const int64_t l = item.length, k = item.n;
     if (!groups.empty()) {
       const int64_t b = static_cast<int64_t>(groups.back().size()) + 1;
       const int64_t padded = b * std::max(tq, l) * std::max(tk, k);
       if (padded <= kPadSlack * static_cast<double>(real + l * k) &&
           padded <= kMaxBucketElements) {
-        groups.back().push_back(s);
+        groups.back().push_back(&item);
         tq = std::max(tq, l);
         tk = std::max(tk, k);
         real += l * k;
         continue;
       }
     }
-    groups.push_back({s});
+    groups.push_back({&item});
     tq = l;
     tk = k;
     real = l * k;
   }
+  std::vector<Bucket> buckets;
   for (const auto& members : groups) {
     Bucket bucket;
     bucket.b = static_cast<int64_t>(members.size());
-    for (size_t s : members) {
-      bucket.tq = std::max(bucket.tq, segments[s].length);
-      bucket.tk =
-          std::max(bucket.tk, static_cast<int64_t>(segments[s].keys->size()));
+    bucket.causal = causal && sdpa;
+    for (const Item* item : members) {
+      bucket.tq = std::max(bucket.tq, item->length);
+      bucket.tk = std::max(bucket.tk, item->n);
     }
     std::vector<int64_t> q_index, key_slots, keep, out_rows;
-    at::Tensor masked =
-        at::ones({bucket.b, 1, bucket.tq, bucket.tk}, at::kBool);
-    auto m = masked.accessor<bool, 4>();
+    at::Tensor masked;
+    if (!bucket.causal) {
+      masked = at::ones({bucket.b, 1, bucket.tq, bucket.tk}, at::kBool);
+    }
     for (int64_t r = 0; r < bucket.b; ++r) {
-      const SegmentKeys& seg = segments[members[static_cast<size_t>(r)]];
-      const int64_t l = seg.length;
-      const int64_t k = static_cast<int64_t>(seg.keys->size());
-      const int64_t row0 = first[members[static_cast<size_t>(r)]];
+      const Item& item = *members[static_cast<size_t>(r)];
+      const int64_t l = item.length, k = item.n;
       for (int64_t i = 0; i < bucket.tq; ++i) {
         // A pad query repeats a real row and sees key 0 only (no NaN).
-        q_index.push_back(row0 + std::min(i, l - 1));
+        q_index.push_back(item.row0 + std::min(i, l - 1));
         if (i < l) {
           keep.push_back(r * bucket.tq + i);
-          out_rows.push_back(row0 + i);
-          for (int64_t j = 0; j <= k - l + i; ++j) m[r][0][i][j] = false;
-        } else {
-          m[r][0][i][0] = false;
+          out_rows.push_back(item.row0 + i);
+        }
+      }
+      if (!bucket.causal) {
+        auto m = masked.accessor<bool, 4>();
+        for (int64_t i = 0; i < bucket.tq; ++i) {
+          const int64_t visible = i < l ? k - l + i + 1 : 1;
+          for (int64_t j = 0; j < visible; ++j) m[r][0][i][j] = false;
         }
       }
       // A pad key repeats a real, written one (masked out): never garbage.
       for (int64_t j = 0; j < bucket.tk; ++j) {
-        key_slots.push_back((*seg.keys)[static_cast<size_t>(std::min(j, k - 1))]);
+        key_slots.push_back(item.keys[std::min(j, k - 1)]);
       }
     }
     bucket.q_index = Longs(q_index, device);
     bucket.key_slots = Longs(key_slots, device);
     bucket.keep = Longs(keep, device);
     bucket.out_rows = Longs(out_rows, device);
-    bucket.masked = masked.to(device);
-    if (kind_ == Attention::kSdpa) bucket.allowed = bucket.masked.logical_not();
-    buckets_.push_back(std::move(bucket));
+    if (!bucket.causal) {
+      bucket.masked = masked.to(device);
+      if (sdpa) bucket.allowed = bucket.masked.logical_not();
+    }
+    buckets.push_back(std::move(bucket));
   }
-  in_order_ = groups.size() == 1 && std::is_sorted(order.begin(), order.end());
+  return buckets;
 }
 
 at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
                                  const at::Tensor& k_pool,
-                                 const at::Tensor& v_pool,
-                                 double scaling) const {
+                                 const at::Tensor& v_pool, double scaling,
+                                 at::Tensor* lse) const {
   const int64_t heads = q.size(1), d = q.size(2), kv = k_pool.size(1);
   const int64_t b = bucket.b, tq = bucket.tq, tk = bucket.tk;
   // [B, heads, Tq, D] queries, [B, heads, Tk, D] keys and values.
@@ -149,10 +204,19 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
                                      .transpose(1, 2),
                                  heads / kv);
   at::Tensor out;
-  if (kind_ == Attention::kSdpa) {
-    out = at::scaled_dot_product_attention(qb, kb, vb, bucket.allowed,
-                                           /*dropout_p=*/0.0,
-                                           /*is_causal=*/false, scaling);
+  if (lse != nullptr) {
+    // The CPU flash kernel returns its log-sum-exp [B, heads, Tq].
+    at::Tensor l;
+    std::tie(out, l) = at::_scaled_dot_product_flash_attention_for_cpu(
+        qb, kb, vb, /*dropout_p=*/0.0, bucket.causal,
+        bucket.causal ? std::nullopt : std::optional<at::Tensor>(bucket.allowed),
+        scaling);
+    *lse = l.transpose(1, 2).reshape({b * tq, heads}).index_select(0, bucket.keep);
+  } else if (kind_ == Attention::kSdpa) {
+    out = at::scaled_dot_product_attention(
+        qb, kb, vb,
+        bucket.causal ? std::nullopt : std::optional<at::Tensor>(bucket.allowed),
+        /*dropout_p=*/0.0, bucket.causal, scaling);
   } else {
     at::Tensor scores = at::matmul(qb, kb.transpose(2, 3)) * scaling;
     scores = scores.masked_fill(bucket.masked,
@@ -164,6 +228,48 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
   // [B, heads, Tq, D] -> [B * Tq, heads, D] -> the real rows.
   return out.transpose(1, 2).reshape({b * tq, heads, d}).index_select(
       0, bucket.keep);
+}
+
+void AttentionPlan::AttendShared(const at::Tensor& q, const at::Tensor& k_pool,
+                                 const at::Tensor& v_pool, double scaling,
+                                 at::Tensor& out) const {
+  const int64_t heads = q.size(1), d = q.size(2), kv = k_pool.size(1);
+  const int64_t rep = heads / kv;
+  // Each row's own part first: [N, heads, D] and its log-sum-exp.
+  at::Tensor own = at::empty_like(q);
+  at::Tensor own_lse = at::empty({q.size(0), heads}, q.options().dtype(at::kFloat));
+  for (const Bucket& bucket : own_buckets_) {
+    at::Tensor lse;
+    own.index_copy_(0, bucket.out_rows,
+                    Padded(bucket, q, k_pool, v_pool, scaling, &lse));
+    own_lse.index_copy_(0, bucket.out_rows, lse);
+  }
+  for (const Shared& group : shared_) {
+    const int64_t m = group.q_rows.size(0), p = group.key_slots.size(0);
+    // [M, heads, D] -> [1, kv, rep * M, D]: one query axis per kv head.
+    const at::Tensor folded = q.index_select(0, group.q_rows)
+                                  .view({m, kv, rep, d})
+                                  .permute({1, 2, 0, 3})
+                                  .reshape({1, kv, rep * m, d});
+    const at::Tensor pk =
+        k_pool.index_select(0, group.key_slots).view({1, p, kv, d}).transpose(1, 2);
+    const at::Tensor pv =
+        v_pool.index_select(0, group.key_slots).view({1, p, kv, d}).transpose(1, 2);
+    auto [o1, lse1] = at::_scaled_dot_product_flash_attention_for_cpu(
+        folded, pk, pv, /*dropout_p=*/0.0, /*is_causal=*/false, std::nullopt,
+        scaling);
+    o1 = o1.reshape({kv, rep, m, d}).permute({2, 0, 1, 3}).reshape({m, heads, d});
+    lse1 = lse1.reshape({kv, rep, m}).permute({2, 0, 1}).reshape({m, heads, 1});
+    const at::Tensor o2 = own.index_select(0, group.q_rows);
+    const at::Tensor lse2 = own_lse.index_select(0, group.q_rows).unsqueeze(-1);
+    // Two softmaxes over disjoint keys merged into one over all of them.
+    const at::Tensor top = at::maximum(lse1, lse2);
+    const at::Tensor w1 = (lse1 - top).exp(), w2 = (lse2 - top).exp();
+    out.index_copy_(0, group.q_rows,
+                    ((o1.to(at::kFloat) * w1 + o2.to(at::kFloat) * w2) /
+                     (w1 + w2))
+                        .to(q.scalar_type()));
+  }
 }
 
 at::Tensor AttentionPlan::operator()(const at::Tensor& q,
@@ -179,13 +285,13 @@ at::Tensor AttentionPlan::operator()(const at::Tensor& q,
         /*dropout_p=*/0.0, /*is_causal=*/true, /*return_debug_mask=*/false,
         scaling));
   }
-  // One bucket whose rows are q's, in order: its result is the output.
   if (in_order_) return Padded(buckets_[0], q, k_pool, v_pool, scaling);
   at::Tensor out = at::empty_like(q);
   for (const Bucket& bucket : buckets_) {
     out.index_copy_(0, bucket.out_rows,
                     Padded(bucket, q, k_pool, v_pool, scaling));
   }
+  if (!shared_.empty()) AttendShared(q, k_pool, v_pool, scaling, out);
   return out;
 }
 

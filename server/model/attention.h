@@ -45,9 +45,19 @@ class AttentionPlan {
                         const at::Tensor& v_pool, double scaling) const;
 
  private:
-  // Segments padded to [B, Tq] queries x [B, Tk] keys, one kernel call.
+  // Query rows [row0, row0 + length) attending to `n` key slots, causally
+  // aligned to their end.
+  struct Item {
+    int64_t row0 = 0, length = 0;
+    const int64_t* keys = nullptr;
+    int64_t n = 0;
+  };
+  // Items padded to [B, Tq] queries x [B, Tk] keys, one kernel call.
   struct Bucket {
     int64_t b = 0, tq = 0, tk = 0;
+    // Every item attends to its own tokens only: the kernel's causal mask
+    // holds for right-padded rows, and no mask is built.
+    bool causal = false;
     at::Tensor q_index;    // [B * Tq] rows of q (pads repeat a real row)
     at::Tensor key_slots;  // [B * Tk] pool slots (pads repeat a real key)
     at::Tensor masked;     // [B, 1, Tq, Tk] bool, true = may not attend
@@ -55,14 +65,30 @@ class AttentionPlan {
     at::Tensor keep;       // [n] real rows of the padded [B * Tq]
     at::Tensor out_rows;   // [n] their rows in q
   };
+  // A group's suffixes on CPU sdpa: their queries against the shared prefix
+  // in one unmasked call (rows and heads folded, the prefix read once, not
+  // copied per row), merged by log-sum-exp with their own causal part.
+  struct Shared {
+    at::Tensor q_rows;     // [M] rows of q
+    at::Tensor key_slots;  // [P] the prefix's slots
+  };
+  static std::vector<Bucket> MakeBuckets(std::vector<Item> items, bool causal,
+                                         bool sdpa, at::Device device);
+  // [n, heads, D] for the bucket's real rows, and with `lse` their
+  // log-sum-exp [n, heads] (sdpa only).
   at::Tensor Padded(const Bucket& bucket, const at::Tensor& q,
                     const at::Tensor& k_pool, const at::Tensor& v_pool,
-                    double scaling) const;
+                    double scaling, at::Tensor* lse = nullptr) const;
+  void AttendShared(const at::Tensor& q, const at::Tensor& k_pool,
+                    const at::Tensor& v_pool, double scaling,
+                    at::Tensor& out) const;
 
   Attention kind_;
   bool varlen_ = false;
-  std::vector<Bucket> buckets_;
-  bool in_order_ = false;
+  std::vector<Bucket> buckets_;  // rows not in a Shared group
+  bool in_order_ = false;        // one bucket holding every row in order
+  std::vector<Bucket> own_buckets_;  // the Shared rows' own parts
+  std::vector<Shared> shared_;
   // varlen
   at::Tensor cu_q_, cu_k_, all_keys_;
   int64_t max_q_ = 0, max_k_ = 0;
