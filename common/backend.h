@@ -61,11 +61,28 @@ struct DeviceMemory {
   int64_t reserved_bytes = 0;   // reserved from the device by the allocator
 };
 
+// One caller's share of a merged call: groups from `first_group` up to the
+// next part's, with that caller's deadline and cancellation.
+struct CallPart {
+  size_t first_group = 0;
+  absl::Time deadline = absl::InfiniteFuture();
+  const std::atomic<bool>* cancelled = nullptr;
+
+  bool ShouldStop(absl::Time now) const {
+    return now >= deadline ||
+           (cancelled != nullptr && cancelled->load(std::memory_order_relaxed));
+  }
+};
+
 // Per-call control the backend checks between units of work, so a passed
 // deadline or a cancelled caller stops the forward early.
 struct CallControl {
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;
+  // Set when several callers' groups run as one call: a backend may drop a
+  // part whose caller stopped and go on with the others (its results are
+  // then unspecified; the caller answers with its own status).
+  std::vector<CallPart> parts;
 
   bool ShouldStop(absl::Time now) const {
     return now >= deadline ||

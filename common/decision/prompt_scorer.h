@@ -3,8 +3,9 @@
 // become one group, so the engine computes the prefix once. A prompt whose
 // prefix and suffix do not tokenise to the tokens of the whole text (a merge
 // across the cut) goes alone, as the reference's score_shared falls back to
-// the flat path. Large requests are cut into calls of at most
-// max_prompts_per_call prompts.
+// the flat path. Groups go in order of their prefix tokens (a state's
+// questions together, so the engine's prefix cache still holds the state),
+// cut into calls of at most max_prompts_per_call prompts.
 #pragma once
 
 #include <string>

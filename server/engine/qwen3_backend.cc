@@ -52,24 +52,42 @@ struct Qwen3Backend::State {
   absl::Status Run(const std::vector<PromptGroup>& groups,
                    const std::vector<int32_t>& layers, bool final_norm,
                    int32_t depth, const CallControl& control, Emit emit) {
+    // Owners: the callers of a merged call (control.parts), each dropped
+    // alone when it stops; one owner otherwise.
     std::vector<PlanGroup> plan;
     int64_t outputs = 0;
-    for (const PromptGroup& group : groups) {
-      plan.push_back({&group, 0, outputs});
-      outputs += static_cast<int64_t>(group.suffixes.size());
+    int32_t owner = 0;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      while (static_cast<size_t>(owner + 1) < control.parts.size() &&
+             control.parts[static_cast<size_t>(owner + 1)].first_group <= g) {
+        ++owner;
+      }
+      plan.push_back({&groups[g], owner, outputs});
+      outputs += static_cast<int64_t>(groups[g].suffixes.size());
     }
+    auto live = [&control](int32_t who) {
+      return control.parts.empty() ||
+             !control.parts[static_cast<size_t>(who)].ShouldStop(absl::Now());
+    };
+    auto all_stopped = [&control]() {
+      const absl::Time now = absl::Now();
+      if (control.parts.empty()) return control.ShouldStop(now);
+      for (const CallPart& part : control.parts) {
+        if (!part.ShouldStop(now)) return false;
+      }
+      return true;
+    };
     RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
     PassPlanner planner(blocks.get(), plan, depth, batch_tokens);
     const int64_t evictions = blocks->evictions();
     absl::Status status = absl::OkStatus();
     const at::Device device = model->device();
     while (status.ok()) {
-      if (control.ShouldStop(absl::Now())) {
+      if (all_stopped()) {
         status = Stopped(control);
         break;
       }
-      absl::StatusOr<Pass> pass =
-          planner.Next([](int32_t /*owner*/) { return true; });
+      absl::StatusOr<Pass> pass = planner.Next(live);
       if (!pass.ok()) {
         status = pass.status();
         break;

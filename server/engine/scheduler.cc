@@ -137,7 +137,10 @@ void Scheduler::Loop() {
     if (live.empty()) continue;
     if (live.size() == 1 && !live.front()->job.run_batch) {
       Job& job = live.front()->job;
-      absl::Status status = RunGuarded(job, {job.deadline, job.cancelled});
+      CallControl control;
+      control.deadline = job.deadline;
+      control.cancelled = job.cancelled;
+      absl::Status status = RunGuarded(job, control);
       if (observer_ != nullptr) observer_->OnRun(absl::Now() - start);
       job.done(std::move(status));
       continue;
@@ -150,8 +153,9 @@ void Scheduler::Loop() {
       jobs.push_back(&item->job);
       deadline = std::max(deadline, item->job.deadline);
     }
-    const CallControl control{
-        deadline, jobs.size() == 1 ? jobs.front()->cancelled : nullptr};
+    CallControl control;
+    control.deadline = deadline;
+    control.cancelled = jobs.size() == 1 ? jobs.front()->cancelled : nullptr;
     std::vector<absl::Status> statuses = RunBatchGuarded(jobs, control);
     if (observer_ != nullptr) observer_->OnRun(absl::Now() - start);
     for (size_t i = 0; i < jobs.size(); ++i) {

@@ -35,6 +35,33 @@ const std::vector<PromptGroup>& GroupsOf(const std::vector<engine::Job*>& jobs,
   return *merged;
 }
 
+// The merged call's control with one part per job, so the engine can drop a
+// job whose caller stopped and go on with the others.
+template <typename Work>
+CallControl PartsOf(const std::vector<engine::Job*>& jobs,
+                    const CallControl& control) {
+  CallControl out = control;
+  if (jobs.size() < 2) return out;
+  size_t first = 0;
+  for (engine::Job* job : jobs) {
+    out.parts.push_back({first, job->deadline, job->cancelled});
+    first += static_cast<Work*>(job->batch_payload)->groups.size();
+  }
+  return out;
+}
+
+// A member whose caller stopped while the merged call ran gets its own
+// status, not the (partial) results.
+absl::Status StoppedDuring(const engine::Job& job) {
+  if (job.cancelled != nullptr && job.cancelled->load()) {
+    return absl::CancelledError("the caller cancelled the call");
+  }
+  if (absl::Now() >= job.deadline) {
+    return absl::DeadlineExceededError("the deadline passed during the forward");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 engine::Job LogprobsJob(Backend* model, LogprobsWork* work, int32_t top_k) {
@@ -45,8 +72,8 @@ engine::Job LogprobsJob(Backend* model, LogprobsWork* work, int32_t top_k) {
   job.run_batch = [model, top_k](const std::vector<engine::Job*>& jobs,
                                  const CallControl& control) {
     std::vector<PromptGroup> merged;
-    auto result =
-        model->Logprobs(GroupsOf<LogprobsWork>(jobs, &merged), top_k, control);
+    auto result = model->Logprobs(GroupsOf<LogprobsWork>(jobs, &merged), top_k,
+                                  PartsOf<LogprobsWork>(jobs, control));
     std::vector<absl::Status> statuses;
     size_t g = 0;  // the next group of the merged result
     for (engine::Job* member : jobs) {
@@ -59,6 +86,10 @@ engine::Job LogprobsJob(Backend* model, LogprobsWork* work, int32_t top_k) {
             std::make_move_iterator(result->begin() + g),
             std::make_move_iterator(result->begin() + g + n));
         g += n;
+      }
+      if (const absl::Status s = StoppedDuring(*member);
+          jobs.size() > 1 && !s.ok()) {
+        mine->out = s;
       }
       statuses.push_back(mine->out.status());
     }
@@ -78,7 +109,8 @@ engine::Job HiddenStatesJob(Backend* model, HiddenStatesWork* work,
                       const CallControl& control) {
     std::vector<PromptGroup> merged;
     auto result = model->HiddenStates(GroupsOf<HiddenStatesWork>(jobs, &merged),
-                                      layers, control);
+                                      layers,
+                                      PartsOf<HiddenStatesWork>(jobs, control));
     std::vector<absl::Status> statuses;
     size_t offset = 0;  // the next value of the merged result
     for (engine::Job* member : jobs) {
@@ -99,6 +131,10 @@ engine::Job HiddenStatesJob(Backend* model, HiddenStatesWork* work,
                            result->values.begin() + offset + n);
         offset += n;
         mine->out = std::move(part);
+      }
+      if (const absl::Status s = StoppedDuring(*member);
+          jobs.size() > 1 && !s.ok()) {
+        mine->out = s;
       }
       statuses.push_back(mine->out.status());
     }
