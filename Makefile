@@ -60,5 +60,5 @@ bench-tokenizer: configure
 # small Qwen3 (float32, same threads); prints ratios (docs/benchmarks.md).
 .PHONY: bench-engine
 bench-engine: configure
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target qwen3_dump
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target qwen3_dump mesa-anyjevd
 	@$(PYTHON) bench/bench_engine.py --dump $(BUILD_DIR)/tests/qwen3_dump $(BENCH_ARGS)

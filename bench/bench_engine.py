@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tools"))
 from make_tiny_qwen3 import make  # noqa: E402
 from transformers import Qwen3ForCausalLM  # noqa: E402
 
+import annotation_workload  # noqa: E402
+
 LABELS = [32, 33, 34, 35, 36]
 
 
@@ -48,6 +50,17 @@ class Ours:
         self.dump, self.directory, self.threads = dump, directory, threads
         self.attention, self.gemm, self.dtype, self.device = attention, gemm, dtype, device
 
+    def _run(self, request):
+        if self.threads:
+            request["threads"] = self.threads  # model.threads, as the daemon sets it
+        out = subprocess.run([self.dump, str(self.directory), self.dtype, self.attention,
+                              self.device, self.gemm],
+                             input=json.dumps(request),
+                             capture_output=True, text=True, timeout=3600)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr)
+        return json.loads(out.stdout)
+
     def seconds(self, calls=None, passes=None, repeat=3, cache=True):
         """Best seconds per pass: `calls` repeated (after a warm-up pass), or
         each of `passes` after the first (so no pass finds its prefixes cached
@@ -56,16 +69,14 @@ class Ours:
         request = {"time": timing}
         if not cache:
             request["prefix_caching"] = False
-        env = dict(os.environ)
-        if self.threads:
-            env["OMP_NUM_THREADS"] = str(self.threads)
-        out = subprocess.run([self.dump, str(self.directory), self.dtype, self.attention,
-                              self.device, self.gemm],
-                             input=json.dumps(request),
-                             capture_output=True, text=True, env=env, timeout=3600)
-        if out.returncode != 0:
-            raise RuntimeError(out.stderr)
-        return json.loads(out.stdout)["seconds"]
+        return self._run(request)["seconds"]
+
+    def prefill_rate(self, batch_tokens=8192, prompt=512, repeat=3):
+        """Our tokens/s for one pass of `batch_tokens` new tokens (whole
+        prompts of `prompt` tokens, logprobs at each last position)."""
+        request = {"time_prefill": {"tokens": prompt, "batch": batch_tokens // prompt,
+                                    "repeat": repeat}}
+        return self._run(request)["tokens_per_second"]
 
 
 def backbone_params(model):
@@ -193,6 +204,8 @@ def main():
                     help="both sides use it (transformers' attn_implementation)")
     ap.add_argument("--gemm", default="onednn", choices=["onednn", "aten"],
                     help="our model.cpu_gemm (transformers always runs at::linear)")
+    ap.add_argument("--skip-annotation", action="store_true",
+                    help="leave out the annotation workload (the slowest rows)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     directory = Path(args.work) / f"qwen3-{args.layers}x{args.hidden}"
@@ -206,6 +219,13 @@ def main():
                                                   args.attention, "aten")
     rows, per_s = compare(model, ours, args.layers, aten_peer=aten)
     rows.append(achieved_row(model, per_s, cpu_gemm_peak(), "GFLOP/s", 1e9))
+    if not args.skip_annotation:
+        del model  # the peer below loads its own copy
+        daemon_args = ["--set", f"model.cpu_gemm={args.gemm}"]
+        more, facts = annotation_workload.run(directory, daemon_args, args.threads,
+                                              ours.prefill_rate(), attention=args.attention)
+        rows += more
+        print("\n".join(facts))
     print_table(f"Qwen3 {args.layers} blocks x hidden {args.hidden}, float32, {args.attention} "
                 f"attention on both sides, our cpu_gemm {args.gemm}, {args.threads} threads, "
                 f"torch {torch.__version__}", rows)

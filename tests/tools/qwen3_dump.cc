@@ -136,6 +136,8 @@ int main(int argc, char** argv) {
   if (argc > 4) config.device = argv[4];
   if (argc > 5) config.cpu_gemm = argv[5];
   const json request = json::parse(std::cin);
+  // model.threads, as the daemon sets it (0: every core).
+  config.threads = request.value("threads", 0);
   if (request.value("measure_rss", false)) {
     // Resident memory that the tokenizer and the weights add, each alone,
     // after libtorch's runtime is warm.
