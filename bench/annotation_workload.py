@@ -13,10 +13,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import grpc
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 from conftest import Daemon, dpb  # noqa: E402
+from mesa.anyjev.v1 import decisions_pb2_grpc as dpb_grpc  # noqa: E402
 
 WORDS = ("data sample gene protein cell tissue patient cohort study measure assay sequence "
          "variant expression level control treatment dose response time series region image "
@@ -99,9 +101,13 @@ def run(directory, daemon_args, threads, prefill_rate, n_states=32, n_questions=
                                          "--set", f"model.dtype={dtype}",
                                          "--set", "server.default_deadline_s=3600",
                                          "--set", "server.max_deadline_s=3600", *daemon_args])
+        # Replies with every prompt's text run to megabytes.
+        channel = grpc.insecure_channel(daemon.address, options=[
+            ("grpc.max_receive_message_length", 256 << 20)])
+        stub = dpb_grpc.DecisionsStub(channel)
         try:
             def decide(texts, prompts=False):
-                return daemon.decisions.Decide(dpb.DecideRequest(
+                return stub.Decide(dpb.DecideRequest(
                     states=[dpb.State(text=t.encode()) for t in texts],
                     questions=request_questions, level="L0", return_prompts=prompts),
                     timeout=3600)
@@ -120,6 +126,7 @@ def run(directory, daemon_args, threads, prefill_rate, n_states=32, n_questions=
                     ours_probs = [list(d.probs) for d in reply.decisions]
                     prompts = [p for d in reply.decisions for p in d.diagnostics.prompt_texts]
         finally:
+            channel.close()
             daemon.stop()
     ours = statistics.median(seconds)
     passes, segments, tokens = counters[0]

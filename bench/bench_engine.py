@@ -75,7 +75,7 @@ class Ours:
         """Our tokens/s for one pass of `batch_tokens` new tokens (whole
         prompts of `prompt` tokens, logprobs at each last position)."""
         request = {"time_prefill": {"tokens": prompt, "batch": batch_tokens // prompt,
-                                    "repeat": repeat}}
+                                    "repeat": repeat}, "prefix_caching": False}
         return self._run(request)["tokens_per_second"]
 
 
