@@ -40,10 +40,11 @@ struct ModelConfig {
   // eager: transformers' eager attention (matmul, float32 softmax), exact;
   // sdpa: libtorch's fused scaled_dot_product_attention.
   std::string attention = "eager";
-  // CPU float32 projections: onednn packs the weights once at load for
-  // oneDNN's matmul (falls back to aten if its probe fails); aten is
+  // CPU float32 projections: auto measures both below at load on the
+  // model's own weights and keeps the faster; onednn packs the weights once
+  // for oneDNN's matmul (falls back to aten if its probe fails); aten is
   // at::linear (MKL's sgemm), as transformers runs. Unused on CUDA.
-  std::string cpu_gemm = "onednn";
+  std::string cpu_gemm = "auto";
   int32_t threads = 0;        // intra-op threads; 0 = all cores
   double fake_delay_s = 0.0;  // fake model: service time per call (tests)
   double fake_load_s = 0.0;   // fake model: time to "load" (tests)

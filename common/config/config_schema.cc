@@ -71,7 +71,7 @@ constexpr Field MakeField(std::string_view key,
 
 constexpr const char* kDtypes[] = {"float32", "bfloat16"};
 constexpr const char* kAttentions[] = {"eager", "sdpa"};
-constexpr const char* kCpuGemms[] = {"onednn", "aten"};
+constexpr const char* kCpuGemms[] = {"auto", "onednn", "aten"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
 constexpr const char* kModelBackends[] = {"local", "composite"};
 constexpr const char* kBackendKinds[] = {"fake", "gateway", "hf", "composite"};

@@ -226,6 +226,8 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   if (options.gemm == model::CpuGemm::kOneDnn && m.device().is_cpu() &&
       m.dtype() == at::kFloat && !model::OneDnnLinearWorks(&why)) {
     backend->gemm_ += " (" + why + ")";
+  } else if (!m.gemm_note().empty()) {
+    backend->gemm_ += " (cpu_gemm auto: " + m.gemm_note() + ")";
   }
   return backend;
 }

@@ -4,6 +4,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
+#include <chrono>
 #include <exception>
 #include <optional>
 #include <string_view>
@@ -89,7 +91,49 @@ Probe RunProbe() {
 }  // namespace
 
 const char* CpuGemmName(CpuGemm gemm) {
-  return gemm == CpuGemm::kOneDnn ? "onednn" : "aten";
+  switch (gemm) {
+    case CpuGemm::kOneDnn:
+      return "onednn";
+    case CpuGemm::kAten:
+      return "aten";
+    case CpuGemm::kAuto:
+      return "auto";
+  }
+  return "aten";
+}
+
+CpuGemm ChooseCpuGemm(const at::Tensor& weight, std::string* why) {
+  std::string broken;
+  if (!OneDnnLinearWorks(&broken)) {
+    *why = broken;
+    return CpuGemm::kAten;
+  }
+  c10::InferenceMode guard;
+  const at::Tensor packed = Pack(weight);
+  // Seconds of the best of 3 rounds (after one warm-up) of `fn`.
+  auto best = [](const auto& fn) {
+    double seconds = 1e300;
+    for (int r = 0; r < 4; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      fn();
+      const double s = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      if (r > 0) seconds = std::min(seconds, s);
+    }
+    return seconds;
+  };
+  double aten = 0, onednn = 0;
+  for (int64_t rows : {int64_t{512}, int64_t{16}}) {
+    const at::Tensor x = at::randn({rows, weight.size(1)}, at::kFloat);
+    aten += best([&] { (void)at::linear(x, weight); });
+    onednn += best([&] { (void)PackedMatmul(x, packed); });
+  }
+  const CpuGemm choice = onednn <= aten ? CpuGemm::kOneDnn : CpuGemm::kAten;
+  *why = "measured " + std::to_string(static_cast<int>(aten * 1e6)) +
+         " us at::linear, " + std::to_string(static_cast<int>(onednn * 1e6)) +
+         " us oneDNN packed on the model's gate/up projection";
+  return choice;
 }
 
 bool OneDnnLinearWorks(std::string* why) {

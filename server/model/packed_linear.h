@@ -16,8 +16,9 @@ namespace mesa_anyjev::model {
 
 // How a CPU float32 linear layer multiplies: kOneDnn packs weights for
 // oneDNN's matmul (when the probe below passes); kAten is at::linear, as
-// transformers computes it.
-enum class CpuGemm { kOneDnn, kAten };
+// transformers computes it; kAuto is whichever of the two ChooseCpuGemm
+// measures faster on the model's own weights.
+enum class CpuGemm { kOneDnn, kAten, kAuto };
 const char* CpuGemmName(CpuGemm gemm);
 
 class PackedLinear {
@@ -41,5 +42,11 @@ class PackedLinear {
 // at::linear on a random probe (checked once per process). `why` gets the
 // reason when it does not.
 bool OneDnnLinearWorks(std::string* why = nullptr);
+
+// kOneDnn or kAten, whichever multiplies `weight` (a CPU float32 [out, in]
+// block projection of the model being loaded) faster, over a prefill-sized
+// and a decode-sized batch of rows, best of a few rounds each; kAten when
+// oneDNN does not work here. `why` gets the two timings.
+CpuGemm ChooseCpuGemm(const at::Tensor& weight, std::string* why);
 
 }  // namespace mesa_anyjev::model

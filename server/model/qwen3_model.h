@@ -71,8 +71,10 @@ class Qwen3Model {
   const Qwen3Config& config() const { return config_; }
   Attention attention() const { return attention_; }
   // What the block projections actually use: kOneDnn only where packing
-  // applied (CPU, float32, the probe passed).
+  // applied (CPU, float32, the probe passed; with kAuto, measured faster).
   CpuGemm gemm() const { return gemm_; }
+  // How kAuto chose (the two timings), or why oneDNN was not used.
+  const std::string& gemm_note() const { return gemm_note_; }
   // Bytes held beside the checkpoint's weights: a packed copy of a tied
   // lm_head (the embedding lookup keeps the dense one).
   int64_t extra_weight_bytes() const { return extra_weight_bytes_; }
@@ -105,8 +107,11 @@ class Qwen3Model {
   };
   at::Tensor Block(int32_t index, const at::Tensor& x,
                    const Context& context) const;
-  at::Tensor SelfAttention(int32_t index, const at::Tensor& x,
-                           const Context& context) const;
+  // Rows [begin, end) of x: norm, q/k/v, q/k norms, RoPE; k and v written
+  // to the pool; returns q [end - begin, heads, D].
+  at::Tensor QueriesAndKeys(int32_t index, const at::Tensor& x,
+                            const Context& context, int64_t begin,
+                            int64_t end) const;
 
   // A block's four GEMMs: q/k/v and gate/up concatenated at load (one GEMM
   // each instead of three and two), all packed for the CPU GEMM.
@@ -126,8 +131,10 @@ class Qwen3Model {
   PackedLinear lm_head_;
   Attention attention_;
   CpuGemm gemm_ = CpuGemm::kAten;
+  std::string gemm_note_;
   int64_t extra_weight_bytes_ = 0;
   bool varlen_ = false;
+  int64_t row_chunk_ = 0;  // 0: a pass's rows at once
   at::Tensor inv_freq_;  // [D/2] float32
 };
 
