@@ -183,7 +183,7 @@ def engine(model, directory, layers, peak):
     """make bench-engine's table on this checkpoint, bf16, sdpa both sides."""
     ours = Ours(DUMP, directory, attention="sdpa", dtype=DTYPE, device=DEVICE)
     rows, per_s = compare(model, ours, layers, device=DEVICE,
-                          prefill_lengths=(128,) if SMOKE else (128, 512, 2048))
+                          prefill_lengths=(512,) if SMOKE else (128, 512, 2048))
     rows.append(achieved_row(model, per_s, peak, "TFLOP/s", 1e12))
     # The annotation workload through the daemon, against anyjev on the
     # same device; its FLOP/s from the tokens the engine computed.
