@@ -221,7 +221,18 @@ def print_table(title, rows):
         print(f"| {name} | {a_:.4g} | {b_:.4g} | {r:.2f} | {spread} | {target} |")
 
 
+def keep_freed_memory():
+    """What the engine does on the CPU (docs/model.md), for the peers in this
+    process too: no mmap for large blocks, no trimming of the heap."""
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6")
+    m_trim_threshold, m_mmap_max = -1, -4  # glibc's malloc.h
+    libc.mallopt(m_mmap_max, 0)
+    libc.mallopt(m_trim_threshold, 2 ** 31 - 1)
+
+
 def main():
+    keep_freed_memory()
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dump", required=True)
     ap.add_argument("--work", default="/tmp/mesa-anyjev-bench-engine")

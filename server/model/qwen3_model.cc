@@ -10,9 +10,6 @@
 namespace mesa_anyjev::model {
 namespace {
 
-// Rows of a pass that the CPU runs through a block's per-token work at once.
-constexpr int64_t kCpuRowChunk = 256;
-
 // transformers' Qwen3RMSNorm: float32 statistics, weight applied in the
 // input's dtype.  x: [..., d], weight: [d].
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -63,7 +60,6 @@ Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights,
     }
   }
   weights_.lm_head = at::Tensor();
-  if (device().is_cpu()) row_chunk_ = kCpuRowChunk;
   const int64_t d = config_.head_dim;
   inv_freq_ = 1.0 / at::pow(config_.rope_theta,
                             at::arange(0, d, 2, at::kFloat).to(device()) /
@@ -88,68 +84,44 @@ int64_t Qwen3Model::KvBytesPerToken() const {
          static_cast<int64_t>(c10::elementSize(dtype()));
 }
 
-at::Tensor Qwen3Model::QueriesAndKeys(int32_t index, const at::Tensor& x,
-                                      const Context& context, int64_t begin,
-                                      int64_t end) const {
+at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
+                                     const Context& context) const {
   const Qwen3LayerWeights& w = weights_.layers[static_cast<size_t>(index)];
-  const int64_t n = end - begin, d = config_.head_dim;
+  const int64_t n = x.size(0), d = config_.head_dim;
   const int64_t heads = config_.num_attention_heads;
   const int64_t kv = config_.num_key_value_heads;
   const double eps = config_.rms_norm_eps;
-  // [n, (heads + 2 kv) * D] -> q [n, heads, D], k and v [n, kv, D], q and k
+  // [N, (heads + 2 kv) * D] -> q [N, heads, D], k and v [N, kv, D], q and k
   // normalised per head, then rotated at each token's position.
   const LayerLinears& linear = linears_[static_cast<size_t>(index)];
-  const auto qkv =
-      linear.qkv_proj(RmsNorm(x.slice(0, begin, end), w.input_layernorm, eps))
-          .split({heads * d, kv * d, kv * d}, -1);
+  const auto qkv = linear.qkv_proj(x).split({heads * d, kv * d, kv * d}, -1);
   at::Tensor q = RmsNorm(qkv[0].reshape({n, heads, d}), w.q_norm, eps);
   at::Tensor k = RmsNorm(qkv[1].reshape({n, kv, d}), w.k_norm, eps);
   const at::Tensor v = qkv[2].reshape({n, kv, d});
-  const at::Tensor cos = context.cos.slice(0, begin, end);
-  const at::Tensor sin = context.sin.slice(0, begin, end);
-  q = q * cos + RotateHalf(q) * sin;
-  k = k * cos + RotateHalf(k) * sin;
+  q = q * context.cos + RotateHalf(q) * context.sin;
+  k = k * context.cos + RotateHalf(k) * context.sin;
+  // Every key of the pass is written before any segment attends, so a
+  // segment may follow another of the same pass.
   const size_t i = static_cast<size_t>(index);
-  const at::Tensor slots = context.pass->slots.slice(0, begin, end);
-  context.pool->keys[i].index_copy_(0, slots, k);
-  context.pool->values[i].index_copy_(0, slots, v);
-  return q;
+  context.pool->keys[i].index_copy_(0, context.pass->slots, k);
+  context.pool->values[i].index_copy_(0, context.pass->slots, v);
+  const at::Tensor out = (*context.pass->attention)(
+      q, context.pool->keys[i], context.pool->values[i],
+      1.0 / std::sqrt(static_cast<double>(d)));
+  // [N, heads, D] -> [N, heads * D] -> [N, H]
+  return linear.o_proj(out.reshape({n, heads * d}));
 }
 
 at::Tensor Qwen3Model::Block(int32_t index, const at::Tensor& x,
                              const Context& context) const {
   const Qwen3LayerWeights& w = weights_.layers[static_cast<size_t>(index)];
-  const LayerLinears& linear = linears_[static_cast<size_t>(index)];
   const double eps = config_.rms_norm_eps;
-  const int64_t n = x.size(0), d = config_.head_dim;
-  const int64_t heads = config_.num_attention_heads;
-  // The per-token work runs in chunks of rows on the CPU: a full pass's
-  // activations (thousands of rows) fall out of cache between the
-  // elementwise ops, a chunk's stay (docs/benchmarks.md).
-  const int64_t step = row_chunk_ > 0 ? row_chunk_ : std::max<int64_t>(n, 1);
-  std::vector<at::Tensor> parts;
-  for (int64_t r = 0; r < n; r += step) {
-    parts.push_back(QueriesAndKeys(index, x, context, r, std::min(n, r + step)));
-  }
-  // Every key of the pass is in the pool before any segment attends, so a
-  // segment may follow another of the same pass.
-  const size_t i = static_cast<size_t>(index);
-  const at::Tensor q = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
-  const at::Tensor attended = (*context.pass->attention)(
-      q, context.pool->keys[i], context.pool->values[i],
-      1.0 / std::sqrt(static_cast<double>(d)));  // [N, heads, D]
-  parts.clear();
-  for (int64_t r = 0; r < n; r += step) {
-    const int64_t e = std::min(n, r + step);
-    const at::Tensor h =
-        x.slice(0, r, e) +
-        linear.o_proj(attended.slice(0, r, e).reshape({e - r, heads * d}));
-    const auto gate_up =
-        linear.gate_up_proj(RmsNorm(h, w.post_attention_layernorm, eps))
-            .chunk(2, -1);
-    parts.push_back(h + linear.down_proj(at::silu(gate_up[0]) * gate_up[1]));
-  }
-  return parts.size() == 1 ? parts[0] : at::cat(parts, 0);
+  at::Tensor h =
+      x + SelfAttention(index, RmsNorm(x, w.input_layernorm, eps), context);
+  const at::Tensor n = RmsNorm(h, w.post_attention_layernorm, eps);
+  const LayerLinears& linear = linears_[static_cast<size_t>(index)];
+  const auto gate_up = linear.gate_up_proj(n).chunk(2, -1);
+  return h + linear.down_proj(at::silu(gate_up[0]) * gate_up[1]);
 }
 
 ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {

@@ -107,11 +107,8 @@ class Qwen3Model {
   };
   at::Tensor Block(int32_t index, const at::Tensor& x,
                    const Context& context) const;
-  // Rows [begin, end) of x: norm, q/k/v, q/k norms, RoPE; k and v written
-  // to the pool; returns q [end - begin, heads, D].
-  at::Tensor QueriesAndKeys(int32_t index, const at::Tensor& x,
-                            const Context& context, int64_t begin,
-                            int64_t end) const;
+  at::Tensor SelfAttention(int32_t index, const at::Tensor& x,
+                           const Context& context) const;
 
   // A block's four GEMMs: q/k/v and gate/up concatenated at load (one GEMM
   // each instead of three and two), all packed for the CPU GEMM.
@@ -134,7 +131,6 @@ class Qwen3Model {
   std::string gemm_note_;
   int64_t extra_weight_bytes_ = 0;
   bool varlen_ = false;
-  int64_t row_chunk_ = 0;  // 0: a pass's rows at once
   at::Tensor inv_freq_;  // [D/2] float32
 };
 

@@ -3,6 +3,7 @@ GetModelInfo, Tokenize, Logprobs and HiddenStates answer from the model and
 agree with transformers and tokenizers."""
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -80,3 +81,46 @@ def test_broken_checkpoint_is_refused_at_start(tmp_path, checkpoint):
                           "--metrics-listen", ""], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert "model.safetensors" in out.stderr
+
+
+def pool_in_use(daemon):
+    for line in daemon.metrics().splitlines():
+        if line.startswith('mesa_anyjev_kv_pool_blocks{state="in_use"}'):
+            return float(line.split()[-1])
+    raise AssertionError("no mesa_anyjev_kv_pool_blocks{state=\"in_use\"}")
+
+
+def passes_run(daemon):
+    for line in daemon.metrics().splitlines():
+        if line.startswith("mesa_anyjev_batch_tokens_count"):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_call_stopped_between_passes_releases_the_kv_pool(start_daemon, checkpoint):
+    # Passes of 16 tokens over 30 groups of ~1500 tokens: thousands of passes.
+    # A cancel after the first pass, and a deadline that passes during the
+    # call, each end the call between passes with their own code; the blocks
+    # the call held go back to the pool, and the daemon answers the next call.
+    import grpc
+    daemon = start_daemon("--model", str(checkpoint), "--set", "engine.batch_tokens=16",
+                          "--set", "server.max_deadline_s=600")
+    words = " ".join(f"w{i}" for i in range(500))
+    groups = [pb.PromptGroup(prefix=pb.Segment(text=f"{g} {words}".encode()),
+                             suffixes=[pb.Segment(text=s.encode()) for s in SUFFIXES],
+                             label_ids=[32]) for g in range(30)]
+    request = pb.LogprobsRequest(groups=groups)
+    call = daemon.stub.Logprobs.future(request, timeout=600)
+    while passes_run(daemon) < 1 and not call.done():
+        time.sleep(0.05)  # polls an event (a pass ran), not a timing window
+    assert call.cancel()
+    with pytest.raises(grpc.FutureCancelledError):
+        call.result()
+    with pytest.raises(grpc.RpcError) as late:
+        daemon.stub.Logprobs(request, timeout=1.0)
+    assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    small = pb.LogprobsRequest(groups=groups[:1])
+    # Each answered call ran after the stopped ones finished on the one
+    # engine thread, so the pool holds nothing for them any more.
+    assert len(daemon.stub.Logprobs(small, timeout=120).groups) == 1
+    assert pool_in_use(daemon) == 0

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
 sys.path.insert(0, str(ROOT / "bench"))
 import annotation_workload  # noqa: E402
-from bench_engine import Ours, achieved_row, backbone_params, compare, sync  # noqa: E402
+from bench_engine import (Ours, achieved_row, backbone_params, compare,  # noqa: E402
+                          keep_freed_memory, sync)
 from make_tiny_qwen3 import copy_tokenizer, make  # noqa: E402
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
@@ -202,6 +203,8 @@ def engine(model, directory, layers, peak):
 
 
 def main():
+    if SMOKE:
+        keep_freed_memory()
     WORK.mkdir(parents=True, exist_ok=True)
     layers = int(os.environ.get("GPU_LAYERS", "2" if SMOKE else "36"))
     report = {"torch": torch.__version__, "cuda": torch.version.cuda, "smoke": SMOKE,
