@@ -96,8 +96,8 @@ class Validator {
                    int64_t{1} << 24);
     Range<int64_t>("engine.kv_pool_bytes", config_.engine.kv_pool_bytes, 1,
                    int64_t{1} << 40);
-    Range<int64_t>("engine.kv_block_tokens", config_.engine.kv_block_tokens,
-                   1, 4096);
+    Range<int64_t>("engine.kv_block_tokens", config_.engine.kv_block_tokens, 1,
+                   4096);
     Range<int64_t>("decisions.workers", config_.decisions.workers, 1, 256);
 
     Positive("client.timeout_s", config_.client.timeout_s);

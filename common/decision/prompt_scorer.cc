@@ -61,12 +61,11 @@ absl::StatusOr<PromptScorer::Planned> PromptScorer::Plan(
   }
   // State-major: groups that share a beginning (one state's questions) go
   // to the backend together, so an engine finds the state still cached.
-  std::stable_sort(groups.begin(), groups.end(),
-                   [](const Group& a, const Group& b) {
-                     return std::lexicographical_compare(
-                         a.prefix.begin(), a.prefix.end(), b.prefix.begin(),
-                         b.prefix.end());
-                   });
+  std::stable_sort(
+      groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+        return std::lexicographical_compare(a.prefix.begin(), a.prefix.end(),
+                                            b.prefix.begin(), b.prefix.end());
+      });
   Planned plan;
   plan.where.resize(prompts.size());
   size_t in_call = 0;

@@ -26,7 +26,7 @@ class EngineObserver {
   // prefix positions they found.
   virtual void OnPrefixLookups(int64_t /*hits*/, int64_t /*misses*/,
                                int64_t /*reused_tokens*/) {}
-  virtual void OnPrefixEviction() {}
+  virtual void OnPrefixEvictions(int64_t /*blocks*/) {}
   // The KV pool after a call: blocks held by work in flight, blocks in the
   // prefix cache, all blocks, and the bytes of one block.
   virtual void OnKvPool(int64_t /*in_use*/, int64_t /*cached*/,

@@ -109,8 +109,7 @@ bool KvBlocks::Publish(BlockId parent, const TokenId* tokens, BlockId b,
   Block& block = blocks_[static_cast<size_t>(b)];
   block.cached = true;
   block.parent = parent;
-  block.level =
-      parent < 0 ? 0 : blocks_[static_cast<size_t>(parent)].level + 1;
+  block.level = parent < 0 ? 0 : blocks_[static_cast<size_t>(parent)].level + 1;
   block.depth = depth;
   block.tokens = key;
   block.last_use = ++clock_;

@@ -75,12 +75,11 @@ PassPlanner::PassPlanner(KvBlocks* blocks, const std::vector<PlanGroup>& groups,
   }
   // Prompts that share a beginning run next to each other (a state's
   // questions after the state), so its blocks are still cached.
-  std::stable_sort(units_.begin(), units_.end(),
-                   [](const Unit& a, const Unit& b) {
-                     return std::lexicographical_compare(
-                         a.prefix->begin(), a.prefix->end(), b.prefix->begin(),
-                         b.prefix->end());
-                   });
+  std::stable_sort(
+      units_.begin(), units_.end(), [](const Unit& a, const Unit& b) {
+        return std::lexicographical_compare(a.prefix->begin(), a.prefix->end(),
+                                            b.prefix->begin(), b.prefix->end());
+      });
 }
 
 PassPlanner::~PassPlanner() {
@@ -93,8 +92,7 @@ PassPlanner::~PassPlanner() {
 int64_t PassPlanner::Slot(const std::vector<BlockId>& blocks,
                           int64_t position) const {
   const int64_t bs = blocks_->block_tokens();
-  return static_cast<int64_t>(blocks[static_cast<size_t>(position / bs)]) *
-             bs +
+  return static_cast<int64_t>(blocks[static_cast<size_t>(position / bs)]) * bs +
          position % bs;
 }
 
@@ -180,7 +178,8 @@ absl::StatusOr<Pass> PassPlanner::Next(
       // Blocks this segment completes become findable now: a later segment
       // of this pass may attend to them.
       for (int64_t k = u.held / bs; (k + 1) * bs <= u.held + take; ++k) {
-        const BlockId parent = k == 0 ? -1 : u.chain[static_cast<size_t>(k - 1)];
+        const BlockId parent =
+            k == 0 ? -1 : u.chain[static_cast<size_t>(k - 1)];
         const BlockId b = u.chain[static_cast<size_t>(k)];
         if (blocks_->Publish(parent, u.prefix->data() + k * bs, b, depth_)) {
           pass_published_.push_back(b);

@@ -82,7 +82,7 @@ class PassPlanner {
  private:
   struct Unit {
     const std::vector<TokenId>* prefix = nullptr;  // the cacheable part
-    std::vector<int64_t> prefix_outputs;  // prompts that end with it
+    std::vector<int64_t> prefix_outputs;           // prompts that end with it
     std::vector<std::pair<const std::vector<TokenId>*, int64_t>> suffixes;
     int32_t owner = 0;
     // Progress

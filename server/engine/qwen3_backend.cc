@@ -4,7 +4,6 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-
 #include <malloc.h>
 
 #include <algorithm>
@@ -115,8 +114,8 @@ struct Qwen3Backend::State {
       // libtorch reports errors (a device out of memory, say) as
       // exceptions; they end this call, never the daemon.
       try {
-        const model::AttentionPlan attention(model->attention(), keys,
-                                             device, model->varlen());
+        const model::AttentionPlan attention(model->attention(), keys, device,
+                                             model->varlen());
         model::PackedPass packed;
         packed.tokens = Longs(tokens, device);
         packed.positions = Longs(positions, device);
@@ -130,8 +129,8 @@ struct Qwen3Backend::State {
         emit(ids, result);
       } catch (const c10::Error& e) {
         planner.Finish(false);
-        status = absl::InternalError(absl::StrCat(
-            "the forward pass failed: ", e.what_without_backtrace()));
+        status = absl::InternalError(absl::StrCat("the forward pass failed: ",
+                                                  e.what_without_backtrace()));
       }
       if (observer != nullptr) {
         observer->OnBatch(static_cast<int64_t>(pass->segments.size()),
@@ -142,9 +141,7 @@ struct Qwen3Backend::State {
       const PlanStats& stats = planner.stats();
       observer->OnPrefixLookups(stats.prefix_hits, stats.prefix_misses,
                                 stats.reused_tokens);
-      for (int64_t i = evictions; i < blocks->evictions(); ++i) {
-        observer->OnPrefixEviction();
-      }
+      observer->OnPrefixEvictions(blocks->evictions() - evictions);
     }
     return status;
   }
@@ -196,15 +193,15 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   if (num_blocks < 1 ||
       num_blocks > std::numeric_limits<int32_t>::max() / block_tokens) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "engine.kv_pool_bytes: ", engine.kv_pool_bytes,
-        " bytes hold ", num_blocks, " blocks of ", block_tokens,
-        " tokens (", state->block_bytes,
+        "engine.kv_pool_bytes: ", engine.kv_pool_bytes, " bytes hold ",
+        num_blocks, " blocks of ", block_tokens, " tokens (",
+        state->block_bytes,
         " bytes each for this model); give at least one block and fewer "
         "than 2^31 positions"));
   }
-  state->blocks = std::make_unique<KvBlocks>(
-      static_cast<int32_t>(num_blocks), static_cast<int32_t>(block_tokens),
-      engine.prefix_caching);
+  state->blocks = std::make_unique<KvBlocks>(static_cast<int32_t>(num_blocks),
+                                             static_cast<int32_t>(block_tokens),
+                                             engine.prefix_caching);
   state->pool = state->model->NewKvPool(num_blocks * block_tokens);
   state->observer = observer;
   state->batch_tokens = engine.batch_tokens;
@@ -270,7 +267,8 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
   // Where each output lands: outputs are numbered groups, then suffixes.
   std::vector<std::pair<size_t, size_t>> where;
   for (size_t g = 0; g < groups.size(); ++g) {
-    for (size_t i = 0; i < groups[g].suffixes.size(); ++i) where.push_back({g, i});
+    for (size_t i = 0; i < groups[g].suffixes.size(); ++i)
+      where.push_back({g, i});
   }
   const int32_t n = capabilities_.n_layers;
   // lm_head only at the output rows, once per pass.

@@ -195,8 +195,9 @@ ServerMetrics::ServerMetrics(const std::string& version,
            .Add({});
   auto& pool = BuildGauge()
                    .Name("mesa_anyjev_kv_pool_blocks")
-                   .Help("KV pool blocks: in use by work in flight, in the "
-                         "prefix cache, in all.")
+                   .Help(
+                       "KV pool blocks: in use by work in flight, in the "
+                       "prefix cache, in all.")
                    .Register(*registry_);
   pool_in_use_ = &pool.Add({{"state", "in_use"}});
   pool_cached_ = &pool.Add({{"state", "cached"}});
@@ -332,7 +333,9 @@ void ServerMetrics::OnPrefixLookups(int64_t hits, int64_t misses,
   cache_reused_->Increment(static_cast<double>(reused_tokens));
 }
 
-void ServerMetrics::OnPrefixEviction() { cache_evictions_->Increment(); }
+void ServerMetrics::OnPrefixEvictions(int64_t blocks) {
+  cache_evictions_->Increment(static_cast<double>(blocks));
+}
 
 void ServerMetrics::OnKvPool(int64_t in_use, int64_t cached, int64_t total,
                              int64_t block_bytes) {

@@ -87,7 +87,7 @@ class ServerMetrics : public engine::EngineObserver,
   void OnBatch(int64_t prompts, int64_t tokens, absl::Duration took) override;
   void OnPrefixLookups(int64_t hits, int64_t misses,
                        int64_t reused_tokens) override;
-  void OnPrefixEviction() override;
+  void OnPrefixEvictions(int64_t blocks) override;
   void OnKvPool(int64_t in_use, int64_t cached, int64_t total,
                 int64_t block_bytes) override;
 

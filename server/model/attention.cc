@@ -66,8 +66,7 @@ AttentionPlan::AttentionPlan(Attention kind,
     const int64_t n = static_cast<int64_t>(seg.keys->size());
     const Item whole{first[s], seg.length, seg.keys->data(), n};
     if (cascade && seg.shared_id >= 0 && seg.shared_length > 0) {
-      own.push_back({first[s], seg.length,
-                     seg.keys->data() + seg.shared_length,
+      own.push_back({first[s], seg.length, seg.keys->data() + seg.shared_length,
                      n - seg.shared_length});
       if (groups.empty() || groups.back().first != seg.shared_id) {
         groups.push_back({seg.shared_id, {}});
@@ -83,13 +82,7 @@ AttentionPlan::AttentionPlan(Attention kind,
   for (Bucket& b : MakeBuckets(causal, true, sdpa, device)) {
     buckets_.push_back(std::move(b));
   }
-  in_order_ = own.empty() && buckets_.size() == 1;
-  if (in_order_) {
-    // Its real rows are q's rows in order only if keep is the identity.
-    const at::Tensor rows = buckets_[0].out_rows.cpu();
-    in_order_ = rows.numel() > 0 &&
-                rows.equal(at::arange(rows.numel(), at::kLong));
-  }
+  in_order_ = own.empty() && buckets_.size() == 1 && buckets_[0].rows_in_order;
   own_buckets_ = MakeBuckets(own, true, sdpa, device);
   for (const auto& [id, members] : groups) {
     std::vector<int64_t> rows;
@@ -177,6 +170,10 @@ std::vector<AttentionPlan::Bucket> AttentionPlan::MakeBuckets(
     bucket.key_slots = Longs(key_slots, device);
     bucket.keep = Longs(keep, device);
     bucket.out_rows = Longs(out_rows, device);
+    bucket.rows_in_order = true;
+    for (size_t i = 0; i < out_rows.size(); ++i) {
+      bucket.rows_in_order &= out_rows[i] == static_cast<int64_t>(i);
+    }
     if (!bucket.causal) {
       bucket.masked = masked.to(device);
       if (sdpa) bucket.allowed = bucket.masked.logical_not();
@@ -209,13 +206,16 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
     at::Tensor l;
     std::tie(out, l) = at::_scaled_dot_product_flash_attention_for_cpu(
         qb, kb, vb, /*dropout_p=*/0.0, bucket.causal,
-        bucket.causal ? std::nullopt : std::optional<at::Tensor>(bucket.allowed),
+        bucket.causal ? std::nullopt
+                      : std::optional<at::Tensor>(bucket.allowed),
         scaling);
-    *lse = l.transpose(1, 2).reshape({b * tq, heads}).index_select(0, bucket.keep);
+    *lse =
+        l.transpose(1, 2).reshape({b * tq, heads}).index_select(0, bucket.keep);
   } else if (kind_ == Attention::kSdpa) {
     out = at::scaled_dot_product_attention(
         qb, kb, vb,
-        bucket.causal ? std::nullopt : std::optional<at::Tensor>(bucket.allowed),
+        bucket.causal ? std::nullopt
+                      : std::optional<at::Tensor>(bucket.allowed),
         /*dropout_p=*/0.0, bucket.causal, scaling);
   } else {
     at::Tensor scores = at::matmul(qb, kb.transpose(2, 3)) * scaling;
@@ -226,8 +226,9 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
     out = at::matmul(probs, vb);
   }
   // [B, heads, Tq, D] -> [B * Tq, heads, D] -> the real rows.
-  return out.transpose(1, 2).reshape({b * tq, heads, d}).index_select(
-      0, bucket.keep);
+  return out.transpose(1, 2)
+      .reshape({b * tq, heads, d})
+      .index_select(0, bucket.keep);
 }
 
 void AttentionPlan::AttendShared(const at::Tensor& q, const at::Tensor& k_pool,
@@ -237,7 +238,8 @@ void AttentionPlan::AttendShared(const at::Tensor& q, const at::Tensor& k_pool,
   const int64_t rep = heads / kv;
   // Each row's own part first: [N, heads, D] and its log-sum-exp.
   at::Tensor own = at::empty_like(q);
-  at::Tensor own_lse = at::empty({q.size(0), heads}, q.options().dtype(at::kFloat));
+  at::Tensor own_lse =
+      at::empty({q.size(0), heads}, q.options().dtype(at::kFloat));
   for (const Bucket& bucket : own_buckets_) {
     at::Tensor lse;
     own.index_copy_(0, bucket.out_rows,
@@ -251,24 +253,28 @@ void AttentionPlan::AttendShared(const at::Tensor& q, const at::Tensor& k_pool,
                                   .view({m, kv, rep, d})
                                   .permute({1, 2, 0, 3})
                                   .reshape({1, kv, rep * m, d});
-    const at::Tensor pk =
-        k_pool.index_select(0, group.key_slots).view({1, p, kv, d}).transpose(1, 2);
-    const at::Tensor pv =
-        v_pool.index_select(0, group.key_slots).view({1, p, kv, d}).transpose(1, 2);
+    const at::Tensor pk = k_pool.index_select(0, group.key_slots)
+                              .view({1, p, kv, d})
+                              .transpose(1, 2);
+    const at::Tensor pv = v_pool.index_select(0, group.key_slots)
+                              .view({1, p, kv, d})
+                              .transpose(1, 2);
     auto [o1, lse1] = at::_scaled_dot_product_flash_attention_for_cpu(
         folded, pk, pv, /*dropout_p=*/0.0, /*is_causal=*/false, std::nullopt,
         scaling);
-    o1 = o1.reshape({kv, rep, m, d}).permute({2, 0, 1, 3}).reshape({m, heads, d});
+    o1 = o1.reshape({kv, rep, m, d})
+             .permute({2, 0, 1, 3})
+             .reshape({m, heads, d});
     lse1 = lse1.reshape({kv, rep, m}).permute({2, 0, 1}).reshape({m, heads, 1});
     const at::Tensor o2 = own.index_select(0, group.q_rows);
     const at::Tensor lse2 = own_lse.index_select(0, group.q_rows).unsqueeze(-1);
     // Two softmaxes over disjoint keys merged into one over all of them.
     const at::Tensor top = at::maximum(lse1, lse2);
     const at::Tensor w1 = (lse1 - top).exp(), w2 = (lse2 - top).exp();
-    out.index_copy_(0, group.q_rows,
-                    ((o1.to(at::kFloat) * w1 + o2.to(at::kFloat) * w2) /
-                     (w1 + w2))
-                        .to(q.scalar_type()));
+    out.index_copy_(
+        0, group.q_rows,
+        ((o1.to(at::kFloat) * w1 + o2.to(at::kFloat) * w2) / (w1 + w2))
+            .to(q.scalar_type()));
   }
 }
 
@@ -314,12 +320,10 @@ bool VarlenAttentionWorks(at::Device device, at::ScalarType dtype,
     const at::Tensor k = at::randn({15, kv_heads, head_dim}, options);
     const at::Tensor v = at::randn({15, kv_heads, head_dim}, options);
     const double scaling = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    const at::Tensor fast =
-        AttentionPlan(Attention::kSdpa, segments, device, true)(q, k, v,
-                                                                scaling);
-    const at::Tensor exact =
-        AttentionPlan(Attention::kEager, segments, device, false)(q, k, v,
-                                                                  scaling);
+    const at::Tensor fast = AttentionPlan(Attention::kSdpa, segments, device,
+                                          true)(q, k, v, scaling);
+    const at::Tensor exact = AttentionPlan(Attention::kEager, segments, device,
+                                           false)(q, k, v, scaling);
     const double err =
         (fast.to(at::kFloat) - exact.to(at::kFloat)).abs().max().item<double>();
     if (!(err < 2e-2)) {

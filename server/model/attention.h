@@ -26,7 +26,7 @@ const char* AttentionName(Attention attention);
 
 // One segment as attention sees it (a view of the engine's plan).
 struct SegmentKeys {
-  int64_t length = 0;                         // its queries: its new tokens
+  int64_t length = 0;                          // its queries: its new tokens
   const std::vector<int64_t>* keys = nullptr;  // slots, own tokens last
   // Segments with one shared_id share keys[0, shared_length).
   int64_t shared_id = -1;
@@ -58,12 +58,13 @@ class AttentionPlan {
     // Every item attends to its own tokens only: the kernel's causal mask
     // holds for right-padded rows, and no mask is built.
     bool causal = false;
-    at::Tensor q_index;    // [B * Tq] rows of q (pads repeat a real row)
-    at::Tensor key_slots;  // [B * Tk] pool slots (pads repeat a real key)
-    at::Tensor masked;     // [B, 1, Tq, Tk] bool, true = may not attend
-    at::Tensor allowed;    // !masked, for sdpa
-    at::Tensor keep;       // [n] real rows of the padded [B * Tq]
-    at::Tensor out_rows;   // [n] their rows in q
+    at::Tensor q_index;          // [B * Tq] rows of q (pads repeat a real row)
+    at::Tensor key_slots;        // [B * Tk] pool slots (pads repeat a real key)
+    at::Tensor masked;           // [B, 1, Tq, Tk] bool, true = may not attend
+    at::Tensor allowed;          // !masked, for sdpa
+    at::Tensor keep;             // [n] real rows of the padded [B * Tq]
+    at::Tensor out_rows;         // [n] their rows in q
+    bool rows_in_order = false;  // out_rows is 0, 1, ..., n - 1
   };
   // A group's suffixes on CPU sdpa: their queries against the shared prefix
   // in one unmasked call (rows and heads folded, the prefix read once, not
@@ -85,8 +86,8 @@ class AttentionPlan {
 
   Attention kind_;
   bool varlen_ = false;
-  std::vector<Bucket> buckets_;  // rows not in a Shared group
-  bool in_order_ = false;        // one bucket holding every row in order
+  std::vector<Bucket> buckets_;      // rows not in a Shared group
+  bool in_order_ = false;            // one bucket holding every row in order
   std::vector<Bucket> own_buckets_;  // the Shared rows' own parts
   std::vector<Shared> shared_;
   // varlen

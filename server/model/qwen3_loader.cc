@@ -113,8 +113,8 @@ absl::StatusOr<CpuGemm> ParseCpuGemm(const std::string& name) {
   if (name == "onednn") return CpuGemm::kOneDnn;
   if (name == "aten") return CpuGemm::kAten;
   if (name == "auto") return CpuGemm::kAuto;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "model.cpu_gemm: '", name, "' is not auto, onednn or aten"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.cpu_gemm: '", name, "' is not auto, onednn or aten"));
 }
 
 absl::StatusOr<Attention> ParseAttention(const std::string& name) {

@@ -80,8 +80,7 @@ KvPool Qwen3Model::NewKvPool(int64_t slots) const {
 
 int64_t Qwen3Model::KvBytesPerToken() const {
   return 2 * config_.num_hidden_layers * config_.num_key_value_heads *
-         config_.head_dim *
-         static_cast<int64_t>(c10::elementSize(dtype()));
+         config_.head_dim * static_cast<int64_t>(c10::elementSize(dtype()));
 }
 
 at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
@@ -164,8 +163,8 @@ ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {
     for (at::Tensor& c : captured) c = c.to(at::kFloat);
     result.hidden = at::stack(captured, 1);
   } else {
-    result.hidden = at::empty({pass.outputs.size(0), 0, config_.hidden_size},
-                              at::kFloat);
+    result.hidden =
+        at::empty({pass.outputs.size(0), 0, config_.hidden_size}, at::kFloat);
   }
   return result;
 }

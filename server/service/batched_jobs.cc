@@ -57,7 +57,8 @@ absl::Status StoppedDuring(const engine::Job& job) {
     return absl::CancelledError("the caller cancelled the call");
   }
   if (absl::Now() >= job.deadline) {
-    return absl::DeadlineExceededError("the deadline passed during the forward");
+    return absl::DeadlineExceededError(
+        "the deadline passed during the forward");
   }
   return absl::OkStatus();
 }
@@ -108,9 +109,9 @@ engine::Job HiddenStatesJob(Backend* model, HiddenStatesWork* work,
                       const std::vector<engine::Job*>& jobs,
                       const CallControl& control) {
     std::vector<PromptGroup> merged;
-    auto result = model->HiddenStates(GroupsOf<HiddenStatesWork>(jobs, &merged),
-                                      layers,
-                                      PartsOf<HiddenStatesWork>(jobs, control));
+    auto result =
+        model->HiddenStates(GroupsOf<HiddenStatesWork>(jobs, &merged), layers,
+                            PartsOf<HiddenStatesWork>(jobs, control));
     std::vector<absl::Status> statuses;
     size_t offset = 0;  // the next value of the merged result
     for (engine::Job* member : jobs) {

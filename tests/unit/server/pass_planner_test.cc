@@ -2,6 +2,8 @@
 // eviction of unreferenced leaves) and the pass planner over it: every
 // output planned exactly once, segments attend to exactly the slots of their
 // positions, budgets and pool limits kept, nothing leaked.
+#include "server/engine/pass_planner.h"
+
 #include <catch2/catch.hpp>
 #include <map>
 #include <numeric>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "server/engine/kv_blocks.h"
-#include "server/engine/pass_planner.h"
 
 namespace mesa_anyjev::engine {
 namespace {
@@ -68,9 +69,10 @@ TEST_CASE("KvBlocks: allocation, references and freeing", "[engine]") {
   CHECK(blocks.Allocate() == b);
 }
 
-TEST_CASE("KvBlocks: the radix cache matches to the block and evicts LRU "
-          "leaves only",
-          "[engine]") {
+TEST_CASE(
+    "KvBlocks: the radix cache matches to the block and evicts LRU "
+    "leaves only",
+    "[engine]") {
   KvBlocks blocks(4, 2, true);
   const std::vector<TokenId> ids = Ids(10, 6);  // three blocks of 2
   std::vector<BlockId> chain;
@@ -99,9 +101,10 @@ TEST_CASE("KvBlocks: the radix cache matches to the block and evicts LRU "
   CHECK(blocks.Match(ids, 6, 5).size() == 1);
 }
 
-TEST_CASE("KvBlocks: a deeper block replaces a shallower one; unpublishing "
-          "takes the subtree",
-          "[engine]") {
+TEST_CASE(
+    "KvBlocks: a deeper block replaces a shallower one; unpublishing "
+    "takes the subtree",
+    "[engine]") {
   KvBlocks blocks(4, 2, true);
   const std::vector<TokenId> ids = Ids(0, 4);
   const BlockId a = *blocks.Allocate(), b = *blocks.Allocate();
@@ -145,9 +148,10 @@ TEST_CASE("PassPlanner: a group's prefix and its suffixes in one pass",
   REQUIRE(planner.Next(Live)->segments.empty());
 }
 
-TEST_CASE("PassPlanner: a cached prefix is reused to the block, across "
-          "planners and within a pass",
-          "[engine]") {
+TEST_CASE(
+    "PassPlanner: a cached prefix is reused to the block, across "
+    "planners and within a pass",
+    "[engine]") {
   KvBlocks blocks(64, 4, true);
   const std::vector<TokenId> state = Ids(0, 18);
   auto question = [&](int q) {
@@ -194,9 +198,10 @@ TEST_CASE("PassPlanner: budgets chunk long prefixes on block boundaries",
   CHECK(blocks.referenced() == 0);
 }
 
-TEST_CASE("PassPlanner: a pool that holds one group at a time finishes "
-          "every group",
-          "[engine]") {
+TEST_CASE(
+    "PassPlanner: a pool that holds one group at a time finishes "
+    "every group",
+    "[engine]") {
   // 12 tokens of prefix + 4 of suffix: 4 blocks of 4, and the pool has 5.
   KvBlocks blocks(5, 4, true);
   std::vector<PromptGroup> groups;
@@ -222,9 +227,10 @@ TEST_CASE("PassPlanner: a pool that holds one group at a time finishes "
   CHECK(status.message().find("engine.kv_pool_bytes") != std::string::npos);
 }
 
-TEST_CASE("PassPlanner: a dropped caller's groups stop and release their "
-          "blocks; a failed pass withdraws its cache entries",
-          "[engine]") {
+TEST_CASE(
+    "PassPlanner: a dropped caller's groups stop and release their "
+    "blocks; a failed pass withdraws its cache entries",
+    "[engine]") {
   KvBlocks blocks(64, 4, true);
   PromptGroup a{Ids(0, 20), {Ids(100, 3), Ids(200, 3)}, {}};
   PromptGroup b{Ids(1000, 20), {Ids(300, 3)}, {}};
@@ -250,9 +256,10 @@ TEST_CASE("PassPlanner: a dropped caller's groups stop and release their "
   CHECK(fresh.referenced() == 0);
 }
 
-TEST_CASE("PassPlanner: a prompt that ends with a cached prefix still runs "
-          "its last token",
-          "[engine]") {
+TEST_CASE(
+    "PassPlanner: a prompt that ends with a cached prefix still runs "
+    "its last token",
+    "[engine]") {
   KvBlocks blocks(64, 4, true);
   PromptGroup whole{{}, {Ids(0, 8)}, {}};
   for (int round = 0; round < 2; ++round) {
