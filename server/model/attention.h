@@ -7,10 +7,13 @@
 // every device, so only the kernel call differs:
 //   eager  - transformers' eager math (matmul, float32 softmax): exact, the
 //            default;
-//   sdpa   - libtorch's scaled_dot_product_attention with the same masks;
-//            on CUDA the variable-length flash kernel over cumulative
-//            sequence lengths where the wheel has it (probed at load), the
-//            masked kernel otherwise.
+//   sdpa   - libtorch's scaled_dot_product_attention with the same masks
+//            (segments with no context: its causal kernel, no mask); on the
+//            CPU a group's suffixes read their shared prefix once, merged by
+//            log-sum-exp with their own causal part; on CUDA the
+//            variable-length flash kernel over cumulative sequence lengths
+//            where the wheel has it (probed at load), the masked kernel
+//            otherwise.
 #pragma once
 
 #include <ATen/core/Tensor.h>
