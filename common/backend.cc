@@ -2,8 +2,84 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status/status_macros.h"
 
 namespace mesa_anyjev {
+
+absl::Status TokenBudget::Charge(int64_t tokens) {
+  const int64_t total = used.fetch_add(tokens) + tokens;
+  if (limit > 0 && total > limit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the call's prompts come to more than ", limit_name, "=",
+                     limit, " tokens (", total, " so far)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CallControl::StopStatus(absl::Time now, const char* where) const {
+  if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
+    return absl::CancelledError(
+        absl::StrCat(where, ": the call was cancelled"));
+  }
+  if (now >= deadline) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(where, ": the call's deadline passed"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status CheckId(TokenId id, int32_t vocab_size, const std::string& where) {
+  if (id < 0 || id >= vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": token id ", id, " is outside [0, ", vocab_size,
+                     ") (vocab_size=", vocab_size, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckPromptGroups(const std::vector<PromptGroup>& groups,
+                               int32_t vocab_size, bool check_labels) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const PromptGroup& group = groups[g];
+    for (const TokenId id : group.prefix) {
+      RETURN_IF_ERROR(
+          CheckId(id, vocab_size, absl::StrCat("groups[", g, "].prefix")));
+    }
+    for (size_t s = 0; s < group.suffixes.size(); ++s) {
+      if (group.prefix.empty() && group.suffixes[s].empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "groups[", g, "].suffixes[", s, "]: the prompt has no tokens"));
+      }
+      for (const TokenId id : group.suffixes[s]) {
+        RETURN_IF_ERROR(CheckId(
+            id, vocab_size, absl::StrCat("groups[", g, "].suffixes[", s, "]")));
+      }
+    }
+    if (!check_labels) continue;
+    for (size_t k = 0; k < group.label_ids.size(); ++k) {
+      RETURN_IF_ERROR(
+          CheckId(group.label_ids[k], vocab_size,
+                  absl::StrCat("groups[", g, "].label_ids[", k, "]")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckResolvedLayers(const std::vector<int32_t>& layers,
+                                 int32_t n_layers) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i] < 0 || layers[i] > n_layers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layers[", i, "]: ", layers[i], " is outside [0, ",
+                       n_layers, "] for a model with n_layers=", n_layers));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<int32_t> ResolveLayer(int32_t layer, int32_t n_layers) {
   const int64_t resolved =

@@ -74,11 +74,26 @@ struct CallPart {
   }
 };
 
+// Prompt tokens one call may send to the model in all (a Decide or Fit
+// builds its prompts in several rounds; each round charges its groups here
+// before it runs, so the work stays within the limit).
+struct TokenBudget {
+  int64_t limit = 0;            // 0: unbounded
+  const char* limit_name = "";  // named in the refusal
+  std::atomic<int64_t> used{0};
+
+  // INVALID_ARGUMENT naming the limit once the call's total would pass it.
+  absl::Status Charge(int64_t tokens);
+};
+
 // Per-call control the backend checks between units of work, so a passed
 // deadline or a cancelled caller stops the forward early.
 struct CallControl {
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;
+  TokenBudget* budget = nullptr;  // outlives the call when set
+  int64_t max_prompt_tokens = 0;  // per prompt; 0: unbounded
+  const char* max_prompt_tokens_name = "limits.max_prompt_tokens";
   // Set when several callers' groups run as one call: a backend may drop a
   // part whose caller stopped and go on with the others (its results are
   // then unspecified; the caller answers with its own status).
@@ -88,6 +103,9 @@ struct CallControl {
     return now >= deadline ||
            (cancelled != nullptr && cancelled->load(std::memory_order_relaxed));
   }
+  // CANCELLED or DEADLINE_EXCEEDED ("<where>: ...") once the call should
+  // stop, OK before.
+  absl::Status StopStatus(absl::Time now, const char* where) const;
 };
 
 // Hidden states at the last position: values[(p * layers + l) * hidden + h]
@@ -141,6 +159,17 @@ std::vector<std::string> CheckedLabels();
 absl::Status CheckLabelAgreement(
     const text::Tokenizer& local,
     const std::vector<std::vector<TokenId>>& remote);
+
+// What a backend checks before any work, whoever called it (an RPC or the
+// decider): every token id in [0, vocab_size), no prompt without tokens,
+// label ids in range when `check_labels`; INVALID_ARGUMENT naming
+// groups[g].prefix / .suffixes[s] / .label_ids[k].
+absl::Status CheckPromptGroups(const std::vector<PromptGroup>& groups,
+                               int32_t vocab_size, bool check_labels);
+
+// Every layer in [0, n_layers] (already resolved), INVALID_ARGUMENT else.
+absl::Status CheckResolvedLayers(const std::vector<int32_t>& layers,
+                                 int32_t n_layers);
 
 // Resolves a requested layer against n_layers: -1 -> n_layers, ..., and
 // refuses anything outside [0, n_layers] with the limit named.

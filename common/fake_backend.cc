@@ -323,28 +323,6 @@ std::vector<double> HashUnitVector(std::string_view text) {
   return v;
 }
 
-absl::Status StopStatus(const CallControl& control, absl::Time now) {
-  if (control.cancelled != nullptr &&
-      control.cancelled->load(std::memory_order_relaxed)) {
-    return absl::CancelledError("fake backend: the call was cancelled");
-  }
-  if (now >= control.deadline) {
-    return absl::DeadlineExceededError(
-        "fake backend: the call's deadline passed");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckId(TokenId id, std::string_view where) {
-  if (id < 0 || id >= FakeTokenizer::kVocabSize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(where), ": token id ", id, " is outside [0, ",
-                     FakeTokenizer::kVocabSize,
-                     ") (vocab_size=", FakeTokenizer::kVocabSize, ")"));
-  }
-  return absl::OkStatus();
-}
-
 std::string Descriptor() {
   return absl::StrCat(
       std::string(FakeBackend::kVersion),
@@ -452,34 +430,13 @@ FakeBackend::FakeBackend(FakeBackendOptions options) : options_(options) {
 absl::Status FakeBackend::Prepare(const std::vector<PromptGroup>& groups,
                                   bool check_labels,
                                   const CallControl& control) const {
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const PromptGroup& group = groups[g];
-    for (const TokenId id : group.prefix) {
-      RETURN_IF_ERROR(CheckId(id, absl::StrCat("groups[", g, "].prefix")));
-    }
-    for (size_t s = 0; s < group.suffixes.size(); ++s) {
-      if (group.prefix.empty() && group.suffixes[s].empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "groups[", g, "].suffixes[", s, "]: the prompt has no tokens"));
-      }
-      for (const TokenId id : group.suffixes[s]) {
-        RETURN_IF_ERROR(
-            CheckId(id, absl::StrCat("groups[", g, "].suffixes[", s, "]")));
-      }
-    }
-    if (check_labels) {
-      for (size_t k = 0; k < group.label_ids.size(); ++k) {
-        RETURN_IF_ERROR(
-            CheckId(group.label_ids[k],
-                    absl::StrCat("groups[", g, "].label_ids[", k, "]")));
-      }
-    }
-  }
+  RETURN_IF_ERROR(
+      CheckPromptGroups(groups, FakeTokenizer::kVocabSize, check_labels));
   // The delay stands in for a forward pass: wake every millisecond so a
   // deadline or cancel ends it promptly.
   const absl::Time end = absl::Now() + absl::Seconds(options_.delay_s);
   for (absl::Time now = absl::Now();; now = absl::Now()) {
-    RETURN_IF_ERROR(StopStatus(control, now));
+    RETURN_IF_ERROR(control.StopStatus(now, "fake backend"));
     if (now >= end) {
       break;
     }
@@ -569,7 +526,7 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> FakeBackend::Logprobs(
     const PromptGroup& group = groups[g];
     ASSIGN_OR_RETURN(const std::string prefix, tokenizer_.Decode(group.prefix));
     for (const std::vector<TokenId>& suffix : group.suffixes) {
-      RETURN_IF_ERROR(StopStatus(control, absl::Now()));
+      RETURN_IF_ERROR(control.StopStatus(absl::Now(), "fake backend"));
       ASSIGN_OR_RETURN(const std::string tail, tokenizer_.Decode(suffix));
       const std::vector<double> lp =
           FullLogprobs(ParseFakePrompt(absl::StrCat(prefix, tail)));
@@ -620,7 +577,7 @@ absl::StatusOr<HiddenStatesResult> FakeBackend::HiddenStates(
   for (const PromptGroup& group : groups) {
     ASSIGN_OR_RETURN(const std::string prefix, tokenizer_.Decode(group.prefix));
     for (const std::vector<TokenId>& suffix : group.suffixes) {
-      RETURN_IF_ERROR(StopStatus(control, absl::Now()));
+      RETURN_IF_ERROR(control.StopStatus(absl::Now(), "fake backend"));
       ASSIGN_OR_RETURN(const std::string tail, tokenizer_.Decode(suffix));
       const std::string text = absl::StrCat(prefix, tail);
       const std::vector<double> v = SignalVector(ParseFakePrompt(text));

@@ -8,11 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/text/strict_json.h"
 
 namespace mesa_anyjev::bundles {
 namespace {
 
-constexpr int kMaxJsonDepth = 64;
 constexpr double kGateEpsilon = 1e-9;
 
 std::string StringField(const Json& manifest, const char* name) {
@@ -42,34 +42,14 @@ absl::Status CheckQuestionId(std::string_view question_id) {
 
 absl::StatusOr<Json> ParseJsonLimited(std::string_view bytes,
                                       std::string_view what) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    const char c = bytes[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(std::string(what), ": nested deeper than ",
-                         kMaxJsonDepth, " levels"));
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  try {
-    return Json::parse(bytes);
-  } catch (const nlohmann::json::exception& e) {
+  // Sizes are checked by the callers (limits.max_bundle_bytes).
+  auto parsed = text::ParseStrictOrderedJson(
+      bytes, {.max_bytes = bytes.size(), .max_bytes_name = "its size"});
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(std::string(what), ": not valid JSON: ", e.what()));
+        absl::StrCat(std::string(what), ": ", parsed.status().message()));
   }
+  return parsed;
 }
 
 absl::Status CheckBinding(const Json& manifest, const ModelBinding& serving,

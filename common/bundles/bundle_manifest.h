@@ -31,8 +31,8 @@ std::string ModelSlug(std::string_view model);
 // not starting with '.'.
 absl::Status CheckQuestionId(std::string_view question_id);
 
-// JSON text with a nesting limit (64) checked before parsing, so a crafted
-// "[[[[..." cannot exhaust the stack; INVALID_ARGUMENT naming `what`.
+// A bundle's JSON through the strict parser (text/strict_json.h: depth,
+// UTF-8, duplicate keys); INVALID_ARGUMENT naming `what`.
 absl::StatusOr<Json> ParseJsonLimited(std::string_view bytes,
                                       std::string_view what);
 

@@ -15,8 +15,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/bundles/durable_fs.h"
 #include "common/status/status_macros.h"
+#include "common/util/files.h"
 #include "common/util/hash.h"
 
 namespace mesa_anyjev::bundles {
@@ -104,7 +104,7 @@ absl::Status MakeDirs(const std::string& dir) {
 void RemoveDeadTemps(const std::string& dir) {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
-    if (IsDeadWritersTemp(entry.path().filename().string())) {
+    if (util::IsDeadWritersTemp(entry.path().filename().string())) {
       std::error_code ignored;
       fs::remove_all(entry.path(), ignored);
     }
@@ -293,8 +293,10 @@ absl::StatusOr<std::vector<VersionEntry>> BundleStore::List() const {
   std::vector<VersionEntry> out;
   for (const int n : versions) {
     VersionEntry entry{n, VersionDir(n), absl::UnknownError("")};
-    auto bytes = ReadCapped((fs::path(entry.path) / kManifest).string(),
-                            options_.max_file_bytes, options_.limit_name);
+    auto bytes = util::ReadFile((fs::path(entry.path) / kManifest).string(),
+                                {.max_bytes = options_.max_file_bytes,
+                                 .limit_name = options_.limit_name,
+                                 .follow_symlinks = false});
     entry.manifest = bytes.ok() ? ParseJsonLimited(*bytes, kManifest)
                                 : absl::StatusOr<Json>(bytes.status());
     out.push_back(std::move(entry));
@@ -339,16 +341,16 @@ absl::StatusOr<int> BundleStore::Put(const Json& artifacts,
   files.emplace_back(kManifest, std::move(manifest_text));
 
   const std::string tmp =
-      (fs::path(dir_) / TempName(absl::StrCat("v", version))).string();
+      (fs::path(dir_) / util::TempName(absl::StrCat("v", version))).string();
   auto write_all = [&]() -> absl::Status {
     RETURN_IF_ERROR(MakeDirs(tmp));
     for (const auto& [name, text] : files) {
       RETURN_IF_ERROR(
-          WriteNewFileSynced((fs::path(tmp) / name).string(), text));
+          util::WriteNewFileSynced((fs::path(tmp) / name).string(), text));
     }
-    RETURN_IF_ERROR(SyncDir(tmp));
-    RETURN_IF_ERROR(RenameNoReplace(tmp, VersionDir(version)));
-    return SyncDir(dir_);
+    RETURN_IF_ERROR(util::SyncDir(tmp));
+    RETURN_IF_ERROR(util::RenameNoReplace(tmp, VersionDir(version)));
+    return util::SyncDir(dir_);
   };
   if (absl::Status written = write_all(); !written.ok()) {
     std::error_code ignored;
@@ -373,8 +375,10 @@ absl::StatusOr<BundleVersion> BundleStore::Get(int version) const {
   }
   const std::string where = absl::StrCat("v", version, "/");
   auto read = [&](const std::string& name) -> absl::StatusOr<std::string> {
-    auto bytes = ReadCapped((fs::path(path) / name).string(),
-                            options_.max_file_bytes, options_.limit_name);
+    auto bytes = util::ReadFile((fs::path(path) / name).string(),
+                                {.max_bytes = options_.max_file_bytes,
+                                 .limit_name = options_.limit_name,
+                                 .follow_symlinks = false});
     if (absl::IsNotFound(bytes.status())) {
       return absl::DataLossError(absl::StrCat(where, name, " is missing"));
     }
@@ -420,7 +424,10 @@ absl::StatusOr<BundleVersion> BundleStore::Get(int version) const {
 absl::StatusOr<std::vector<int>> BundleStore::History(
     const std::string& question_id) const {
   RETURN_IF_ERROR(CheckQuestionId(question_id));
-  auto text = ReadCapped(PointerPath(question_id), 1 << 16, "pointer size");
+  auto text =
+      util::ReadFile(PointerPath(question_id), {.max_bytes = 1 << 16,
+                                                .limit_name = "pointer size",
+                                                .follow_symlinks = false});
   if (absl::IsNotFound(text.status())) return std::vector<int>{};
   if (!text.ok()) return text.status();
   std::vector<int> history;
@@ -444,7 +451,7 @@ absl::Status BundleStore::WriteHistory(const std::string& question_id,
   for (size_t i = 0; i < history.size() && i < kMaxHistory; ++i) {
     absl::StrAppend(&text, "v", history[i], "\n");
   }
-  return ReplaceFileAtomic(PointerPath(question_id), text);
+  return util::WriteFileAtomic(PointerPath(question_id), text);
 }
 
 absl::StatusOr<std::optional<int>> BundleStore::Current(

@@ -126,6 +126,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(limits, max_decide_states),
     MESA_CONFIG_FIELD(limits, max_decide_questions),
     MESA_CONFIG_FIELD(limits, max_fit_states),
+    MESA_CONFIG_FIELD(limits, max_decide_tokens),
     MESA_CONFIG_FIELD(limits, max_bundle_bytes),
 
     MESA_CONFIG_FIELD(decisions, artifacts),

@@ -616,6 +616,21 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunHeads(
     ASSIGN_OR_RETURN(const std::vector<Matrix> features,
                      Features(question, states, {layer}, {}, control));
     const Matrix& feats = features[0];
+    // Heads are checked against the model when they load; this keeps a
+    // head that slipped past (another backend, a bug) from reaching Eigen
+    // with the wrong shape.
+    const Eigen::Index head_k = entry.head.w.cols();
+    const bool k_fits =
+        routed->index_map.empty()
+            ? head_k == question.k()
+            : std::all_of(routed->index_map.begin(), routed->index_map.end(),
+                          [&](int c) { return c >= 0 && c < head_k; });
+    if (feats.cols() != entry.head.mean.size() || !k_fits) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the L2 head for ", Describe(question), " is W [",
+          entry.head.w.rows(), ", ", head_k, "]; the model gives ",
+          feats.cols(), " features and the question has K=", question.k()));
+    }
     LinearHead adapted_head;
     const LinearHead* head = &entry.head;
     bool adapted = false;

@@ -2,6 +2,7 @@
 // file (all or nothing), and exporting them (decision-method.md 9).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <numeric>
 #include <set>
@@ -50,6 +51,39 @@ std::string StateText(const Json& state) {
   return PyJsonDumpsIndent2(state);
 }
 
+// "layer_abs" of a head entry: an integer block of the served model.
+absl::StatusOr<int> LayerAbs(const Json& art, const Capabilities& caps) {
+  if (!art.contains("layer_abs") || !art["layer_abs"].is_number_integer()) {
+    return absl::InvalidArgumentError("no integer \"layer_abs\"");
+  }
+  const int64_t layer = art["layer_abs"].get<int64_t>();
+  const int64_t top = caps.n_layers > 0 ? caps.n_layers : INT32_MAX;
+  if (layer < 0 || layer > top) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer_abs: ", layer, " is outside [0, ", top,
+                     "] for the served model (n_layers=", caps.n_layers, ")"));
+  }
+  return static_cast<int>(layer);
+}
+
+// A head from outside, against the served model: its width must be the
+// model's hidden size and its K the question's (k; 0 when unknown). A backend without hidden
+// states keeps heads for export only, so their width is not checked there.
+absl::Status CheckHeadShape(const LinearHead& head, const Capabilities& caps,
+                            int k) {
+  if (caps.hidden_states && caps.hidden_size > 0 &&
+      head.w.rows() != caps.hidden_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "W: [", head.w.rows(), ", ", head.w.cols(),
+        "] does not read the served model's hidden_size=", caps.hidden_size));
+  }
+  if (k > 0 && head.w.cols() != k) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "W: ", head.w.cols(), " columns for a question with K=", k));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Decider::LoadArtifact(const Question& question,
@@ -75,11 +109,19 @@ absl::Status Decider::LoadArtifact(const Question& question,
                        "); fit a head for this one"));
     }
     ASSIGN_OR_RETURN(LinearHead head, LinearHead::FromJson(artifact));
-    if (!artifact.contains("layer_abs") || !artifact["layer_abs"].is_number()) {
-      return absl::InvalidArgumentError("head artifact: no \"layer_abs\"");
+    const Capabilities& caps = backend_->capabilities();
+    auto layer = LayerAbs(artifact, caps);
+    if (!layer.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("head artifact: ", layer.status().message()));
+    }
+    if (absl::Status shape = CheckHeadShape(head, caps, question.k());
+        !shape.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("head artifact: ", shape.message()));
     }
     HeadEntry entry;
-    entry.layer_abs = artifact["layer_abs"].get<int>();
+    entry.layer_abs = *layer;
     entry.head = std::move(head);
     entry.question_id =
         artifact.contains("question_id") && artifact["question_id"].is_string()
@@ -169,13 +211,14 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
           return absl::InvalidArgumentError(
               absl::StrCat("heads.", key, ": ", head.status().message()));
         }
-        if (!art.contains("layer_abs") || !art["layer_abs"].is_number()) {
+        auto layer = LayerAbs(art, backend_->capabilities());
+        if (!layer.ok()) {
           return absl::InvalidArgumentError(
-              absl::StrCat("heads.", key, ": no \"layer_abs\""));
+              absl::StrCat("heads.", key, ".", layer.status().message()));
         }
         HeadEntry entry;
         entry.head = *std::move(head);
-        entry.layer_abs = art["layer_abs"].get<int>();
+        entry.layer_abs = *layer;
         entry.question_id =
             art.contains("question_id") && art["question_id"].is_string()
                 ? art["question_id"].get<std::string>()
@@ -190,6 +233,15 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
         if (art.contains("options") && art["options"].is_array()) {
           entry.options = art["options"].get<std::vector<std::string>>();
         }
+        const int k = entry.options.has_value()
+                          ? static_cast<int>(entry.options->size())
+                          : 0;
+        if (absl::Status shape =
+                CheckHeadShape(entry.head, backend_->capabilities(), k);
+            !shape.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("heads.", key, ".", shape.message()));
+        }
         heads.emplace_back(key, Finish(key, std::move(entry)));
       }
     }
@@ -202,8 +254,13 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
           return absl::InvalidArgumentError(
               absl::StrCat("adaptation.", key, ": malformed sum or sumsq"));
         }
-        adaptation.emplace_back(key, AdaptationStats{sum->values, sumsq->values,
-                                                     st["n"].get<int64_t>()});
+        const int64_t n = st.value("n", int64_t{-1});
+        if (n < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("adaptation.", key, ": no non-negative \"n\""));
+        }
+        adaptation.emplace_back(key,
+                                AdaptationStats{sum->values, sumsq->values, n});
       }
     }
     if (file.contains("observations") && file["observations"].is_object()) {
@@ -232,6 +289,11 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
           for (const auto& l : r["labels"])
             loaded.labels.push_back(l.get<int>());
         }
+        if (loaded.labels.size() != loaded.states.size()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("observations.", key, ": ", loaded.labels.size(),
+                           " labels for ", loaded.states.size(), " states"));
+        }
         if (r.contains("fits")) loaded.fits = r["fits"].get<int>();
         if (r.contains("next_fit")) loaded.next_fit = r["next_fit"].get<int>();
         observations.push_back(std::move(loaded));
@@ -243,6 +305,23 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
   }
   {
     absl::MutexLock lock(&mu_);
+    // Labels index the options of the question they belong to; checked
+    // before anything changes.
+    for (const LoadedObservations& loaded : observations) {
+      const auto it = observed_.find(loaded.key);
+      const Question* question = loaded.question.has_value() ? &*loaded.question
+                                 : it != observed_.end() ? &it->second->question
+                                                         : nullptr;
+      if (question == nullptr) continue;
+      for (size_t i = 0; i < loaded.labels.size(); ++i) {
+        if (loaded.labels[i] < 0 || loaded.labels[i] >= question->k()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "observations.", loaded.key, ".labels[", i,
+              "]: ", loaded.labels[i],
+              " is not an option index of a question with K=", question->k()));
+        }
+      }
+    }
     for (auto& [key, scaler] : artifacts) {
       if (!artifacts_.contains(key)) artifact_order_.push_back(key);
       artifacts_[key] = std::move(scaler);

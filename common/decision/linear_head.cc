@@ -1,6 +1,7 @@
 // Linear heads and their array encoding (see linear_head.h).
 #include "common/decision/linear_head.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/text/utf8.h"
 
 namespace mesa_anyjev::decision {
 namespace {
@@ -91,19 +93,31 @@ absl::StatusOr<DecodedArray> DecodeArray(const nlohmann::ordered_json& json) {
       if (!json.contains("shape") || !json["shape"].is_array()) {
         return absl::InvalidArgumentError("array: no \"shape\" list");
       }
-      int64_t count = 1;
-      for (const auto& dim : json["shape"]) {
-        out.shape.push_back(dim.get<int64_t>());
-        count *= out.shape.back();
-      }
       const size_t width = dtype == "float32"   ? sizeof(float)
                            : dtype == "float64" ? sizeof(double)
                                                 : 0;
       if (width == 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "array: dtype '", dtype, "' (expected float32 or float64)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("array: dtype '", text::Printable(dtype, 32),
+                         "' (expected float32 or float64)"));
       }
-      if (count < 0 || bytes.size() != static_cast<size_t>(count) * width) {
+      // The payload bounds the count, so no product of dims can overflow.
+      const auto max_count = static_cast<int64_t>(bytes.size() / width);
+      int64_t count = 1;
+      for (const auto& dim : json["shape"]) {
+        if (!dim.is_number_integer() || dim.get<int64_t>() < 0) {
+          return absl::InvalidArgumentError(
+              "array: \"shape\" must be a list of non-negative integers");
+        }
+        out.shape.push_back(dim.get<int64_t>());
+        if (out.shape.back() != 0 && count > max_count / out.shape.back()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("array: shape holds more values than the ",
+                           bytes.size(), " bytes of \"b64\""));
+        }
+        count *= out.shape.back();
+      }
+      if (bytes.size() != static_cast<size_t>(count) * width) {
         return absl::InvalidArgumentError(absl::StrCat(
             "array: ", bytes.size(), " bytes do not hold shape of ", count, " ",
             dtype, " values"));
@@ -223,6 +237,20 @@ absl::StatusOr<LinearHead> LinearHead::FromJson(
   if (!(head.temperature > 0.0) || !std::isfinite(head.temperature)) {
     return absl::InvalidArgumentError(
         "head: temperature must be positive and finite");
+  }
+  if (!head.w.allFinite() || !head.mean.allFinite() ||
+      !head.scale.allFinite() ||
+      !std::all_of(head.b.begin(), head.b.end(),
+                   [](double x) { return std::isfinite(x); })) {
+    return absl::InvalidArgumentError(
+        "head: W, b, mean and scale must hold finite values");
+  }
+  if ((head.scale.array() == 0.0).any()) {
+    return absl::InvalidArgumentError("head: \"scale\" holds a zero");
+  }
+  if (head.w.cols() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "head: W [", d, ", ", head.w.cols(), "] must have K >= 2 columns"));
   }
   return head;
 }

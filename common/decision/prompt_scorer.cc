@@ -7,13 +7,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status/status_macros.h"
 
 namespace mesa_anyjev::decision {
 
 absl::StatusOr<PromptScorer::Planned> PromptScorer::Plan(
     const std::vector<text::ChatParts>& prompts,
-    const std::vector<std::vector<text::TokenId>>& label_ids) const {
+    const std::vector<std::vector<text::TokenId>>& label_ids,
+    const CallControl& control) const {
   const text::Tokenizer& tokenizer = backend_->tokenizer();
   // Groups in order of first appearance, keyed by (prefix, label ids).
   struct Group {
@@ -24,7 +26,10 @@ absl::StatusOr<PromptScorer::Planned> PromptScorer::Plan(
   std::vector<Group> groups;
   std::map<std::pair<std::string, std::vector<text::TokenId>>, size_t> index;
   absl::flat_hash_map<std::string, std::vector<text::TokenId>> prefix_tokens;
+  int64_t tokens = 0;  // what this round sends: each group's prefix once
   for (size_t i = 0; i < prompts.size(); ++i) {
+    // Tokenising is the costly part of building prompts.
+    RETURN_IF_ERROR(control.StopStatus(absl::Now(), "building prompts"));
     const text::ChatParts& prompt = prompts[i];
     auto it = prefix_tokens.find(prompt.prefix);
     if (it == prefix_tokens.end()) {
@@ -43,6 +48,16 @@ absl::StatusOr<PromptScorer::Planned> PromptScorer::Plan(
           std::equal(suffix.begin(), suffix.end(),
                      whole.begin() + it->second.size());
       if (!shared) suffix = whole;
+    }
+    const size_t length = shared || prompt.suffix.empty()
+                              ? it->second.size() + suffix.size()
+                              : suffix.size();
+    if (control.max_prompt_tokens > 0 &&
+        static_cast<int64_t>(length) > control.max_prompt_tokens) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a decision prompt of ", length, " tokens exceeds ",
+                       control.max_prompt_tokens_name, "=",
+                       control.max_prompt_tokens, " (shorten the state)"));
     }
     if (shared) {
       const auto key = std::make_pair(prompt.prefix, label_ids[i]);
@@ -66,6 +81,15 @@ absl::StatusOr<PromptScorer::Planned> PromptScorer::Plan(
         return std::lexicographical_compare(a.prefix.begin(), a.prefix.end(),
                                             b.prefix.begin(), b.prefix.end());
       });
+  for (const Group& group : groups) {
+    tokens += static_cast<int64_t>(group.prefix.size());
+    for (const auto& member : group.members) {
+      tokens += static_cast<int64_t>(member.second.size());
+    }
+  }
+  if (control.budget != nullptr) {
+    RETURN_IF_ERROR(control.budget->Charge(tokens));
+  }
   Planned plan;
   plan.where.resize(prompts.size());
   size_t in_call = 0;
@@ -99,7 +123,7 @@ absl::StatusOr<std::vector<std::vector<double>>> PromptScorer::Logprobs(
     const std::vector<text::ChatParts>& prompts,
     const std::vector<std::vector<text::TokenId>>& label_ids,
     const CallControl& control) const {
-  ASSIGN_OR_RETURN(const Planned plan, Plan(prompts, label_ids));
+  ASSIGN_OR_RETURN(const Planned plan, Plan(prompts, label_ids, control));
   std::vector<std::vector<std::vector<PromptLogprobs>>> results;
   for (const auto& call : plan.calls) {
     ASSIGN_OR_RETURN(auto result,
@@ -126,7 +150,7 @@ absl::StatusOr<std::vector<Matrix>> PromptScorer::HiddenStates(
     const std::vector<text::ChatParts>& prompts,
     const std::vector<int32_t>& layers, const CallControl& control) const {
   const std::vector<std::vector<text::TokenId>> no_labels(prompts.size());
-  ASSIGN_OR_RETURN(const Planned plan, Plan(prompts, no_labels));
+  ASSIGN_OR_RETURN(const Planned plan, Plan(prompts, no_labels, control));
   const Eigen::Index n = static_cast<Eigen::Index>(prompts.size());
   std::vector<Matrix> out;
   for (size_t c = 0; c < plan.calls.size(); ++c) {

@@ -46,9 +46,12 @@ class PromptScorer {
     std::vector<std::vector<PromptGroup>> calls;
     std::vector<Where> where;
   };
+  // Refuses a prompt over control.max_prompt_tokens and a round that takes
+  // control.budget past its limit, and stops once the call should.
   absl::StatusOr<Planned> Plan(
       const std::vector<text::ChatParts>& prompts,
-      const std::vector<std::vector<text::TokenId>>& label_ids) const;
+      const std::vector<std::vector<text::TokenId>>& label_ids,
+      const CallControl& control) const;
 
   Backend* const backend_;
   const int max_prompts_per_call_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -17,12 +18,15 @@ using Json = nlohmann::ordered_json;
 
 class Dumper {
  public:
-  explicit Dumper(const PyJsonOptions& options) : options_(options) {
+  Dumper(const PyJsonOptions& options, size_t max_bytes)
+      : options_(options), max_bytes_(max_bytes) {
     item_separator_ = options.compact || options.indent ? "," : ", ";
     key_separator_ = options.compact ? ":" : ": ";
   }
 
+  // Recursion is bounded by the parser's depth limit (strict_json.h).
   void Dump(const Json& value, int depth, std::string* out) const {
+    if (out->size() > max_bytes_) return;  // the caller sees it and refuses
     switch (value.type()) {
       case Json::value_t::object:
         DumpObject(value, depth, out);
@@ -85,6 +89,7 @@ class Dumper {
     out->push_back('{');
     bool first = true;
     for (const auto& [key, item] : items) {
+      if (out->size() > max_bytes_) return;
       if (!first) out->append(item_separator_);
       first = false;
       Break(depth + 1, out);
@@ -103,6 +108,7 @@ class Dumper {
     out->push_back('[');
     bool first = true;
     for (const Json& item : value) {
+      if (out->size() > max_bytes_) return;
       if (!first) out->append(item_separator_);
       first = false;
       Break(depth + 1, out);
@@ -113,6 +119,7 @@ class Dumper {
   }
 
   const PyJsonOptions& options_;
+  const size_t max_bytes_;
   std::string item_separator_;
   std::string key_separator_;
 };
@@ -122,7 +129,7 @@ class Dumper {
 std::string PyJsonDumps(const nlohmann::ordered_json& value,
                         const PyJsonOptions& options) {
   std::string out;
-  Dumper(options).Dump(value, 0, &out);
+  Dumper(options, std::numeric_limits<size_t>::max()).Dump(value, 0, &out);
   return out;
 }
 
@@ -134,6 +141,15 @@ std::string PyJsonCanonical(const nlohmann::ordered_json& value) {
 
 std::string PyJsonDumpsIndent2(const nlohmann::ordered_json& value) {
   return PyJsonDumps(value, PyJsonOptions{.indent = 2});
+}
+
+std::optional<std::string> PyJsonDumpsIndent2(
+    const nlohmann::ordered_json& value, size_t max_bytes) {
+  const PyJsonOptions options{.indent = 2};
+  std::string out;
+  Dumper(options, max_bytes).Dump(value, 0, &out);
+  if (out.size() > max_bytes) return std::nullopt;
+  return out;
 }
 
 }  // namespace mesa_anyjev::decision

@@ -36,4 +36,10 @@ std::string PyJsonCanonical(const nlohmann::ordered_json& value);
 // of a dict or list state (object keys in the order they were parsed).
 std::string PyJsonDumpsIndent2(const nlohmann::ordered_json& value);
 
+// The same, or nullopt once the text would pass `max_bytes`: indentation
+// grows with depth, so a small deep value can render to megabytes, and the
+// rendering stops there instead of building them.
+std::optional<std::string> PyJsonDumpsIndent2(
+    const nlohmann::ordered_json& value, size_t max_bytes);
+
 }  // namespace mesa_anyjev::decision

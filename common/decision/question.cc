@@ -2,6 +2,7 @@
 #include "common/decision/question.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <utility>
@@ -82,10 +83,14 @@ absl::StatusOr<Question> Question::ScoreBins(std::string text, int bins,
         absl::StrCat("a score supports ", kMinScoreLevels, " to ",
                      kMaxScoreLevels, " bins, got ", bins));
   }
-  if (!(hi > lo)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a score scale must be (lo, hi) with hi > lo, got (",
-                     PyFloatRepr(lo), ", ", PyFloatRepr(hi), ")"));
+  // Finite ends and a finite width: the bins' edges are printed in the
+  // prompt and a score's value is read off them.
+  if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi) ||
+      !std::isfinite(hi - lo)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a score scale must be finite (lo, hi) with hi > lo and a finite "
+        "width, got (",
+        PyFloatRepr(lo), ", ", PyFloatRepr(hi), ")"));
   }
   // edges[i] = lo + (hi - lo) * i / bins, evaluated as Python does.
   std::vector<double> edges;
@@ -97,6 +102,14 @@ absl::StatusOr<Question> Question::ScoreBins(std::string text, int bins,
   for (int i = 0; i < bins; ++i) {
     labels.push_back(
         absl::StrCat(PyFormatG(edges[i]), " to ", PyFormatG(edges[i + 1])));
+  }
+  for (int i = 1; i < bins; ++i) {
+    if (labels[i] == labels[i - 1]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a score scale (", PyFloatRepr(lo), ", ",
+                       PyFloatRepr(hi), ") is too narrow for ", bins,
+                       " bins: two print as '", labels[i], "'"));
+    }
   }
   return Question(QuestionKind::kScore, std::move(text), std::move(labels),
                   std::move(name), lo, hi, true, std::nullopt);

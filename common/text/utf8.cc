@@ -58,6 +58,37 @@ int64_t FirstInvalidUtf8(std::string_view text) {
   return -1;
 }
 
+size_t SequenceLength(std::string_view text, size_t i) {
+  bool complete = false;
+  const int n = ValidPrefix(text, i, &complete);
+  return complete ? static_cast<size_t>(n) : 0;
+}
+
+std::string Printable(std::string_view text, size_t max_bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const bool truncated = text.size() > max_bytes;
+  // A sequence cut here is escaped below like any other broken one.
+  text = text.substr(0, max_bytes);
+  std::string out;
+  out.reserve(text.size() + 3);
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t len = SequenceLength(text, i);
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (len == 0 || byte < 0x20 || byte == 0x7F) {
+      out += "\\x";
+      out.push_back(kHex[byte >> 4]);
+      out.push_back(kHex[byte & 0xF]);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, len));
+    i += len;
+  }
+  if (truncated) out += "...";
+  return out;
+}
+
 char32_t NextCodePoint(std::string_view text, size_t* pos) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   size_t i = *pos;

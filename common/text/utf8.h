@@ -1,6 +1,6 @@
-// UTF-8 helpers for the tokenizers: validation with the offending offset,
-// code point iteration over text already validated, and the lossy
-// conversion the byte-level decoder applies to decoded bytes.
+// The one place for UTF-8: validation with the offending offset, code point
+// iteration over text already validated, the lossy conversion the byte-level
+// decoder applies to decoded bytes, and escaping for messages.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +14,17 @@ namespace mesa_anyjev::text {
 // text is valid (overlong forms, surrogates and values above U+10FFFF are
 // invalid).
 int64_t FirstInvalidUtf8(std::string_view text);
+
+// Bytes of the well-formed sequence that starts at `text[i]`, or 0 when none
+// does there (i < text.size()).
+size_t SequenceLength(std::string_view text, size_t i);
+
+// `text` for an error message or log line: valid UTF-8 is kept, control
+// bytes and bytes that are not well-formed UTF-8 become \xNN, and anything
+// past `max_bytes` of input becomes "...". Names and values read from a
+// request or a file pass through it, so hostile input can neither break a
+// message's encoding, forge log lines, nor make a message megabytes long.
+std::string Printable(std::string_view text, size_t max_bytes = 256);
 
 // The code point that starts at `text[*pos]`; advances `*pos` past it.
 // `text` must be valid UTF-8 and `*pos` a character boundary.

@@ -66,6 +66,10 @@ Daemon::~Daemon() = default;
 
 int Daemon::Run() {
   const absl::Time start = absl::Now();
+  if (absl::Status status = CheckModelPath(config_); !status.ok()) {
+    spdlog::error("{}", std::string(status.message()));
+    return 2;
+  }
   if (absl::Status status = StartServing(); !status.ok()) {
     spdlog::error("{}", std::string(status.message()));
     return IsConfigError(status) ? 2 : 1;
@@ -137,6 +141,9 @@ absl::Status Daemon::StartServing() {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config_.server.listen, credentials, &port);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use
+  // would bind it too and take a share of the calls.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(config_.server.max_receive_message_bytes));
   builder.SetMaxSendMessageSize(
@@ -156,7 +163,8 @@ absl::Status Daemon::StartServing() {
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat(
-        "server.listen: cannot listen on ", config_.server.listen));
+        "server.listen: cannot listen on ", config_.server.listen,
+        " (in use by another process, or not an address of this host)"));
   }
   auto* health = server_->GetHealthCheckService();
   health->SetServingStatus(false);

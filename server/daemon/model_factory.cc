@@ -8,6 +8,7 @@
 #include "common/composite_backend.h"
 #include "common/fake_backend.h"
 #include "common/status/status_macros.h"
+#include "server/model/checkpoint.h"
 #include "server/service/remote_hidden_states.h"
 #if MESA_ANYJEV_WITH_TORCH
 #include "server/engine/qwen3_backend.h"
@@ -33,6 +34,34 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadComposite(
 }
 
 }  // namespace
+
+absl::Status CheckModelPath(const config::Config& config) {
+  const std::string& path = config.model.path;
+  if (config.model.backend == "composite" || path == "fake") {
+    return absl::OkStatus();
+  }
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.path: '", path,
+                     "' is neither \"fake\" nor a checkpoint directory"));
+  }
+  const fs::path dir(path);
+  const auto has = [&](std::string_view name) {
+    return fs::exists(dir / name, error);
+  };
+  if (!has(model::Checkpoint::kConfigName) ||
+      !(has(model::Checkpoint::kSingleName) ||
+        has(model::Checkpoint::kIndexName))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.path: '", path, "' is not a checkpoint: it needs ",
+        std::string(model::Checkpoint::kConfigName), " and ",
+        std::string(model::Checkpoint::kSingleName), " or ",
+        std::string(model::Checkpoint::kIndexName)));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
     const config::Config& config, engine::EngineObserver* observer,

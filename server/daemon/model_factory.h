@@ -14,6 +14,12 @@
 
 namespace mesa_anyjev::daemon {
 
+// Before the daemon binds: model.path is "fake" or a directory holding a
+// checkpoint's config.json and its weights (model.safetensors or the
+// index); INVALID_ARGUMENT naming what is missing. The full check is the
+// load's.
+absl::Status CheckModelPath(const config::Config& config);
+
 // Returns early with CANCELLED when `stop` is notified during the load.
 // `observer` (may be null) hears about the model's batches and caches;
 // `gateway` (may be null) about a router's gateway calls.

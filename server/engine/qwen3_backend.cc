@@ -16,12 +16,20 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/text/bpe_tokenizer.h"
+#include "common/text/utf8.h"
 #include "server/engine/kv_blocks.h"
 #include "server/engine/pass_planner.h"
 #include "server/model/qwen3_loader.h"
 
 namespace mesa_anyjev::engine {
 namespace {
+
+// What an exception from libtorch says, for a status: c10::Error's what()
+// carries a C++ backtrace after its first line, which stays out of errors.
+std::string FirstLine(const std::exception& e) {
+  const std::string_view what = e.what();
+  return text::Printable(what.substr(0, what.find('\n')), 400);
+}
 
 absl::Status Stopped(const CallControl& control) {
   if (control.cancelled != nullptr && control.cancelled->load()) {
@@ -127,10 +135,11 @@ struct Qwen3Backend::State {
         const model::ForwardResult result = model->Forward(packed, pool);
         planner.Finish(true);
         emit(ids, result);
-      } catch (const c10::Error& e) {
+      } catch (const std::exception& e) {
+        // c10::Error, or std::bad_alloc: a short reason, no backtrace.
         planner.Finish(false);
-        status = absl::InternalError(absl::StrCat("the forward pass failed: ",
-                                                  e.what_without_backtrace()));
+        status = absl::InternalError(
+            absl::StrCat("the forward pass failed: ", FirstLine(e)));
       }
       if (observer != nullptr) {
         observer->OnBatch(static_cast<int64_t>(pass->segments.size()),
@@ -154,6 +163,21 @@ struct Qwen3Backend::State {
 };
 
 absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
+    const config::ModelConfig& config, const config::EngineConfig& engine,
+    EngineObserver* observer) {
+  try {
+    return LoadUnguarded(config, engine, observer);
+  } catch (const std::exception& e) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "loading the model on ", config.device, " in ", config.dtype,
+        " failed: ", FirstLine(e),
+        " (check model.device names a device this host has, that it has "
+        "free memory for the weights and engine.kv_pool_bytes, and "
+        "model.dtype)"));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
     const config::ModelConfig& config, const config::EngineConfig& engine,
     EngineObserver* observer) {
   const std::filesystem::path dir(config.path);
@@ -259,6 +283,13 @@ const text::ChatTemplate& Qwen3Backend::chat_template() const {
 absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
     const std::vector<PromptGroup>& groups, int32_t top_k,
     const CallControl& control) {
+  // Nothing out of range may index a tensor, whoever called.
+  RETURN_IF_ERROR(CheckPromptGroups(groups, capabilities_.vocab_size,
+                                    /*check_labels=*/true));
+  if (top_k < 0 || top_k > capabilities_.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "top_k: ", top_k, " is outside [0, ", capabilities_.vocab_size, "]"));
+  }
   c10::InferenceMode guard;
   std::vector<std::vector<PromptLogprobs>> out(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -307,6 +338,9 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
 absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
     const std::vector<PromptGroup>& groups, const std::vector<int32_t>& layers,
     const CallControl& control) {
+  RETURN_IF_ERROR(CheckPromptGroups(groups, capabilities_.vocab_size,
+                                    /*check_labels=*/false));
+  RETURN_IF_ERROR(CheckResolvedLayers(layers, capabilities_.n_layers));
   c10::InferenceMode guard;
   HiddenStatesResult out;
   out.layers = layers;

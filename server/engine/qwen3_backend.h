@@ -21,6 +21,9 @@ class Qwen3Backend final : public Backend {
  public:
   // Loads `model.path` (tokenizer.json + config.json + safetensors).
   // `observer` (may be null) hears about batches and the prefix cache.
+  // A libtorch or CUDA error while loading (a missing cuda:N, out of device
+  // memory, a failed packing) comes back as one line saying what to check,
+  // never as an exception.
   static absl::StatusOr<std::unique_ptr<Qwen3Backend>> Load(
       const config::ModelConfig& model, const config::EngineConfig& engine,
       EngineObserver* observer);
@@ -49,6 +52,9 @@ class Qwen3Backend final : public Backend {
   const std::string& attention_note() const { return attention_note_; }
 
  private:
+  static absl::StatusOr<std::unique_ptr<Qwen3Backend>> LoadUnguarded(
+      const config::ModelConfig& model, const config::EngineConfig& engine,
+      EngineObserver* observer);
   struct State;
   explicit Qwen3Backend(std::unique_ptr<State> state);
 

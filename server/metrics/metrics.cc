@@ -269,6 +269,13 @@ ServerMetrics::ServerMetrics(const std::string& version,
                              "Bundle version serving each question "
                              "(0 = none).")
                          .Register(*registry_);
+  bundles_refused_ = &prometheus::BuildCounter()
+                          .Name("mesa_anyjev_bundles_refused_total")
+                          .Help(
+                              "Stored bundle versions not served because "
+                              "they do not load for the served model.")
+                          .Register(*registry_)
+                          .Add({});
   resident_bytes_ = &prometheus::BuildGauge()
                          .Name("mesa_anyjev_process_resident_memory_bytes")
                          .Help("Resident host memory of the daemon.")

@@ -66,6 +66,9 @@ class ServerMetrics : public engine::EngineObserver,
                        double n);
   // The bundle version serving a question (0 = none).
   void SetBundleVersion(const std::string& question, double version);
+  // A stored version the daemon refused to serve (it does not load for the
+  // served model); the daemon serves the rest.
+  void OnBundleRefused() { bundles_refused_->Increment(); }
   // Host memory (this process's resident set, read from /proc at scrape
   // time) and, where the model has one, device memory.
   void RefreshProcessMemory();
@@ -127,6 +130,7 @@ class ServerMetrics : public engine::EngineObserver,
   prometheus::Counter* gateway_missing_;
   prometheus::Gauge* gateway_breaker_;
   prometheus::Family<prometheus::Gauge>* bundle_version_;
+  prometheus::Counter* bundles_refused_;
   prometheus::Gauge* resident_bytes_;
   prometheus::Gauge* device_allocated_;
   prometheus::Gauge* device_reserved_;

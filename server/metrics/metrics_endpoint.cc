@@ -26,6 +26,13 @@ absl::StatusOr<int> MetricsEndpoint::Start(const std::string& listen) {
             prometheus::TextSerializer().Serialize(registry_->Collect()),
             "text/plain; version=0.0.4; charset=utf-8");
       });
+  // httplib's default also sets SO_REUSEPORT, which lets a second daemon
+  // bind the same port and share the scrapes; SO_REUSEADDR alone still
+  // allows a quick restart past TIME_WAIT.
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   // A bare host for httplib: "[::1]" -> "::1".
   const std::string& host = host_port->host;
   int port = host_port->port;
@@ -37,7 +44,8 @@ absl::StatusOr<int> MetricsEndpoint::Start(const std::string& listen) {
   }
   if (port == 0) {
     return absl::UnavailableError(
-        absl::StrCat("server.metrics_listen: cannot bind ", listen));
+        absl::StrCat("server.metrics_listen: cannot bind ", listen,
+                     " (in use by another process?)"));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return port;

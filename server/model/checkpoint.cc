@@ -22,14 +22,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/text/strict_json.h"
+#include "common/text/utf8.h"
+#include "common/util/files.h"
 #include "nlohmann/json.hpp"
-#include "server/model/strict_json.h"
 
 namespace mesa_anyjev::model {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using text::Printable;
 
 // Nesting an index needs: {"weight_map": {name: file}} is two levels.
 constexpr int kMaxIndexDepth = 16;
@@ -96,54 +99,16 @@ absl::StatusOr<std::string> Resolve(const Root& root, const std::string& name,
                    target, ", outside the model directory"));
 }
 
-// The whole of a small file, refusing anything but a regular file of at
-// most `cap` bytes before reading.
-absl::StatusOr<std::string> ReadCapped(const std::string& path, uint64_t cap) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path));
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file"));
-  }
-  if (static_cast<uint64_t>(st.st_size) > cap) {
-    close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", st.st_size, " bytes, above the cap of ", cap));
-  }
-  std::string content(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = read(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return absl::ErrnoToStatus(err, absl::StrCat("cannot read ", path));
-    }
-    if (n == 0) {
-      break;  // shrank since fstat: keep what is there
-    }
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  content.resize(done);
-  return content;
-}
-
 // weight_map of an index: tensor name -> shard file name, both checked.
 absl::StatusOr<std::map<std::string, std::string>> ParseIndex(
     const std::string& text, const std::string& where) {
   auto index_error = [&where](auto&&... parts) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", parts...));
   };
-  auto parsed = ParseStrictJson(text, kMaxIndexDepth);
+  auto parsed = text::ParseStrictJson(
+      text, {.max_bytes = text.size(),  // read through a bounded reader
+             .max_bytes_name = "the index size",
+             .max_depth = kMaxIndexDepth});
   if (!parsed.ok()) {
     return index_error(parsed.status().message());
   }
@@ -212,8 +177,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
   const std::string config_name(kConfigName);
   ASSIGN_OR_RETURN(const std::string config_path,
                    Resolve(root, config_name, config_name));
-  ASSIGN_OR_RETURN(checkpoint->config_json_,
-                   ReadCapped(config_path, kMaxConfigBytes));
+  ASSIGN_OR_RETURN(
+      checkpoint->config_json_,
+      util::ReadFile(config_path, {.max_bytes = kMaxConfigBytes,
+                                   .limit_name = "the config.json cap"}));
 
   // Which shards, and (when sharded) which tensor each must hold.
   const std::string single_name(kSingleName);
@@ -234,8 +201,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
   if (has_index) {
     ASSIGN_OR_RETURN(const std::string index_path,
                      Resolve(root, index_name, index_name));
-    ASSIGN_OR_RETURN(const std::string index_text,
-                     ReadCapped(index_path, kMaxIndexBytes));
+    ASSIGN_OR_RETURN(
+        const std::string index_text,
+        util::ReadFile(index_path, {.max_bytes = kMaxIndexBytes,
+                                    .limit_name = "the index cap"}));
     ASSIGN_OR_RETURN(weight_map, ParseIndex(index_text, index_path));
     for (const auto& [tensor, file] : *weight_map) {
       shard_names.insert(file);

@@ -37,8 +37,8 @@ class Checkpoint {
   static constexpr std::string_view kIndexName = "model.safetensors.index.json";
   // config.json and the index are small in practice (KBs); the caps only
   // keep a hostile directory from making the daemon read gigabytes.
-  static constexpr uint64_t kMaxConfigBytes = 16 << 20;
-  static constexpr uint64_t kMaxIndexBytes = SafetensorsFile::kMaxHeaderBytes;
+  static constexpr int64_t kMaxConfigBytes = 16 << 20;
+  static constexpr int64_t kMaxIndexBytes = SafetensorsFile::kMaxHeaderBytes;
 
   // Opens `dir`. Having both model.safetensors and the index is refused as
   // ambiguous rather than guessing which one the operator meant.

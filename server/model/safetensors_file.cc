@@ -19,13 +19,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
+#include "common/text/strict_json.h"
+#include "common/text/utf8.h"
 #include "nlohmann/json.hpp"
-#include "server/model/strict_json.h"
 
 namespace mesa_anyjev::model {
 namespace {
 
 using json = nlohmann::json;
+using text::Printable;
 
 // A safetensors header needs three levels (header, entry, shape); the slack
 // lets a malformed entry get a specific message while a header of nested
@@ -191,13 +193,16 @@ absl::Status SafetensorsFile::Parse() {
   data_bytes_ = size_ - 8 - header_len;
 
   // 2. Header text: UTF-8, an object, strict JSON.
-  if (const auto bad = FirstInvalidUtf8(header_); bad.has_value()) {
-    return file_error("header is not valid UTF-8 (byte ", *bad, ")");
+  if (const int64_t bad = text::FirstInvalidUtf8(header_); bad >= 0) {
+    return file_error("header is not valid UTF-8 (byte ", bad, ")");
   }
   if (header_.empty() || header_.front() != '{') {
     return file_error("header is not a JSON object (it must start with '{')");
   }
-  auto parsed = ParseStrictJson(header_, kMaxHeaderDepth);
+  auto parsed = text::ParseStrictJson(
+      header_, {.max_bytes = header_.size(),  // bounded above
+                .max_bytes_name = "the header length",
+                .max_depth = kMaxHeaderDepth});
   if (!parsed.ok()) {
     return file_error("header: ", parsed.status().message());
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
+#include "common/text/utf8.h"
 #include "server/service/call_admission.h"
 #include "server/service/unary_call.h"
 
@@ -116,6 +117,29 @@ absl::Status BundlesService::CheckLoads(BundleStore* store, int version,
       "v", version, " does not load for ", question_id, ": ", loads.message()));
 }
 
+absl::Status BundlesService::CheckServable(const Json& artifacts) {
+  const std::string& served = backend_->identity().name;
+  if (!artifacts.is_object() || !artifacts.contains("model") ||
+      !artifacts["model"].is_string()) {
+    return absl::InvalidArgumentError(
+        "artifacts_json: no \"model\" naming the model it was fit on");
+  }
+  if (artifacts["model"].get<std::string>() != served) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("artifacts_json: fit on '",
+                     text::Printable(artifacts["model"].get<std::string>()),
+                     "', the served model is '", served, "'"));
+  }
+  // Loaded whole into a scratch decider over the same model, as serving
+  // would load it: nothing runs on the model and nothing is written yet.
+  decision::Decider scratch(backend_);
+  auto loaded = scratch.LoadArtifacts(artifacts);
+  if (loaded.ok()) return absl::OkStatus();
+  return absl::Status(
+      loaded.status().code(),
+      absl::StrCat("artifacts_json: ", loaded.status().message()));
+}
+
 absl::Status BundlesService::ServeFrom(BundleStore* store) {
   ASSIGN_OR_RETURN(bundles::ServedSet served, store->Served());
   for (const std::string& why : served.refused) {
@@ -123,6 +147,7 @@ absl::Status BundlesService::ServeFrom(BundleStore* store) {
   }
   const std::string lock8 = store->lock_sha().substr(0, 8);
   std::set<std::string> keep;
+  std::set<std::string> refused;  // question ids
   for (const auto& [id, key] : served.keys) keep.insert(key);
   // New and changed keys first, so no question passes through "none".
   for (const auto& [id, key] : served.keys) {
@@ -135,10 +160,18 @@ absl::Status BundlesService::ServeFrom(BundleStore* store) {
     }
     absl::Status loaded = decider_->ReplaceKeyArtifacts(key, served.file);
     if (!loaded.ok()) {
-      return absl::Status(loaded.code(),
-                          absl::StrCat("serving v", served.versions[id], " of ",
-                                       id, ": ", loaded.message()));
+      // Not served, and the rest still are: a bad stored version must not
+      // stop the daemon at every start.
+      spdlog::error("bundles: not serving v{} of {}: {}", served.versions[id],
+                    id, std::string(loaded.message()));
+      metrics_->OnBundleRefused();
+      refused.insert(id);
     }
+  }
+  for (const std::string& id : refused) {
+    keep.erase(served.keys[id]);
+    served.keys.erase(id);
+    served.versions.erase(id);
   }
   for (const auto& [id, key] : served_keys_) {
     if (!keep.contains(key)) {
@@ -168,21 +201,24 @@ absl::Status BundlesService::ServeFrom(BundleStore* store) {
   return absl::OkStatus();
 }
 
-template <typename Work>
+template <typename Request, typename Response, typename Work>
 grpc::ServerUnaryReactor* BundlesService::Run(
-    grpc::CallbackServerContext* context, Method method, Work work) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response, Method method, Work work) {
   auto* call = new UnaryCall(metrics_, method);
   if (absl::Status admitted = AdmitCall(*context, *auth_, *state_, metrics_);
       !admitted.ok()) {
     call->Complete(admitted);
     return call;
   }
+  const auto typed = call->Parse<Request, Response>(raw_request, raw_response);
+  if (typed.first == nullptr) return call;
   absl::Status submitted =
-      worker_.TrySubmit([this, call, work = std::move(work)]() mutable {
+      worker_.TrySubmit([this, call, typed, work = std::move(work)]() mutable {
         absl::Status status;
         {
           absl::MutexLock lock(&mu_);
-          status = work();
+          status = work(typed.first, typed.second);
         }
         call->Complete(status);
       });
@@ -195,11 +231,12 @@ grpc::ServerUnaryReactor* BundlesService::Run(
 }
 
 grpc::ServerUnaryReactor* BundlesService::List(
-    grpc::CallbackServerContext* context, const v1::ListBundlesRequest* request,
-    v1::ListBundlesResponse* response) {
-  return Run(
-      context, Method::kListBundles,
-      [this, request, response]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  return Run<v1::ListBundlesRequest, v1::ListBundlesResponse>(
+      context, raw_request, raw_response, Method::kListBundles,
+      [this](const v1::ListBundlesRequest* request,
+             v1::ListBundlesResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
         ASSIGN_OR_RETURN(const auto versions, store->List());
         ASSIGN_OR_RETURN(const auto current, store->CurrentAll());
@@ -224,11 +261,12 @@ grpc::ServerUnaryReactor* BundlesService::List(
 }
 
 grpc::ServerUnaryReactor* BundlesService::Get(
-    grpc::CallbackServerContext* context, const v1::GetBundleRequest* request,
-    v1::GetBundleResponse* response) {
-  return Run(
-      context, Method::kGetBundle,
-      [this, request, response]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  return Run<v1::GetBundleRequest, v1::GetBundleResponse>(
+      context, raw_request, raw_response, Method::kGetBundle,
+      [this](const v1::GetBundleRequest* request,
+             v1::GetBundleResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         RETURN_IF_ERROR(CheckVersion(request->version()));
         ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
         ASSIGN_OR_RETURN(const auto read, store->Get(request->version()));
@@ -240,11 +278,12 @@ grpc::ServerUnaryReactor* BundlesService::Get(
 }
 
 grpc::ServerUnaryReactor* BundlesService::Put(
-    grpc::CallbackServerContext* context, const v1::PutBundleRequest* request,
-    v1::PutBundleResponse* response) {
-  return Run(
-      context, Method::kPutBundle,
-      [this, request, response]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  return Run<v1::PutBundleRequest, v1::PutBundleResponse>(
+      context, raw_request, raw_response, Method::kPutBundle,
+      [this](const v1::PutBundleRequest* request,
+             v1::PutBundleResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         const int64_t limit = options_.max_bundle_bytes;
         RETURN_IF_ERROR(
             CheckSize("artifacts_json", request->artifacts_json(), limit));
@@ -265,6 +304,7 @@ grpc::ServerUnaryReactor* BundlesService::Put(
                                              "observations_json"));
         }
         ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
+        RETURN_IF_ERROR(CheckServable(artifacts));
         ASSIGN_OR_RETURN(
             const int version,
             store->Put(artifacts, manifest,
@@ -277,12 +317,13 @@ grpc::ServerUnaryReactor* BundlesService::Put(
 }
 
 grpc::ServerUnaryReactor* BundlesService::Promote(
-    grpc::CallbackServerContext* context,
-    const v1::PromoteBundleRequest* request,
-    v1::PromoteBundleResponse* response) {
-  return Run(
-      context, Method::kPromoteBundle,
-      [this, request, response]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  return Run<v1::PromoteBundleRequest, v1::PromoteBundleResponse>(
+      context, raw_request, raw_response, Method::kPromoteBundle,
+      [this](
+          const v1::PromoteBundleRequest* request,
+          v1::PromoteBundleResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         RETURN_IF_ERROR(CheckVersion(request->version()));
         RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
         ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
@@ -303,12 +344,13 @@ grpc::ServerUnaryReactor* BundlesService::Promote(
 }
 
 grpc::ServerUnaryReactor* BundlesService::Rollback(
-    grpc::CallbackServerContext* context,
-    const v1::RollbackBundleRequest* request,
-    v1::RollbackBundleResponse* response) {
-  return Run(
-      context, Method::kRollbackBundle,
-      [this, request, response]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  return Run<v1::RollbackBundleRequest, v1::RollbackBundleResponse>(
+      context, raw_request, raw_response, Method::kRollbackBundle,
+      [this](
+          const v1::RollbackBundleRequest* request,
+          v1::RollbackBundleResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
         ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
         ASSIGN_OR_RETURN(const auto moved,

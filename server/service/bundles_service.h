@@ -35,8 +35,16 @@ struct BundlesOptions {
   int32_t queue_capacity = 16;         // calls waiting for the store worker
 };
 
-class BundlesService final
-    : public ::mesa::anyjev::v1::Bundles::CallbackService {
+// Every method takes its request as bytes (request_parse.h).
+using RawServiceBundles =
+    ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_List<
+        ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Get<
+            ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Put<
+                ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Promote<
+                    ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Rollback<
+                        ::mesa::anyjev::v1::Bundles::Service>>>>>;
+
+class BundlesService final : public RawServiceBundles {
  public:
   BundlesService(BundlesOptions options, metrics::ServerMetrics* metrics,
                  const BearerAuth* auth, const ServingStateFlag* state);
@@ -50,32 +58,30 @@ class BundlesService final
   absl::Status Start(Backend* backend, decision::Decider* decider);
   void Stop();
 
-  grpc::ServerUnaryReactor* List(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::ListBundlesRequest* request,
-      ::mesa::anyjev::v1::ListBundlesResponse* response) override;
-  grpc::ServerUnaryReactor* Get(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::GetBundleRequest* request,
-      ::mesa::anyjev::v1::GetBundleResponse* response) override;
-  grpc::ServerUnaryReactor* Put(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::PutBundleRequest* request,
-      ::mesa::anyjev::v1::PutBundleResponse* response) override;
-  grpc::ServerUnaryReactor* Promote(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::PromoteBundleRequest* request,
-      ::mesa::anyjev::v1::PromoteBundleResponse* response) override;
-  grpc::ServerUnaryReactor* Rollback(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::RollbackBundleRequest* request,
-      ::mesa::anyjev::v1::RollbackBundleResponse* response) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* raw_request,
+                                 grpc::ByteBuffer* raw_response) override;
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer* raw_request,
+                                grpc::ByteBuffer* raw_response) override;
+  grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer* raw_request,
+                                grpc::ByteBuffer* raw_response) override;
+  grpc::ServerUnaryReactor* Promote(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* raw_request,
+                                    grpc::ByteBuffer* raw_response) override;
+  grpc::ServerUnaryReactor* Rollback(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* raw_request,
+                                     grpc::ByteBuffer* raw_response) override;
 
  private:
   // Admits the call and runs `work` on the store worker, finishing the call
   // with its status.
-  template <typename Work>
+  // `work` gets the parsed request and the response to fill.
+  template <typename Request, typename Response, typename Work>
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer* raw_request,
+                                grpc::ByteBuffer* raw_response,
                                 metrics::Method method, Work work);
   absl::StatusOr<bundles::BundleStore*> StoreFor(const std::string& lock_sha)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -84,8 +90,13 @@ class BundlesService final
   absl::Status CheckLoads(bundles::BundleStore* store, int version,
                           const std::string& question_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What Put refuses before writing: artifacts not naming the served model,
+  // or not loading for it (a head's block, width, K, finite values).
+  absl::Status CheckServable(const bundles::Json& artifacts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes the live decider serve `store`'s CURRENT versions: changed keys
-  // replaced, keys no longer served dropped.
+  // replaced, keys no longer served dropped. A version that does not load
+  // is logged, counted and left out; the rest are served.
   absl::Status ServeFrom(bundles::BundleStore* store)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

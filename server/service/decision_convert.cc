@@ -1,11 +1,14 @@
 // Decisions RPC conversion and limits (see decision_convert.h).
 #include "server/service/decision_convert.h"
 
+#include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
+#include "common/text/strict_json.h"
 #include "common/text/utf8.h"
 #include "nlohmann/json.hpp"
 
@@ -24,6 +27,12 @@ absl::Status Invalid(const std::string& field, const std::string& what) {
 absl::Status Prefixed(const std::string& field, const absl::Status& status) {
   return absl::Status(status.code(),
                       absl::StrCat(field, ": ", status.message()));
+}
+
+template <typename T>
+absl::StatusOr<T> Prefixed(const std::string& field, absl::StatusOr<T> value) {
+  if (!value.ok()) return Prefixed(field, value.status());
+  return value;
 }
 
 absl::Status CheckCount(const std::string& field, int64_t n, const char* what,
@@ -60,15 +69,23 @@ absl::StatusOr<std::string> ParseState(const v1::State& state,
     case v1::State::kText:
       return Text(field + ".text", state.text(), limits);
     case v1::State::kJson: {
-      ASSIGN_OR_RETURN(const std::string json,
-                       Text(field + ".json", state.json(), limits));
-      try {
-        return decision::PyJsonDumpsIndent2(
-            nlohmann::ordered_json::parse(json));
-      } catch (const nlohmann::json::exception& e) {
-        return Invalid(field + ".json",
-                       absl::StrCat("not valid JSON: ", e.what()));
+      const std::string json_field = field + ".json";
+      ASSIGN_OR_RETURN(
+          const nlohmann::ordered_json value,
+          Prefixed(json_field,
+                   text::ParseStrictOrderedJson(
+                       state.json(),
+                       {.max_bytes = static_cast<size_t>(limits.max_text_bytes),
+                        .max_bytes_name = "limits.max_text_bytes"})));
+      std::optional<std::string> rendered = decision::PyJsonDumpsIndent2(
+          value, static_cast<size_t>(limits.max_text_bytes));
+      if (!rendered.has_value()) {
+        return Invalid(json_field,
+                       absl::StrCat("renders (json.dumps indent=2) to more "
+                                    "than limits.max_text_bytes=",
+                                    limits.max_text_bytes, " bytes"));
       }
+      return *std::move(rendered);
     }
     case v1::State::KIND_NOT_SET:
       break;

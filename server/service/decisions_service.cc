@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/decision/py_format.h"
 #include "common/status/status_macros.h"
-#include "common/text/utf8.h"
+#include "common/text/strict_json.h"
 #include "common/util/files.h"
 #include "server/service/call_admission.h"
 #include "server/service/decision_convert.h"
@@ -40,18 +40,16 @@ decision::DeciderOptions ScratchOptions(const config::DecisionsConfig& config) {
   return options;
 }
 
-absl::StatusOr<nlohmann::ordered_json> ParseJson(const std::string& bytes,
-                                                 const std::string& field) {
-  if (const int64_t at = text::FirstInvalidUtf8(bytes); at >= 0) {
+// Heads and export files, from a request or from decisions.artifacts.
+absl::StatusOr<nlohmann::ordered_json> ParseJson(
+    const std::string& bytes, const std::string& field,
+    const text::JsonLimits& limits) {
+  auto parsed = text::ParseStrictOrderedJson(bytes, limits);
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ": invalid UTF-8 at byte offset ", at));
+        absl::StrCat(field, ": ", parsed.status().message()));
   }
-  try {
-    return nlohmann::ordered_json::parse(bytes);
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": not valid JSON: ", e.what()));
-  }
+  return parsed;
 }
 
 }  // namespace
@@ -84,7 +82,8 @@ absl::Status DecisionsService::SetBackend(Backend* backend) {
           absl::StrCat("decisions.artifacts: ", bytes.status().message()));
     }
     auto json =
-        ParseJson(*bytes, absl::StrCat("decisions.artifacts (", path, ")"));
+        ParseJson(*bytes, absl::StrCat("decisions.artifacts (", path, ")"),
+                  {.max_bytes = bytes->size(), .max_bytes_name = "its size"});
     if (!json.ok()) return json.status();
     auto loaded = decider_->LoadArtifacts(*json);
     if (!loaded.ok()) {
@@ -107,13 +106,24 @@ absl::StatusOr<decision::Decider*> DecisionsService::Admit(
 
 absl::StatusOr<nlohmann::ordered_json> DecisionsService::ParseArtifactsJson(
     const std::string& bytes) const {
-  if (static_cast<int64_t>(bytes.size()) >
-      options_.limits.max_text_bytes * 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("artifacts_json: ", bytes.size(),
-                     " bytes exceed 64 x limits.max_text_bytes"));
-  }
-  return ParseJson(bytes, "artifacts_json");
+  return ParseJson(
+      bytes, "artifacts_json",
+      {.max_bytes = static_cast<size_t>(options_.limits.max_text_bytes) * 64,
+       .max_bytes_name = "64 x limits.max_text_bytes"});
+}
+
+CallControl DecisionsService::DecisionControl(
+    const grpc::CallbackServerContext& context, const UnaryCall& call) const {
+  CallControl control;
+  control.deadline = Deadline(context);
+  control.cancelled = call.cancelled();
+  control.max_prompt_tokens = options_.limits.max_prompt_tokens;
+  return control;
+}
+
+TokenBudget DecisionsService::DecisionBudget() const {
+  return TokenBudget{.limit = options_.limits.max_decide_tokens,
+                     .limit_name = "limits.max_decide_tokens"};
 }
 
 absl::Time DecisionsService::Deadline(
@@ -123,9 +133,14 @@ absl::Time DecisionsService::Deadline(
 }
 
 grpc::ServerUnaryReactor* DecisionsService::Decide(
-    grpc::CallbackServerContext* context, const v1::DecideRequest* request,
-    v1::DecideResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kDecide);
+  const auto typed = call->Parse<v1::DecideRequest, v1::DecideResponse>(
+      raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::DecideRequest* request = typed.first;
+  [[maybe_unused]] v1::DecideResponse* response = typed.second;
   auto decider = Admit(*context);
   if (!decider.ok()) {
     call->Complete(decider.status());
@@ -146,13 +161,14 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
     }
     scratch_artifacts = *std::move(json);
   }
-  CallControl control;
-  control.deadline = Deadline(*context);
-  control.cancelled = call->cancelled();
+  CallControl control = DecisionControl(*context, *call);
   absl::Status submitted =
       workers_.TrySubmit([this, call, response, control, decider = *decider,
                           metrics = metrics_, parsed = *std::move(parsed),
                           scratch_artifacts = std::move(scratch_artifacts)]() {
+        TokenBudget budget = DecisionBudget();
+        CallControl bounded = control;
+        bounded.budget = &budget;
         std::unique_ptr<decision::Decider> scratch;
         decision::Decider* serving = decider;
         if (scratch_artifacts.has_value()) {
@@ -167,7 +183,7 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
           serving = scratch.get();
         }
         auto result = serving->Decide(parsed.states, parsed.questions,
-                                      parsed.level, parsed.options, control);
+                                      parsed.level, parsed.options, bounded);
         if (result.ok()) {
           FillDecideResponse(*result, serving->model_name(), response);
           for (const auto& row : *result) {
@@ -188,9 +204,14 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
 }
 
 grpc::ServerUnaryReactor* DecisionsService::Fit(
-    grpc::CallbackServerContext* context, const v1::FitRequest* request,
-    v1::FitResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kFit);
+  const auto typed =
+      call->Parse<v1::FitRequest, v1::FitResponse>(raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::FitRequest* request = typed.first;
+  [[maybe_unused]] v1::FitResponse* response = typed.second;
   auto decider = Admit(*context);
   if (!decider.ok()) {
     call->Complete(decider.status());
@@ -201,13 +222,14 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
     call->Complete(parsed.status());
     return call;
   }
-  CallControl control;
-  control.deadline = Deadline(*context);
-  control.cancelled = call->cancelled();
+  CallControl control = DecisionControl(*context, *call);
   const bool dry_run = request->dry_run();
   absl::Status submitted =
       workers_.TrySubmit([this, call, response, control, dry_run,
                           serving = *decider, parsed = *std::move(parsed)]() {
+        TokenBudget budget = DecisionBudget();
+        CallControl bounded = control;
+        bounded.budget = &budget;
         // A dry run fits in a scratch decider and installs nothing.
         std::unique_ptr<decision::Decider> scratch;
         decision::Decider* fitter = serving;
@@ -219,9 +241,9 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
         absl::StatusOr<nlohmann::ordered_json> artifact =
             parsed.level == decision::Level::kL1
                 ? fitter->Calibrate(parsed.question, parsed.states,
-                                    parsed.labels, control)
+                                    parsed.labels, bounded)
                 : fitter->FitHead(parsed.question, parsed.states, parsed.labels,
-                                  parsed.head, control);
+                                  parsed.head, bounded);
         if (artifact.ok()) {
           response->set_question_key(parsed.question.key());
           response->set_level(decision::LevelName(parsed.level));
@@ -254,10 +276,15 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
 }
 
 grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
-    grpc::CallbackServerContext* context,
-    const v1::ExportArtifactsRequest* request,
-    v1::ExportArtifactsResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kExportArtifacts);
+  const auto typed =
+      call->Parse<v1::ExportArtifactsRequest, v1::ExportArtifactsResponse>(
+          raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::ExportArtifactsRequest* request = typed.first;
+  [[maybe_unused]] v1::ExportArtifactsResponse* response = typed.second;
   auto decider = Admit(*context);
   if (decider.ok()) {
     response->set_artifacts_json(
@@ -268,10 +295,15 @@ grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
 }
 
 grpc::ServerUnaryReactor* DecisionsService::LoadArtifacts(
-    grpc::CallbackServerContext* context,
-    const v1::LoadArtifactsRequest* request,
-    v1::LoadArtifactsResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kLoadArtifacts);
+  const auto typed =
+      call->Parse<v1::LoadArtifactsRequest, v1::LoadArtifactsResponse>(
+          raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::LoadArtifactsRequest* request = typed.first;
+  [[maybe_unused]] v1::LoadArtifactsResponse* response = typed.second;
   auto decider = Admit(*context);
   if (!decider.ok()) {
     call->Complete(decider.status());
@@ -289,9 +321,15 @@ grpc::ServerUnaryReactor* DecisionsService::LoadArtifacts(
 }
 
 grpc::ServerUnaryReactor* DecisionsService::ResetPriors(
-    grpc::CallbackServerContext* context, const v1::ResetPriorsRequest* request,
-    v1::ResetPriorsResponse*) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kResetPriors);
+  const auto typed =
+      call->Parse<v1::ResetPriorsRequest, v1::ResetPriorsResponse>(
+          raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::ResetPriorsRequest* request = typed.first;
+  [[maybe_unused]] v1::ResetPriorsResponse* response = typed.second;
   auto decider = Admit(*context);
   if (decider.ok()) {
     if (request->question_keys_size() == 0) {

@@ -21,6 +21,7 @@
 #include "server/service/bearer_auth.h"
 #include "server/service/scheduled_backend.h"
 #include "server/service/serving_state.h"
+#include "server/service/unary_call.h"
 #include "server/service/worker_pool.h"
 
 namespace mesa_anyjev::service {
@@ -33,8 +34,19 @@ struct DecisionsOptions {
   int32_t queue_capacity = 64;  // calls waiting for a decision worker
 };
 
-class DecisionsService final
-    : public ::mesa::anyjev::v1::Decisions::CallbackService {
+// Every method takes its request as bytes (request_parse.h).
+using RawServiceDecisions =
+    ::mesa::anyjev::v1::Decisions::WithRawCallbackMethod_Decide<
+        ::mesa::anyjev::v1::Decisions::WithRawCallbackMethod_Fit<
+            ::mesa::anyjev::v1::Decisions::
+                WithRawCallbackMethod_ExportArtifacts<
+                    ::mesa::anyjev::v1::Decisions::
+                        WithRawCallbackMethod_LoadArtifacts<
+                            ::mesa::anyjev::v1::Decisions::
+                                WithRawCallbackMethod_ResetPriors<
+                                    ::mesa::anyjev::v1::Decisions::Service>>>>>;
+
+class DecisionsService final : public RawServiceDecisions {
  public:
   DecisionsService(DecisionsOptions options, engine::Scheduler* scheduler,
                    metrics::ServerMetrics* metrics, const BearerAuth* auth,
@@ -52,32 +64,31 @@ class DecisionsService final
   // server has shut down and before the scheduler stops.
   void Stop();
 
-  grpc::ServerUnaryReactor* Decide(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::DecideRequest* request,
-      ::mesa::anyjev::v1::DecideResponse* response) override;
-  grpc::ServerUnaryReactor* Fit(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::FitRequest* request,
-      ::mesa::anyjev::v1::FitResponse* response) override;
+  grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* raw_request,
+                                   grpc::ByteBuffer* raw_response) override;
+  grpc::ServerUnaryReactor* Fit(grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer* raw_request,
+                                grpc::ByteBuffer* raw_response) override;
   grpc::ServerUnaryReactor* ExportArtifacts(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::ExportArtifactsRequest* request,
-      ::mesa::anyjev::v1::ExportArtifactsResponse* response) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+      grpc::ByteBuffer* raw_response) override;
   grpc::ServerUnaryReactor* LoadArtifacts(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::LoadArtifactsRequest* request,
-      ::mesa::anyjev::v1::LoadArtifactsResponse* response) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+      grpc::ByteBuffer* raw_response) override;
   grpc::ServerUnaryReactor* ResetPriors(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::ResetPriorsRequest* request,
-      ::mesa::anyjev::v1::ResetPriorsResponse* response) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+      grpc::ByteBuffer* raw_response) override;
 
  private:
   // Auth, then state; the decider to use or why the call is refused.
   absl::StatusOr<decision::Decider*> Admit(
       const grpc::CallbackServerContext& context);
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
+  // A Decide's or Fit's deadline, cancellation and prompt bounds.
+  CallControl DecisionControl(const grpc::CallbackServerContext& context,
+                              const UnaryCall& call) const;
+  TokenBudget DecisionBudget() const;  // limits.max_decide_tokens
   // A heads/export file in a request: size-capped, UTF-8, JSON.
   absl::StatusOr<nlohmann::ordered_json> ParseArtifactsJson(
       const std::string& bytes) const;

@@ -53,9 +53,14 @@ void InferenceService::Submit(UnaryCall* call, absl::Time deadline,
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
-    grpc::CallbackServerContext* context, const v1::GetModelInfoRequest*,
-    v1::ModelInfo* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kGetModelInfo);
+  const auto typed = call->Parse<v1::GetModelInfoRequest, v1::ModelInfo>(
+      raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::GetModelInfoRequest* request = typed.first;
+  [[maybe_unused]] v1::ModelInfo* response = typed.second;
   auto backend = Admit(*context);
   if (backend.ok()) {
     FillModelInfo((*backend)->identity(), (*backend)->capabilities(),
@@ -66,9 +71,14 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(
-    grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
-    v1::TokenizeResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kTokenize);
+  const auto typed = call->Parse<v1::TokenizeRequest, v1::TokenizeResponse>(
+      raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::TokenizeRequest* request = typed.first;
+  [[maybe_unused]] v1::TokenizeResponse* response = typed.second;
   auto backend = Admit(*context);
   if (!backend.ok()) {
     call->Complete(backend.status());
@@ -86,9 +96,14 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
 }
 
 grpc::ServerUnaryReactor* InferenceService::Logprobs(
-    grpc::CallbackServerContext* context, const v1::LogprobsRequest* request,
-    v1::LogprobsResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kLogprobs);
+  const auto typed = call->Parse<v1::LogprobsRequest, v1::LogprobsResponse>(
+      raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::LogprobsRequest* request = typed.first;
+  [[maybe_unused]] v1::LogprobsResponse* response = typed.second;
   auto backend = Admit(*context);
   if (!backend.ok()) {
     call->Complete(backend.status());
@@ -128,10 +143,15 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
 }
 
 grpc::ServerUnaryReactor* InferenceService::HiddenStates(
-    grpc::CallbackServerContext* context,
-    const v1::HiddenStatesRequest* request,
-    v1::HiddenStatesResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kHiddenStates);
+  const auto typed =
+      call->Parse<v1::HiddenStatesRequest, v1::HiddenStatesResponse>(
+          raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::HiddenStatesRequest* request = typed.first;
+  [[maybe_unused]] v1::HiddenStatesResponse* response = typed.second;
   auto backend = Admit(*context);
   if (!backend.ok()) {
     call->Complete(backend.status());

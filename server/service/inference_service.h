@@ -25,8 +25,16 @@ struct InferenceOptions {
   int64_t max_send_bytes = 64 << 20;
 };
 
-class InferenceService final
-    : public ::mesa::anyjev::v1::Inference::CallbackService {
+// Every method takes its request as bytes (request_parse.h).
+using RawServiceInference =
+    ::mesa::anyjev::v1::Inference::WithRawCallbackMethod_GetModelInfo<
+        ::mesa::anyjev::v1::Inference::WithRawCallbackMethod_Tokenize<
+            ::mesa::anyjev::v1::Inference::WithRawCallbackMethod_Logprobs<
+                ::mesa::anyjev::v1::Inference::
+                    WithRawCallbackMethod_HiddenStates<
+                        ::mesa::anyjev::v1::Inference::Service>>>>;
+
+class InferenceService final : public RawServiceInference {
  public:
   InferenceService(InferenceOptions options, engine::Scheduler* scheduler,
                    metrics::ServerMetrics* metrics, const BearerAuth* auth,
@@ -36,21 +44,17 @@ class InferenceService final
   void SetBackend(Backend* backend) { backend_.store(backend); }
 
   grpc::ServerUnaryReactor* GetModelInfo(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::GetModelInfoRequest* request,
-      ::mesa::anyjev::v1::ModelInfo* response) override;
-  grpc::ServerUnaryReactor* Tokenize(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::TokenizeRequest* request,
-      ::mesa::anyjev::v1::TokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* Logprobs(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::LogprobsRequest* request,
-      ::mesa::anyjev::v1::LogprobsResponse* response) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+      grpc::ByteBuffer* raw_response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* raw_request,
+                                     grpc::ByteBuffer* raw_response) override;
+  grpc::ServerUnaryReactor* Logprobs(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* raw_request,
+                                     grpc::ByteBuffer* raw_response) override;
   grpc::ServerUnaryReactor* HiddenStates(
-      grpc::CallbackServerContext* context,
-      const ::mesa::anyjev::v1::HiddenStatesRequest* request,
-      ::mesa::anyjev::v1::HiddenStatesResponse* response) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+      grpc::ByteBuffer* raw_response) override;
 
  private:
   // Auth, then state; returns the backend to use or why the call is refused.

@@ -519,7 +519,7 @@ TEST_CASE("config: range limits", "[config]") {
       CHECK_THAT(FlagError(key, "0"),
                  Contains(absl::StrCat(key, ": 0 is out of range [1, ")));
     }
-    CHECK(count == 13);
+    CHECK(count == 14);
   }
   SECTION("decisions") {
     CHECK_THAT(FlagError("decisions.workers", "0"),

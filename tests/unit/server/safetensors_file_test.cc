@@ -13,7 +13,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/model/strict_json.h"
 #include "tests/unit/server/safetensors_writer.h"
 
 namespace mesa_anyjev::model {
@@ -111,7 +110,7 @@ TEST_CASE("safetensors: header must be a UTF-8 JSON object without duplicates",
        SafetensorsBytes("{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", ""),
        "header: duplicate key 'k'"},
       {"1000 nested arrays", SafetensorsBytes(deep, ""),
-       "header: nesting deeper than 16 levels"},
+       "header: nested deeper than 16 levels"},
   });
 }
 
@@ -492,28 +491,6 @@ TEST_CASE("safetensors: a 1 GiB tensor is mapped, not read", "[safetensors]") {
   CHECK(growth_kib < 16 * 1024);
   CHECK((*file)->Find("w")->nbytes == kBytes);
   CHECK((*file)->data_bytes() == kBytes);
-}
-
-TEST_CASE("strict JSON: UTF-8 and structure", "[safetensors]") {
-  CHECK_FALSE(FirstInvalidUtf8("plain \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80")
-                  .has_value());
-  CHECK(FirstInvalidUtf8("ab\xF4\x90\x80\x80") == 2);  // above U+10FFFF
-  CHECK(FirstInvalidUtf8("\x80") == 0);                // lone continuation
-  CHECK(Printable("ok \xC3\xA9\n\xFF\x7F") == "ok \xC3\xA9\\x0a\\xff\\x7f");
-  CHECK(Printable(std::string(1000, 'a')) == std::string(256, 'a') + "...");
-  CHECK(Printable("\xC3\xA9", 1) == "\\xc3...");  // cut inside a sequence
-  // nlohmann's message quotes the last bytes read, possibly half a UTF-8
-  // sequence; the error must still be valid UTF-8.
-  const auto broken = ParseStrictJson("{\"a\":\"F32\"\xC3\xA9}", 8);
-  REQUIRE_FALSE(broken.ok());
-  CHECK_FALSE(
-      FirstInvalidUtf8(std::string(broken.status().message())).has_value());
-  CHECK(ParseStrictJson("{\"a\":{\"b\":1},\"c\":{\"b\":2}}", 8).ok());
-  CHECK(absl::IsInvalidArgument(
-      ParseStrictJson("{\"a\":[{\"b\":1,\"b\":2}]}", 8).status()));
-  CHECK(absl::IsInvalidArgument(ParseStrictJson("[[[1]]]", 2).status()));
-  CHECK(ParseStrictJson("[[1]]", 2).ok());
-  CHECK(absl::IsInvalidArgument(ParseStrictJson("1e999", 2).status()));
 }
 
 }  // namespace
