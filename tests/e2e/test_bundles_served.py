@@ -4,6 +4,8 @@ CURRENT moved by Promote and Rollback while a stream of Decide calls runs
 each move), CURRENT loaded again at start, and every bad input refused with
 its status code while nothing stored is lost."""
 import json
+import os
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -15,6 +17,7 @@ from conftest import dpb
 from mesa.anyjev.v1 import bundles_pb2 as bpb, bundles_pb2_grpc
 
 LOCK = "0190586d" * 8
+WRITER = os.environ.get("MESA_ANYJEV_BUNDLE_WRITER", "build/tests/bundle_writer")
 TOPICS = ["genes", "proteins", "cells", "viruses"]
 QUESTION = dpb.Question(id="topic", kind="choice", text=b"What is it about?",
                         options=[t.encode() for t in TOPICS])
@@ -211,3 +214,50 @@ def test_no_store_and_auth(start_daemon, tmp_path):
     reply = bundles(d).List(bpb.ListBundlesRequest(lock_sha=LOCK), timeout=10,
                             metadata=[("authorization", "Bearer s3cret")])
     assert list(reply.versions) == [] and reply.model == "fake"
+
+
+def test_unservable_versions_are_refused_at_put_and_skipped_at_start(
+        start_daemon, fitted, tmp_path):
+    key, l1, _ = fitted
+    store = tmp_path / "store"
+    d = start_daemon("--set", f"decisions.bundles_dir={store}")
+    stub = bundles(d)
+    put(d, l1, manifest(key, "L1", 0.80, 0.10))
+    stub.Promote(bpb.PromoteBundleRequest(lock_sha=LOCK, version=1, question_id="topic"),
+                 timeout=10)
+    # A head for a second question, fit without installing it, then broken:
+    # it reads block 99 of a 4-block model.
+    noul = dpb.Question(id="cells", kind="noul", text=b"Is it about cells?")
+    texts = [f"About {TOPICS[i % 4]}, item {i}" for i in range(24)]
+    fit = d.decisions.Fit(dpb.FitRequest(
+        question=noul, states=[dpb.State(text=t.encode()) for t in texts],
+        labels=[int(i % 4 == 2) for i in range(24)], level="L2", dry_run=True), timeout=60)
+    bad = json.loads(fit.artifacts_json)
+    bad["heads"][fit.question_key]["layer_abs"] = 99
+    bad_manifest = json.dumps({"per_question": {"cells": {"key": fit.question_key,
+                                                          "level": "L2"}}}).encode()
+    code, details = code_of(lambda: put(d, bad, bad_manifest))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+    assert "artifacts_json" in details and "layer_abs" in details and "99" in details
+    version_dir = store / "fake" / LOCK[:8]
+    assert sorted(p.name for p in version_dir.iterdir()) == [".lock", "current", "v1"]
+    d.stop()
+
+    # The same version written by an older writer that did not check it,
+    # and made CURRENT: the daemon starts, serves the rest, counts it.
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    (tmp_path / "bad-manifest.json").write_bytes(bad_manifest)
+    out = subprocess.run([WRITER, "put", "--root", str(store), "--lock", LOCK,
+                          "--artifacts-file", str(tmp_path / "bad.json"),
+                          "--manifest-file", str(tmp_path / "bad-manifest.json")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "2"
+    (version_dir / "current" / "cells").write_text("v2\n")
+    again = start_daemon("--set", f"decisions.bundles_dir={store}")
+    assert level_now(again) == "L1"
+    assert "not serving v2 of cells" in again.output() and "layer_abs" in again.output()
+    assert "mesa_anyjev_bundles_refused_total 1" in again.metrics()
+    code, details = code_of(lambda: again.decisions.Decide(dpb.DecideRequest(
+        states=[dpb.State(text=b"About cells")], questions=[noul], level="L2"), timeout=30))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION, details
