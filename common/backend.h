@@ -148,6 +148,44 @@ class Backend {
   }
 };
 
+// A Backend that forwards everything to `inner` (which outlives it): the
+// base of the wrappers that change one or two methods (scheduling,
+// counting, faults in tests).
+class ForwardingBackend : public Backend {
+ public:
+  explicit ForwardingBackend(Backend* inner) : inner_(inner) {}
+
+  const ModelIdentity& identity() const override { return inner_->identity(); }
+  const Capabilities& capabilities() const override {
+    return inner_->capabilities();
+  }
+  const text::Tokenizer& tokenizer() const override {
+    return inner_->tokenizer();
+  }
+  const text::ChatTemplate& chat_template() const override {
+    return inner_->chat_template();
+  }
+  absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
+      const std::vector<PromptGroup>& groups, int32_t top_k,
+      const CallControl& control) override {
+    return inner_->Logprobs(groups, top_k, control);
+  }
+  absl::StatusOr<HiddenStatesResult> HiddenStates(
+      const std::vector<PromptGroup>& groups,
+      const std::vector<int32_t>& layers, const CallControl& control) override {
+    return inner_->HiddenStates(groups, layers, control);
+  }
+  std::optional<DeviceMemory> device_memory() const override {
+    return inner_->device_memory();
+  }
+
+ protected:
+  Backend* inner() const { return inner_; }
+
+ private:
+  Backend* const inner_;
+};
+
 // The labels every served model must read as one token each
 // (reference-system.md 5.8), and that the two halves of a composite must
 // give the same ids: A..Z, Yes, No, 1..9.

@@ -11,32 +11,21 @@
 
 namespace mesa_anyjev::client {
 
-class CountingBackend : public Backend {
+class CountingBackend : public ForwardingBackend {
  public:
-  explicit CountingBackend(Backend* inner) : inner_(inner) {}
-
-  const ModelIdentity& identity() const override { return inner_->identity(); }
-  const Capabilities& capabilities() const override {
-    return inner_->capabilities();
-  }
-  const text::Tokenizer& tokenizer() const override {
-    return inner_->tokenizer();
-  }
-  const text::ChatTemplate& chat_template() const override {
-    return inner_->chat_template();
-  }
+  explicit CountingBackend(Backend* inner) : ForwardingBackend(inner) {}
 
   absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
       const std::vector<PromptGroup>& groups, int32_t top_k,
       const CallControl& control) override {
     Count(groups);
-    return inner_->Logprobs(groups, top_k, control);
+    return ForwardingBackend::Logprobs(groups, top_k, control);
   }
   absl::StatusOr<HiddenStatesResult> HiddenStates(
       const std::vector<PromptGroup>& groups,
       const std::vector<int32_t>& layers, const CallControl& control) override {
     Count(groups);
-    return inner_->HiddenStates(groups, layers, control);
+    return ForwardingBackend::HiddenStates(groups, layers, control);
   }
 
   int64_t prompts() const { return prompts_.load(std::memory_order_relaxed); }
@@ -50,7 +39,6 @@ class CountingBackend : public Backend {
     prompts_.fetch_add(n, std::memory_order_relaxed);
   }
 
-  Backend* const inner_;
   std::atomic<int64_t> prompts_{0};
 };
 

@@ -259,6 +259,20 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
   std::vector<std::vector<Decision>> out(
       states.size(), std::vector<Decision>(questions.size()));
   if (states.empty() || questions.empty()) return out;
+  // A call that fails part-way (deadline, cancel, a model error) leaves no
+  // trace: its readouts go to staged copies of the running priors and its
+  // features to a list, and both join the decider only once every question
+  // is answered.
+  RunningPriors staged;
+  std::map<std::string, std::optional<PriorAccumulator>> before;
+  for (size_t q = 0; q < questions.size(); ++q) {
+    if (served[q] == Level::kRaw || served[q] == Level::kL2) continue;
+    const std::string listing =
+        ListingKey(questions[q], Perms(questions[q], served[q], eff));
+    if (before.contains(listing)) continue;
+    before[listing] = priors_.Get(listing);
+    if (before[listing].has_value()) staged.Merge(listing, *before[listing]);
+  }
   // auto: one run per served level, in the reference's order L2, L1, L0.
   for (Level lv : {Level::kL2, Level::kL1, Level::kL0, Level::kRaw}) {
     std::vector<size_t> idx;
@@ -271,14 +285,36 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
     }
     if (group.empty()) continue;
     ASSIGN_OR_RETURN(auto decisions,
-                     RunLevel(states, group, lv, eff, &priors_, control));
+                     RunLevel(states, group, lv, eff, &staged, control));
     for (size_t s = 0; s < states.size(); ++s) {
       for (size_t j = 0; j < idx.size(); ++j) {
         out[s][idx[j]] = std::move(decisions[s][j]);
       }
     }
   }
+  // Deltas, so calls that ran side by side all count.
+  for (const auto& [listing, base] : before) {
+    const std::optional<PriorAccumulator> after = staged.Get(listing);
+    if (!after.has_value()) continue;
+    Matrix delta = after->sum;
+    int64_t n = after->n;
+    if (base.has_value() && base->sum.rows() == delta.rows() &&
+        base->sum.cols() == delta.cols()) {
+      delta -= base->sum;
+      n -= base->n;
+    }
+    if (n > 0) priors_.Add(listing, delta, n);
+  }
+  for (const auto& [key, features] : eff.features) {
+    heads_.AddFeatures(key, features);
+  }
   return out;
+}
+
+std::optional<Matrix> Decider::RunningPrior(const Question& question) const {
+  const Effective eff = Resolve({});
+  return priors_.Prior(ListingKey(question, Perms(question, Level::kL0, eff)),
+                       options_.min_prior_n);
 }
 
 absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunLevel(
@@ -320,7 +356,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunLevel(
   return out;
 }
 
-std::string Decider::CfCacheKey(
+std::string Decider::ListingKey(
     const Question& question,
     const std::vector<std::vector<int>>& perms) const {
   // The reference caches per key only; with per-call shift options the
@@ -334,7 +370,7 @@ absl::StatusOr<Matrix> Decider::ContentFreePriorFor(
     const Question& question, const std::vector<std::vector<int>>& perms,
     const ResolvedLabels& labels, const Effective& /*eff*/,
     const CallControl& control) {
-  const std::string cache_key = CfCacheKey(question, perms);
+  const std::string cache_key = ListingKey(question, perms);
   {
     absl::MutexLock lock(&mu_);
     if (const auto it = cf_cache_.find(cache_key); it != cf_cache_.end()) {
@@ -440,7 +476,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunReadout(
     bool cached = false;
     if (want_cf) {
       absl::MutexLock lock(&mu_);
-      cached = cf_cache_.contains(CfCacheKey(question, plan.perms));
+      cached = cf_cache_.contains(ListingKey(question, plan.perms));
     }
     if (want_cf && !cached) {
       for (size_t p = 0; p < plan.perms.size(); ++p) {
@@ -495,7 +531,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunReadout(
     }
     std::optional<Matrix> cf_prior;
     if (want_cf) {
-      const std::string cache_key = CfCacheKey(question, plan.perms);
+      const std::string cache_key = ListingKey(question, plan.perms);
       absl::MutexLock lock(&mu_);
       if (!plan.cf_rows.empty()) {
         Matrix prior(n_perms, question.k());
@@ -522,7 +558,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunReadout(
       // includes the batch itself (transductive), from min_prior_n states.
       Matrix batch_sum = Matrix::Zero(n_perms, question.k());
       for (const Matrix& p : p_pos_raw) batch_sum += p;
-      b_prior = priors->AddAndPrior(question.key(), batch_sum,
+      b_prior = priors->AddAndPrior(ListingKey(question, plan.perms), batch_sum,
                                     static_cast<int64_t>(states.size()),
                                     options_.min_prior_n);
       if (frozen_ok) {
@@ -639,7 +675,9 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunHeads(
         (options_.adapt == AdaptMode::kRouted && !routed->exact)) {
       // Label-free adaptation: the standardiser re-estimated from every
       // state this key was asked on, this batch included.
-      const AdaptationStats stats = heads_.AddFeatures(question.key(), feats);
+      // Committed with the rest of the call's effects when it succeeds.
+      const AdaptationStats stats = heads_.WithFeatures(question.key(), feats);
+      eff.features.emplace_back(question.key(), feats);
       n_seen = stats.n;
       if (n_seen >= options_.adapt_min_n &&
           static_cast<Eigen::Index>(stats.sum.size()) ==

@@ -174,13 +174,13 @@ class Decider {
   // {"model", "artifacts", "heads"[, "adaptation"][, "observations"]}.
   nlohmann::ordered_json ExportArtifacts(bool include_observations) const;
 
-  void ResetPrior(const std::string& key) { priors_.Reset(key); }
+  // Every listing's prior of the question key.
+  void ResetPrior(const std::string& key) { priors_.ResetPrefix(key + "|"); }
   void ResetAllPriors() { priors_.ResetAll(); }
   // The batch prior accumulated for the question, [P, K], once it counts
   // min_prior_n states.
-  std::optional<Matrix> RunningPrior(const Question& question) const {
-    return priors_.Prior(question.key(), options_.min_prior_n);
-  }
+  // (The listing of the decider's own settings.)
+  std::optional<Matrix> RunningPrior(const Question& question) const;
   bool HasArtifact(const std::string& key) const;
   bool HasHead(const std::string& key) const { return heads_.Has(key); }
   std::optional<RoutedHead> Route(const Question& question) const {
@@ -236,7 +236,10 @@ class Decider {
       const Question& question, const std::vector<std::vector<int>>& perms,
       const ResolvedLabels& labels, const Effective& eff,
       const CallControl& control);
-  std::string CfCacheKey(const Question& question,
+  // The question key and the listing its readouts come from: the content-
+  // free cache and the running priors are kept per listing, so per-call
+  // canonical_order or max_permutations never mix readouts of two.
+  std::string ListingKey(const Question& question,
                          const std::vector<std::vector<int>>& perms) const;
 
   // Hidden states [N, d] per layer of the states under `perms` (identity

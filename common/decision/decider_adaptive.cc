@@ -70,7 +70,8 @@ absl::StatusOr<std::vector<Decision>> Decider::RunAdaptiveChoice(
   // The running accumulator as it stood when the call began.
   Matrix sums = Matrix::Zero(n_perms, k);
   int64_t counts = 0;
-  if (const auto acc = priors->Get(question.key());
+  const std::string listing = ListingKey(question, perms);
+  if (const auto acc = priors->Get(listing);
       acc.has_value() && acc->sum.rows() == n_perms && acc->sum.cols() == k) {
     sums = acc->sum;
     counts = acc->n;
@@ -217,7 +218,7 @@ absl::StatusOr<std::vector<Decision>> Decider::RunAdaptiveChoice(
     delta.row(r) *= static_cast<double>(shift_n[0]) /
                     static_cast<double>(std::max<int64_t>(shift_n[r], 1));
   }
-  priors->Add(question.key(), delta, shift_n[0]);
+  priors->Add(listing, delta, shift_n[0]);
 
   std::vector<Decision> out;
   for (size_t si = 0; si < n; ++si) {

@@ -67,8 +67,9 @@ absl::StatusOr<int> LayerAbs(const Json& art, const Capabilities& caps) {
 }
 
 // A head from outside, against the served model: its width must be the
-// model's hidden size and its K the question's (k; 0 when unknown). A backend without hidden
-// states keeps heads for export only, so their width is not checked there.
+// model's hidden size and its K the question's (k; 0 when unknown). A backend
+// without hidden states keeps heads for export only, so their width is not
+// checked there.
 absl::Status CheckHeadShape(const LinearHead& head, const Capabilities& caps,
                             int k) {
   if (caps.hidden_states && caps.hidden_size > 0 &&

@@ -35,6 +35,9 @@ struct Decider::Effective {
   absl::flat_hash_map<std::string, std::shared_ptr<const TemperatureScaler>>
       artifacts;
   absl::flat_hash_map<std::string, std::optional<RoutedHead>> routes;
+  // L2 features this call saw, per question key, for the adaptation
+  // statistics once the call succeeds (one call runs on one thread).
+  mutable std::vector<std::pair<std::string, Matrix>> features;
 };
 
 struct Decider::Observed {

@@ -63,8 +63,10 @@ absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
   const Effective eff = Resolve({});
   ASSIGN_OR_RETURN(auto decisions, RunLevel(states, {question}, Level::kL0, eff,
                                             &isolated, control));
-  if (const auto acc = isolated.Get(question.key()); acc.has_value()) {
-    priors_.Merge(question.key(), *acc);
+  const std::string listing =
+      ListingKey(question, Perms(question, Level::kL0, eff));
+  if (const auto acc = isolated.Get(listing); acc.has_value()) {
+    priors_.Merge(listing, *acc);
   }
   Matrix probs(static_cast<Eigen::Index>(states.size()), question.k());
   for (size_t s = 0; s < states.size(); ++s) {

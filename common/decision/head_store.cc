@@ -62,9 +62,11 @@ HeadStore::All() const {
   return out;
 }
 
-AdaptationStats HeadStore::AddFeatures(const std::string& key,
-                                       const Matrix& features) {
-  // The batch's column sums (rows in order), then added to the totals.
+namespace {
+
+// `stats` with the rows of `features` added (column sums in row order); a
+// total of another width starts again from the features.
+void Accumulate(const Matrix& features, AdaptationStats* stats) {
   std::vector<double> sum(features.cols(), 0.0);
   std::vector<double> sumsq(features.cols(), 0.0);
   for (Eigen::Index i = 0; i < features.rows(); ++i) {
@@ -73,20 +75,39 @@ AdaptationStats HeadStore::AddFeatures(const std::string& key,
       sumsq[j] += features(i, j) * features(i, j);
     }
   }
+  if (stats->sum.size() != sum.size()) {
+    stats->sum.assign(sum.size(), 0.0);
+    stats->sumsq.assign(sum.size(), 0.0);
+    stats->n = 0;
+  }
+  for (size_t j = 0; j < sum.size(); ++j) {
+    stats->sum[j] += sum[j];
+    stats->sumsq[j] += sumsq[j];
+  }
+  stats->n += features.rows();
+}
+
+}  // namespace
+
+AdaptationStats HeadStore::AddFeatures(const std::string& key,
+                                       const Matrix& features) {
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = adapt_.try_emplace(key);
   if (inserted) adapt_order_.push_back(key);
-  AdaptationStats& stats = it->second;
-  if (stats.sum.size() != sum.size()) {
-    stats.sum.assign(sum.size(), 0.0);
-    stats.sumsq.assign(sum.size(), 0.0);
-    stats.n = 0;
+  Accumulate(features, &it->second);
+  return it->second;
+}
+
+AdaptationStats HeadStore::WithFeatures(const std::string& key,
+                                        const Matrix& features) const {
+  AdaptationStats stats;
+  {
+    absl::MutexLock lock(&mu_);
+    if (const auto it = adapt_.find(key); it != adapt_.end()) {
+      stats = it->second;
+    }
   }
-  for (size_t j = 0; j < sum.size(); ++j) {
-    stats.sum[j] += sum[j];
-    stats.sumsq[j] += sumsq[j];
-  }
-  stats.n += features.rows();
+  Accumulate(features, &stats);
   return stats;
 }
 

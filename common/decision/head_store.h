@@ -66,6 +66,9 @@ class HeadStore {
   // Adds the rows of `features` [N, d] (float64 sums) to the key's
   // statistics, then returns the totals.
   AdaptationStats AddFeatures(const std::string& key, const Matrix& features);
+  // What AddFeatures would return, with nothing stored.
+  AdaptationStats WithFeatures(const std::string& key,
+                               const Matrix& features) const;
   void SetAdaptation(const std::string& key, AdaptationStats stats);
   std::vector<std::pair<std::string, AdaptationStats>> Adaptations() const;
 

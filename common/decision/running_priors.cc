@@ -1,6 +1,7 @@
 // Running batch-prior accumulators (see running_priors.h).
 #include "common/decision/running_priors.h"
 
+#include "absl/strings/match.h"
 #include "common/decision/contextual.h"
 
 namespace mesa_anyjev::decision {
@@ -70,6 +71,17 @@ void RunningPriors::Add(const std::string& key, const Matrix& delta_sum,
 void RunningPriors::Reset(const std::string& key) {
   absl::MutexLock lock(&mu_);
   entries_.erase(key);
+}
+
+void RunningPriors::ResetPrefix(const std::string& prefix) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (absl::StartsWith(it->first, prefix)) {
+      entries_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void RunningPriors::ResetAll() {

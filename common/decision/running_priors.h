@@ -40,6 +40,8 @@ class RunningPriors {
   // Adds delta_sum and delta_n; replaces an accumulator of another shape.
   void Add(const std::string& key, const Matrix& delta_sum, int64_t delta_n);
   void Reset(const std::string& key);
+  // Every key that starts with `prefix`.
+  void ResetPrefix(const std::string& prefix);
   void ResetAll();
 
  private:

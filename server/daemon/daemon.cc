@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
@@ -25,6 +27,10 @@
 
 namespace mesa_anyjev::daemon {
 namespace {
+
+// How long past server.drain_deadline_s work may hold the exit.
+constexpr absl::Duration kDrainSlack = absl::Seconds(5);
+
 
 constexpr char kInferenceService[] = "mesa.anyjev.v1.Inference";
 constexpr char kDecisionsService[] = "mesa.anyjev.v1.Decisions";
@@ -235,6 +241,23 @@ absl::Status Daemon::LoadAndWarmUp() {
 
 void Daemon::Drain() {
   const absl::Time start = absl::Now();
+  // The drain deadline is a hard bound: gRPC cancels the calls left at the
+  // deadline and every worker polls its call's flag, but work that does not
+  // poll (a long head fit) must not hold the exit. Past the deadline and a
+  // few seconds of slack, the process ends here.
+  absl::Notification drained;
+  const absl::Duration bound = absl::Seconds(config_.server.drain_grace_s +
+                                             config_.server.drain_deadline_s) +
+                               kDrainSlack;
+  std::thread watchdog([&drained, bound] {
+    if (drained.WaitForNotificationWithTimeout(bound)) return;
+    spdlog::error(
+        "drain: work still running {:.1f} s after the drain began (grace + "
+        "deadline + slack); exiting without it",
+        absl::ToDoubleSeconds(bound));
+    spdlog::default_logger()->flush();
+    std::_Exit(1);
+  });
   spdlog::info("draining: health NOT_SERVING, new calls UNAVAILABLE, {} queued",
                scheduler_ ? scheduler_->depth() : 0);
   if (state_) state_->set(service::ServingState::kDraining);
@@ -255,6 +278,8 @@ void Daemon::Drain() {
   if (metrics_endpoint_) metrics_endpoint_->Stop();
   spdlog::info("drained in {:.2f} s",
                absl::ToDoubleSeconds(absl::Now() - start));
+  drained.Notify();
+  watchdog.join();
 }
 
 }  // namespace mesa_anyjev::daemon

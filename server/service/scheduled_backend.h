@@ -15,22 +15,11 @@
 
 namespace mesa_anyjev::service {
 
-class ScheduledBackend final : public Backend {
+class ScheduledBackend final : public ForwardingBackend {
  public:
   // Both outlive the adapter.
   ScheduledBackend(Backend* model, engine::Scheduler* scheduler)
-      : model_(model), scheduler_(scheduler) {}
-
-  const ModelIdentity& identity() const override { return model_->identity(); }
-  const Capabilities& capabilities() const override {
-    return model_->capabilities();
-  }
-  const text::Tokenizer& tokenizer() const override {
-    return model_->tokenizer();
-  }
-  const text::ChatTemplate& chat_template() const override {
-    return model_->chat_template();
-  }
+      : ForwardingBackend(model), model_(model), scheduler_(scheduler) {}
 
   // Blocks the caller until the engine has run (or skipped) the job; a full
   // engine queue is RESOURCE_EXHAUSTED at once.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/fake_backend.h"
+#include "common/text/fake_tokenizer.h"
 
 namespace mesa_anyjev::decision {
 namespace {
@@ -383,6 +384,80 @@ TEST_CASE("observe fits at 30, 60, 120 (16.7.32)", "[decision]") {
     if (art->has_value()) fits.push_back(i + 1);
   }
   CHECK(fits == std::vector<int>{30, 60, 120});
+}
+
+// The fake model, failing every Logprobs call that reads Yes/No labels (a
+// noul), so a Decide can fail after its other questions were read.
+class FailingNoul final : public ForwardingBackend {
+ public:
+  FailingNoul() : ForwardingBackend(&fake_) {}
+
+  absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
+      const std::vector<PromptGroup>& groups, int32_t top_k,
+      const CallControl& control) override {
+    const auto& tok = static_cast<const text::FakeTokenizer&>(tokenizer());
+    for (const PromptGroup& group : groups) {
+      for (const text::TokenId id : group.label_ids) {
+        if (fail && id == tok.LabelId("Yes")) {
+          return absl::InternalError("injected model error");
+        }
+      }
+    }
+    return ForwardingBackend::Logprobs(groups, top_k, control);
+  }
+
+  bool fail = true;
+
+ private:
+  FakeBackend fake_;
+};
+
+TEST_CASE("a Decide that fails part-way leaves the running priors as they were",
+          "[decision]") {
+  FailingNoul backend;
+  Decider decider(&backend);
+  const Question topic = Topic();
+  const Question noul = Question::Noul("Is it about cells?");
+  DecideOptions adaptive;
+  adaptive.adaptive_shifts = true;  // the topic runs first, on its own path
+  for (const DecideOptions& options : {DecideOptions{}, adaptive}) {
+    const auto failed =
+        decider.Decide(PlainStates(8), {topic, noul}, Level::kL0, options);
+    REQUIRE_FALSE(failed.ok());
+    CHECK_THAT(std::string(failed.status().message()),
+               Catch::Matchers::Contains("injected"));
+    CHECK_FALSE(decider.RunningPrior(topic).has_value());
+  }
+  backend.fail = false;
+  REQUIRE(decider.Decide(PlainStates(8), {topic, noul}, Level::kL0).ok());
+  CHECK(decider.RunningPrior(topic).has_value());
+  CHECK(decider.RunningPrior(noul).has_value());
+}
+
+TEST_CASE("running priors are kept per listing", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  DecideOptions two;
+  two.max_permutations = 2;
+  DecideOptions canonical;
+  canonical.canonical_order = true;
+  for (const DecideOptions& options : {two, canonical}) {
+    const auto decided =
+        decider.Decide(PlainStates(8), {q}, Level::kL0, options);
+    REQUIRE(decided.ok());
+    CHECK((*decided)[0][0].diagnostics.prior_method == "batch");
+  }
+  // Neither listing's readouts reached the prior of the default one.
+  CHECK_FALSE(decider.RunningPrior(q).has_value());
+  const auto seven = decider.Decide(PlainStates(7, "d"), {q}, Level::kL0);
+  REQUIRE(seven.ok());
+  CHECK((*seven)[0][0].diagnostics.prior_method == "none");
+  // ResetPrior drops every listing of the key.
+  decider.ResetPrior(q.key());
+  const auto again = decider.Decide(PlainStates(7, "e"), {q}, Level::kL0, two);
+  REQUIRE(again.ok());
+  CHECK((*again)[0][0].diagnostics.prior_method == "none");
 }
 
 }  // namespace

@@ -11,29 +11,21 @@ namespace mesa_anyjev::decision {
 namespace {
 
 // The fake model, recording the groups of every call.
-class Recording final : public Backend {
+class Recording final : public ForwardingBackend {
  public:
-  const ModelIdentity& identity() const override { return fake_.identity(); }
-  const Capabilities& capabilities() const override {
-    return fake_.capabilities();
-  }
-  const text::Tokenizer& tokenizer() const override {
-    return fake_.tokenizer();
-  }
-  const text::ChatTemplate& chat_template() const override {
-    return fake_.chat_template();
-  }
+  Recording() : ForwardingBackend(&fake_) {}
+
   absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
       const std::vector<PromptGroup>& groups, int32_t top_k,
       const CallControl& control) override {
     calls.push_back(groups);
-    return fake_.Logprobs(groups, top_k, control);
+    return ForwardingBackend::Logprobs(groups, top_k, control);
   }
   absl::StatusOr<HiddenStatesResult> HiddenStates(
       const std::vector<PromptGroup>& groups,
       const std::vector<int32_t>& layers, const CallControl& control) override {
     calls.push_back(groups);
-    return fake_.HiddenStates(groups, layers, control);
+    return ForwardingBackend::HiddenStates(groups, layers, control);
   }
 
   std::vector<std::vector<PromptGroup>> calls;
