@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "client/backends/decision_proto.h"
 #include "common/status/status_macros.h"
+#include "common/text/strict_json.h"
 #include "common/util/daemon_target.h"
 #include "common/util/files.h"
 #include "common/util/secret.h"
@@ -231,13 +232,13 @@ absl::StatusOr<nlohmann::ordered_json> DaemonClient::FitDryRun(
   v1::FitResponse response;
   grpc::Status status = stub->Fit(&context, request, &response);
   if (!status.ok()) return FromGrpc(status, "Fit");
-  try {
-    return nlohmann::ordered_json::parse(response.artifacts_json());
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InternalError(absl::StrCat(
-        "Fit: artifacts_json is not JSON (a daemon without dry_run?): ",
-        e.what()));
+  auto parsed = text::ParseStrictOrderedJson(response.artifacts_json(), {});
+  if (!parsed.ok()) {
+    return absl::InternalError(
+        absl::StrCat("Fit: artifacts_json (a daemon without dry_run?): ",
+                     parsed.status().message()));
   }
+  return parsed;
 }
 
 absl::Status DaemonClient::ResetPriors(const std::vector<std::string>& keys) {

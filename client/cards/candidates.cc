@@ -11,6 +11,7 @@
 #include "client/cards/py_text.h"
 #include "client/cards/registry.h"
 #include "common/status/status_macros.h"
+#include "common/text/strict_json.h"
 #include "common/text/utf8.h"
 
 namespace mesa_anyjev::cards {
@@ -189,8 +190,9 @@ absl::StatusOr<CandidateSource> CandidateSource::FromJson(
   if (const int64_t bad = text::FirstInvalidUtf8(text); bad >= 0) {
     return Bad("$", absl::StrCat("invalid UTF-8 at byte ", bad));
   }
-  Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return Bad("$", "not valid JSON");
+  auto parsed = text::ParseStrictJson(text, {});
+  if (!parsed.ok()) return Bad("$", std::string(parsed.status().message()));
+  const Json root = *std::move(parsed);
   if (!root.is_object()) return Bad("$", "expected an object");
   RETURN_IF_ERROR(AllowKeys(root, "$", {"searches", "biomes", "children"}));
   CandidateSource source;

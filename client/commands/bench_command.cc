@@ -23,6 +23,7 @@
 #include "client/policy/policy.h"
 #include "client/questions/question_set.h"
 #include "common/decision/py_format.h"
+#include "common/text/strict_json.h"
 #include "common/util/files.h"
 
 namespace mesa_anyjev::client {
@@ -194,8 +195,9 @@ int RunBenchTable(const BenchOptions& options) {
   }
   auto text = util::ReadFile(options.results);
   if (!text.ok()) return Fail("table", std::string(text.status().message()), 2);
-  const Json payload = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (payload.is_discarded() || !payload.is_object()) {
+  const auto parsed = text::ParseStrictOrderedJson(*text, {});
+  const Json payload = parsed.ok() ? *parsed : Json();
+  if (!parsed.ok() || !payload.is_object()) {
     return Fail("table",
                 absl::StrCat(options.results, ": not a bench results JSON"), 1);
   }

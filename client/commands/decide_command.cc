@@ -18,6 +18,7 @@
 #include "client/policy/decision_record.h"
 #include "client/questions/question_set.h"
 #include "common/decision/py_json.h"
+#include "common/text/strict_json.h"
 #include "common/util/files.h"
 
 namespace mesa_anyjev::client {
@@ -104,9 +105,9 @@ absl::StatusOr<std::vector<Question>> LoadQuestions(
   if (!options.questions_file.empty()) {
     auto text = util::ReadFile(options.questions_file);
     if (!text.ok()) return text.status();
-    const nlohmann::json doc =
-        nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_array()) {
+    const auto parsed = text::ParseStrictJson(*text, {});
+    const nlohmann::json doc = parsed.ok() ? *parsed : nlohmann::json();
+    if (!parsed.ok() || !doc.is_array()) {
       return absl::InvalidArgumentError(absl::StrCat(
           options.questions_file, ": a JSON list of questions is required"));
     }
@@ -146,12 +147,12 @@ absl::Status LoadState(const DecideCommandOptions& options, std::string* text,
     *json = raw;
     return absl::OkStatus();
   }
-  *json = nlohmann::ordered_json::parse(raw, nullptr,
-                                        /*allow_exceptions=*/false);
-  if (json->is_discarded()) {
+  auto parsed = text::ParseStrictOrderedJson(raw, {});
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        "--state-json: the state is not valid JSON");
+        absl::StrCat("--state-json: ", parsed.status().message()));
   }
+  *json = *std::move(parsed);
   // The reference renders dict states with json.dumps(indent=2).
   *text = decision::PyJsonDumpsIndent2(*json);
   return absl::OkStatus();

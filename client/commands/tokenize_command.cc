@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/commands/commands.h"
 #include "common/text/bpe_tokenizer.h"
+#include "common/text/strict_json.h"
 #include "common/text/utf8.h"
 
 namespace mesa_anyjev::client {
@@ -74,13 +75,13 @@ int RunTokenize(const TokenizeOptions& options) {
     absl::StatusOr<std::string> output =
         absl::InvalidArgumentError("not valid JSON");
     try {
-      const Json input = Json::parse(line);
-      output = options.decode ? DecodeLine(**tokenizer, input)
-                              : EncodeLine(**tokenizer, input);
+      const auto input = text::ParseStrictJson(line, {});
+      output = !input.ok()      ? absl::StatusOr<std::string>(input.status())
+               : options.decode ? DecodeLine(**tokenizer, *input)
+                                : EncodeLine(**tokenizer, *input);
     } catch (const Json::exception& e) {
-      // nlohmann quotes the offending input, which may be invalid UTF-8.
       output = absl::InvalidArgumentError(
-          absl::StrCat("not valid JSON: ", text::Utf8Lossy(e.what())));
+          absl::StrCat("malformed: ", text::Printable(e.what(), 512)));
     }
     if (!output.ok()) {
       std::cout.flush();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/policy/decision_record.h"
+#include "common/text/strict_json.h"
 
 namespace mesa_anyjev::learn {
 namespace {
@@ -124,14 +125,12 @@ ParsedLabels ParseLabelLines(std::string_view text,
     ++line_no;
     const std::string line(absl::StripAsciiWhitespace(piece));
     if (line.empty()) continue;
-    Json j;
-    try {
-      j = Json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      out.problems.push_back(
-          {line_no, absl::StrCat("not valid JSON: ", e.what())});
+    auto parsed = text::ParseStrictOrderedJson(line, {});
+    if (!parsed.ok()) {
+      out.problems.push_back({line_no, std::string(parsed.status().message())});
       continue;
     }
+    const Json j = *std::move(parsed);
     absl::StatusOr<LabelRow> row = RowOf(j, questions);
     if (!row.ok()) {
       out.problems.push_back({line_no, std::string(row.status().message())});

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/decision/py_json.h"
+#include "common/text/strict_json.h"
 #include "common/util/files.h"
 
 namespace mesa_anyjev::learn {
@@ -79,7 +80,13 @@ absl::StatusOr<LabelRow> RowFromJson(const Json& json) {
     row.question_id = json.at("question_id").get<std::string>();
     row.question_key = json.at("question_key").get<std::string>();
     row.state_sha256 = json.at("state_sha256").get<std::string>();
-    row.state = Json::parse(json.at("state_json").get<std::string>());
+    auto state = text::ParseStrictOrderedJson(
+        json.at("state_json").get<std::string>(), {});
+    if (!state.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("state_json: ", state.status().message()));
+    }
+    row.state = *std::move(state);
     row.label_index = json.at("label_index").get<int>();
     row.label_source = json.at("label_source").get<std::string>();
     row.weight = json.at("weight").get<double>();
@@ -121,11 +128,11 @@ absl::StatusOr<LabelStore> LabelStore::Open(const std::string& dir_in) {
   for (absl::string_view piece : absl::StrSplit(*text, '\n')) {
     ++line_no;
     if (piece.empty()) continue;
-    const Json json = Json::parse(std::string(piece), nullptr,
-                                  /*allow_exceptions=*/false);
-    absl::StatusOr<LabelRow> row = json.is_discarded()
-                                       ? absl::DataLossError("not valid JSON")
-                                       : RowFromJson(json);
+    const auto json = text::ParseStrictOrderedJson(
+        std::string_view(piece.data(), piece.size()), {});
+    absl::StatusOr<LabelRow> row =
+        json.ok() ? RowFromJson(*json)
+                  : absl::DataLossError(json.status().message());
     if (!row.ok()) {
       return absl::DataLossError(absl::StrCat(store.path_, ":", line_no, ": ",
                                               row.status().message()));

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/decision/py_json.h"
+#include "common/text/strict_json.h"
 #include "common/util/files.h"
 #include "common/util/hash.h"
 
@@ -36,10 +37,12 @@ struct Locked {
 
 absl::StatusOr<std::map<std::string, Locked>> ParseLocked(
     std::string_view text) {
-  const Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return absl::InvalidArgumentError("the lock is not valid JSON");
+  auto parsed = text::ParseStrictOrderedJson(text, {});
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the lock: ", parsed.status().message()));
   }
+  const Json doc = *std::move(parsed);
   if (!doc.is_object() || !doc.contains("questions") ||
       !doc["questions"].is_object()) {
     return absl::InvalidArgumentError("the lock has no \"questions\" object");

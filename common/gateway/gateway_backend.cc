@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/text/strict_json.h"
 #include "common/util/secret.h"
 #include "nlohmann/json.hpp"
 
@@ -498,11 +499,11 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
       }
     } else {
       // 2xx: parse choices[0].logprobs.top_logprobs[0].
-      nlohmann::json json = nlohmann::json::parse(result.body, nullptr,
-                                                  /*allow_exceptions=*/false);
+      const auto strict = text::ParseStrictJson(result.body, {});
+      const nlohmann::json json = strict.ok() ? *strict : nlohmann::json();
       std::map<std::string, double> top;
       bool parsed = false;
-      if (!json.is_discarded()) {
+      if (strict.ok()) {
         try {
           const nlohmann::json& first =
               json.at("choices").at(0).at("logprobs").at("top_logprobs").at(0);

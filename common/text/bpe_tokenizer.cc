@@ -14,6 +14,7 @@
 #include "common/status/status_macros.h"
 #include "common/text/byte_level.h"
 #include "common/text/nfc.h"
+#include "common/text/strict_json.h"
 #include "common/text/utf8.h"
 #include "common/util/files.h"
 
@@ -361,12 +362,9 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFile(
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(
     std::string_view json_text, const std::string& source) {
   const Loader loader(source);
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
-    return loader.Error(absl::StrCat("not valid JSON: ", e.what()));
-  }
+  auto parsed = ParseStrictJson(json_text, {});
+  if (!parsed.ok()) return loader.Error(std::string(parsed.status().message()));
+  const Json root = *std::move(parsed);
   if (!root.is_object()) return loader.Error("not a JSON object");
   const Json null;
   auto field = [&](const char* key) -> const Json& {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/text/strict_json.h"
 #include "common/util/files.h"
 #include "common/util/hash.h"
 
@@ -45,13 +46,12 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromFile(const std::string& path) {
   }
   const std::string source = config_path.string();
   ASSIGN_OR_RETURN(const std::string text, util::ReadFile(source));
-  Json config;
-  try {
-    config = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  auto parsed = ParseStrictJson(text, {});
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(source, ": not valid JSON: ", e.what()));
+        absl::StrCat(source, ": ", parsed.status().message()));
   }
+  const Json config = *std::move(parsed);
   if (!config.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": not a JSON object"));

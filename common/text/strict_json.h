@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -20,9 +21,12 @@ namespace mesa_anyjev::text {
 // a heads file 5), shallow enough that a recursive walk is harmless.
 inline constexpr int kMaxJsonDepth = 64;
 
+// {} bounds the depth only: for text whose size its reader already bounded
+// (util::ReadFile, a gRPC message limit).
 struct JsonLimits {
-  size_t max_bytes;
-  const char* max_bytes_name;  // named in the refusal: "limits.max_text_bytes"
+  size_t max_bytes = SIZE_MAX;
+  const char* max_bytes_name =
+      "";  // named in the refusal: "limits.max_text_bytes"
   int max_depth = kMaxJsonDepth;
 };
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/text/strict_json.h"
 
 namespace mesa_anyjev::model {
 namespace {
@@ -45,9 +46,13 @@ class Reader {
 absl::StatusOr<Qwen3Config> Qwen3Config::FromJson(std::string_view text,
                                                   std::string_view source) {
   const std::string src(source);
-  json doc = json::parse(text.begin(), text.end(), nullptr,
-                         /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
+  auto parsed = text::ParseStrictJson(text, {});
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(src, ": ", parsed.status().message()));
+  }
+  const json doc = *std::move(parsed);
+  if (!doc.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(src, ": not a JSON object"));
   }
   Reader r(doc, src);

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "absl/strings/match.h"
+
 namespace mesa_anyjev::cards {
 namespace {
 
@@ -124,7 +126,9 @@ TEST_CASE("Loading names the bad field", "[cards]") {
     CHECK(source.status().code() == absl::StatusCode::kInvalidArgument);
     return std::string(source.status().message());
   };
-  CHECK(error("[") == "candidates file: $: not valid JSON");
+  CHECK(absl::StartsWith(error("["), "candidates file: $: not valid JSON: "));
+  CHECK(error("{\"searches\": [], \"searches\": []}") ==
+        "candidates file: $: duplicate key 'searches'");
   CHECK(error(R"({"extra": 1})") == "candidates file: $.extra: unknown field");
   CHECK(
       error(
