@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
@@ -22,6 +23,8 @@ namespace mesa_anyjev::gateway {
 namespace {
 
 constexpr size_t kBodyExcerpt = 300;
+// How often a backoff sleep looks at the caller's cancel flag.
+constexpr absl::Duration kBackoffPoll = absl::Milliseconds(10);
 
 bool IsLoopbackHost(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" ||
@@ -103,6 +106,22 @@ double UniformJitter() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
 }
 
+// This thread's curl handle. curl_easy_reset clears its options but keeps
+// its connection cache, so retries and the next prompts on this worker
+// reuse the open connection (keep-alive) instead of a new TCP and TLS
+// handshake each.
+CURL* ThreadHandle() {
+  struct Handle {
+    CURL* curl = curl_easy_init();
+    ~Handle() {
+      if (curl != nullptr) curl_easy_cleanup(curl);
+    }
+  };
+  thread_local Handle handle;
+  if (handle.curl != nullptr) curl_easy_reset(handle.curl);
+  return handle.curl;
+}
+
 // One HTTP exchange with every transport rule applied (TLS verification,
 // the key only as a bearer header, no redirects, no proxy, capped body).
 // `post_body` null = GET.
@@ -111,7 +130,7 @@ HttpResult Perform(const GatewayOptions& options,
                    const std::string& url, const std::string* post_body,
                    int64_t limit_ms, const CallControl& control) {
   HttpResult result;
-  CURL* curl = curl_easy_init();
+  CURL* curl = ThreadHandle();
   if (curl == nullptr) {
     result.code = CURLE_FAILED_INIT;
     return result;
@@ -170,8 +189,9 @@ HttpResult Perform(const GatewayOptions& options,
   }
   result.body = std::move(transfer.body);
   result.too_big = transfer.too_big;
+  // The handle must not keep pointers into this call's headers and body.
+  curl_easy_reset(curl);
   curl_slist_free_all(headers);  // holds the key: freed at once
-  curl_easy_cleanup(curl);
   return result;
 }
 
@@ -271,24 +291,31 @@ absl::Status HttpStatusToStatus(int64_t http_status, const std::string& body) {
   return absl::UnknownError(message);
 }
 
-absl::Status CircuitBreaker::Check(absl::Time now) {
+absl::StatusOr<uint64_t> CircuitBreaker::Check(absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!opened_at_.has_value()) return absl::OkStatus();
-  if (now - *opened_at_ >= open_for_) {
-    opened_at_.reset();
-    failures_ = 0;
-    return absl::OkStatus();
+  if (!opened_at_.has_value()) return uint64_t{0};
+  if (now - *opened_at_ < open_for_) {
+    return absl::UnavailableError(absl::StrCat(
+        "gateway circuit breaker is open (", failures_,
+        " consecutive failures; retry after ",
+        absl::FormatDuration(open_for_ - (now - *opened_at_)), ")"));
   }
-  return absl::UnavailableError(
-      absl::StrCat("gateway circuit breaker is open (", failures_,
-                   " consecutive failures; retry after ",
-                   absl::FormatDuration(open_for_ - (now - *opened_at_)), ")"));
+  // Half-open: one probe at a time decides.
+  if (probe_ != 0) {
+    return absl::UnavailableError(
+        "gateway circuit breaker is half-open: a probe call is deciding");
+  }
+  probe_ = ++probes_;
+  return probe_;
 }
 
 void CircuitBreaker::Failure(absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
   ++failures_;
-  if (failures_ >= failures_to_open_ && !opened_at_.has_value()) {
+  if (probe_ != 0) {
+    probe_ = 0;
+    opened_at_ = now;  // the probe failed: open again for the full period
+  } else if (failures_ >= failures_to_open_ && !opened_at_.has_value()) {
     opened_at_ = now;
   }
 }
@@ -297,11 +324,18 @@ void CircuitBreaker::Success() {
   std::lock_guard<std::mutex> lock(mu_);
   failures_ = 0;
   opened_at_.reset();
+  probe_ = 0;
+}
+
+void CircuitBreaker::Release(uint64_t probe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (probe != 0 && probe == probe_) probe_ = 0;
 }
 
 bool CircuitBreaker::open(absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
-  return opened_at_.has_value() && now - *opened_at_ < open_for_;
+  return opened_at_.has_value() &&
+         (now - *opened_at_ < open_for_ || probe_ != 0);
 }
 
 std::optional<double> LookupLabel(const std::map<std::string, double>& top,
@@ -415,6 +449,8 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
     const std::string& body, const CallControl& control) {
   const std::string url = absl::StrCat(base_url_, "/v1/completions");
   absl::Status last = absl::UnavailableError("gateway: no attempt made");
+  uint64_t probe = 0;  // this call's half-open probe, if it is one
+  absl::Cleanup release = [&] { breaker_.Release(probe); };
   for (int32_t attempt = 0; attempt < options_.attempts; ++attempt) {
     absl::Time now = absl::Now();
     if (control.cancelled != nullptr && control.cancelled->load()) {
@@ -426,10 +462,15 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
           attempt > 0 ? absl::StrCat(" (last error: ", last.message(), ")")
                       : std::string()));
     }
-    if (absl::Status open = breaker_.Check(now); !open.ok()) {
+    auto admitted = breaker_.Check(now);
+    if (!admitted.ok()) {
       Observe("breaker_open", absl::ZeroDuration());
-      return open;
+      return admitted.status();
     }
+    // This attempt is the half-open probe: its outcome closes or reopens
+    // the breaker; an attempt that ends without one (cancelled, deadline)
+    // hands the probe to the next caller.
+    probe = *admitted;
 
     // Per attempt: the configured timeout, cut to the caller's deadline.
     const absl::Duration to_deadline = control.deadline - now;
@@ -494,7 +535,13 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
       last = HttpStatusToStatus(result.http_status, result.body);
       retryable = IsRetryableHttpStatus(result.http_status);
       if (!retryable) {
-        Failure();
+        // A refused request (400, 401, 404, 422) says nothing about the
+        // gateway's health; only a server error counts toward the breaker.
+        if (result.http_status >= 500) {
+          Failure();
+        } else {
+          breaker_.Release(probe);
+        }
         return last;
       }
     } else {
@@ -544,7 +591,13 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
           "the deadline leaves no time to retry the gateway (last error: ",
           last.message(), ")"));
     }
-    absl::SleepFor(wait);
+    // Wakes for a cancelled caller; the deadline was checked above.
+    for (const absl::Time end = absl::Now() + wait; absl::Now() < end;) {
+      if (control.cancelled != nullptr && control.cancelled->load()) {
+        return absl::CancelledError("gateway call cancelled during backoff");
+      }
+      absl::SleepFor(std::min(kBackoffPoll, end - absl::Now()));
+    }
     if (options_.observer != nullptr) options_.observer->OnGatewayRetry();
   }
   return absl::Status(

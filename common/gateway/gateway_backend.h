@@ -104,9 +104,15 @@ class CircuitBreaker {
   CircuitBreaker(int32_t failures_to_open, absl::Duration open_for)
       : failures_to_open_(failures_to_open), open_for_(open_for) {}
 
-  absl::Status Check(absl::Time now);
+  // OK(0): closed, go on. OK(token): the open period is over and this
+  // caller is the one half-open probe; a Success closes the breaker, a
+  // Failure opens it again, and Release(token) (an attempt that ended with
+  // neither) lets the next caller probe. UNAVAILABLE while open, or while
+  // another probe is deciding.
+  absl::StatusOr<uint64_t> Check(absl::Time now);
   void Failure(absl::Time now);
   void Success();
+  void Release(uint64_t probe);
   bool open(absl::Time now);
 
  private:
@@ -115,6 +121,8 @@ class CircuitBreaker {
   std::mutex mu_;
   int32_t failures_ = 0;
   std::optional<absl::Time> opened_at_;
+  uint64_t probe_ = 0;   // the deciding probe's token, 0 when none
+  uint64_t probes_ = 0;  // tokens handed out
 };
 
 // A label's logprob in one top_logprobs map (token text -> logprob): under

@@ -43,6 +43,10 @@ class Gateway:
         gateway = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            # Keep-alive, as vLLM and LiteLLM serve: every answer has a
+            # Content-Length, so a client may reuse its connection.
+            protocol_version = "HTTP/1.1"
+
             def log_message(self, *args):
                 pass
 
@@ -61,7 +65,8 @@ class Gateway:
                 with gateway.lock:
                     gateway.requests.append(
                         {"path": self.path, "body": body,
-                         "authorization": self.headers.get("Authorization")})
+                         "authorization": self.headers.get("Authorization"),
+                         "peer": self.client_address})
                     action = gateway.script.pop(0) if gateway.script else gateway.default
                 if body.get("logprobs", 0) > MAX_LOGPROBS:
                     self._send(400, json.dumps({"object": "error", "message": (

@@ -341,3 +341,50 @@ def test_liveness(gateway):
     _, lines = run_tool({"base_url": server.url}, [], liveness=True)
     assert lines[1]["liveness"] == "UNAVAILABLE"
     assert "liveness" in lines[1]["message"]
+
+
+def test_refused_requests_do_not_open_the_breaker(gateway):
+    # Three 400s in a row are the caller's problem, not the gateway's.
+    server = gateway(["status:400"] * 3)
+    one = {"prompts": PROMPTS[:1], "labels": LABELS}
+    _, lines = run_tool({"base_url": server.url, "breaker_failures": 3}, [one] * 4)
+    assert [line["code"] for line in lines[1:]] == ["INVALID_ARGUMENT"] * 3 + ["OK"]
+    assert len(server.requests) == 4
+
+
+def test_after_the_open_period_one_probe_decides(gateway):
+    # Three 503s open it; after 0.2 s one failed probe opens it again at
+    # once (a closed breaker would need three); the next probe closes it.
+    server = gateway(["status:503"] * 4)
+    one = {"prompts": PROMPTS[:1], "labels": LABELS}
+    wait = dict(one, sleep_ms=400)
+    _, lines = run_tool({"base_url": server.url, "attempts": 1, "breaker_failures": 3,
+                         "breaker_open_s": 0.2},
+                        [one, one, one, wait, one, wait, one])
+    codes = [line["code"] for line in lines[1:]]
+    assert codes == ["UNAVAILABLE"] * 5 + ["OK", "OK"], lines
+    assert "circuit breaker is open" in lines[5]["message"]
+    assert len(server.requests) == 6  # the fifth call, refused, sent nothing
+
+
+def test_a_cancel_wakes_the_backoff(gateway):
+    # A 20 s backoff after the first 503; the caller cancels 0.3 s in.
+    server = gateway()
+    server.default = "status:503"
+    _, lines = run_tool({"base_url": server.url, "backoff_base_s": 20.0},
+                        [{"prompts": PROMPTS[:1], "labels": LABELS, "cancel_after_ms": 300}])
+    assert lines[1]["code"] == "CANCELLED", lines[1]
+    assert "backoff" in lines[1]["message"]
+    assert lines[1]["elapsed_ms"] < 10000  # 15..25 s if the sleep ignored it
+    assert len(server.requests) == 1
+
+
+def test_connections_are_kept_alive_across_prompts_and_attempts(gateway):
+    server = gateway(["status:503"])
+    _, lines = run_tool({"base_url": server.url, "workers": 1},
+                        [{"prompts": PROMPTS, "labels": LABELS},
+                         {"prompts": PROMPTS, "labels": LABELS}])
+    assert [line["code"] for line in lines[1:]] == ["OK", "OK"]
+    # A retry and four prompts: five requests over one connection.
+    assert len(server.requests) == 5
+    assert len({r["peer"] for r in server.requests}) == 1

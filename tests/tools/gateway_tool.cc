@@ -1,12 +1,14 @@
 // gateway_tool: a test tool for tests/e2e/test_gateway.py. Reads one JSON
 // object on stdin: {"options": {GatewayOptions fields}, "calls": [{"prefix":
 // text, "prompts": [text...], "labels": [text...], "deadline_ms": n,
-// "top_k": n}]}, builds a GatewayBackend and writes one JSON line per call:
+// "top_k": n, "sleep_ms": n, "cancel_after_ms": n}]}, builds a GatewayBackend and writes one JSON line per call:
 // {"code", "message", "elapsed_ms", "label_logprobs": [[...]], "top":
 // [[[id, logprob]...]], "missing_label_events", "requests"}, after a line of
 // capabilities and, with "liveness": true, one {"liveness": code}. A refused
 // construction writes {"create_code", "message"} and exits 2.
+#include <atomic>
 #include <iostream>
+#include <thread>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -93,7 +95,22 @@ int main() {
       }
       group.label_ids.push_back(ids[0]);
     }
+    // "sleep_ms": wait before the call (a breaker's open period to pass);
+    // "cancel_after_ms": the caller cancels that long into the call.
+    if (call.contains("sleep_ms")) {
+      absl::SleepFor(absl::Milliseconds(call.at("sleep_ms").get<int64_t>()));
+    }
+    std::atomic<bool> cancelled{false};
     CallControl control;
+    control.cancelled = &cancelled;
+    std::thread canceller;
+    if (call.contains("cancel_after_ms")) {
+      canceller = std::thread([&cancelled, ms = call.at("cancel_after_ms")
+                                                   .get<int64_t>()] {
+        absl::SleepFor(absl::Milliseconds(ms));
+        cancelled.store(true);
+      });
+    }
     const absl::Time start = absl::Now();
     if (call.contains("deadline_ms")) {
       control.deadline =
@@ -101,6 +118,7 @@ int main() {
     }
     const auto result =
         gateway.Logprobs({group}, call.value("top_k", 0), control);
+    if (canceller.joinable()) canceller.join();
     nlohmann::json out = {
         {"code", absl::StatusCodeToString(result.status().code())},
         {"message", result.status().message()},

@@ -64,29 +64,63 @@ TEST_CASE("gateway: HTTP statuses map to the router's codes", "[gateway]") {
              !Catch::Contains("tail"));  // the body is cut at 300 bytes
 }
 
-TEST_CASE("gateway: the circuit breaker opens, refuses, and closes",
+TEST_CASE("gateway: the circuit breaker opens, refuses, and one probe decides",
           "[gateway]") {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   CircuitBreaker breaker(3, absl::Seconds(60));
-  CHECK(breaker.Check(t0).ok());
+  const auto closed = [&](absl::Time t) {
+    const auto check = breaker.Check(t);
+    return check.ok() && *check == 0;
+  };
+  CHECK(closed(t0));
 
-  SECTION("3 consecutive failures open it for 60 s") {
+  SECTION("3 consecutive failures open it for 60 s; a good probe closes it") {
     breaker.Failure(t0);
     breaker.Failure(t0);
-    CHECK(breaker.Check(t0).ok());
+    CHECK(closed(t0));
     breaker.Failure(t0 + absl::Seconds(1));
     CHECK(breaker.open(t0 + absl::Seconds(1)));
-    const absl::Status refused = breaker.Check(t0 + absl::Seconds(30));
+    const absl::Status refused = breaker.Check(t0 + absl::Seconds(30)).status();
     CHECK(refused.code() == absl::StatusCode::kUnavailable);
     CHECK_THAT(std::string(refused.message()),
                Catch::Contains("circuit breaker is open"));
     CHECK_FALSE(breaker.Check(t0 + absl::Seconds(60.5)).ok());
-    // 60 s after opening it closes with the count reset.
-    CHECK(breaker.Check(t0 + absl::Seconds(61)).ok());
-    CHECK_FALSE(breaker.open(t0 + absl::Seconds(61)));
+    // After the open period one caller probes; the others wait for it.
+    const auto probe = breaker.Check(t0 + absl::Seconds(61));
+    REQUIRE(probe.ok());
+    CHECK(*probe != 0);
+    const auto other = breaker.Check(t0 + absl::Seconds(61));
+    REQUIRE_FALSE(other.ok());
+    CHECK_THAT(std::string(other.status().message()),
+               Catch::Contains("half-open"));
+    breaker.Success();
+    CHECK(closed(t0 + absl::Seconds(62)));
+    CHECK_FALSE(breaker.open(t0 + absl::Seconds(62)));
     breaker.Failure(t0 + absl::Seconds(62));
     breaker.Failure(t0 + absl::Seconds(62));
-    CHECK(breaker.Check(t0 + absl::Seconds(62)).ok());
+    CHECK(closed(t0 + absl::Seconds(62)));
+  }
+
+  SECTION("a failed probe opens it for another full period") {
+    for (int i = 0; i < 3; ++i) breaker.Failure(t0);
+    const auto probe = breaker.Check(t0 + absl::Seconds(60));
+    REQUIRE(probe.ok());
+    breaker.Failure(t0 + absl::Seconds(61));
+    CHECK_FALSE(breaker.Check(t0 + absl::Seconds(120)).ok());
+    CHECK(breaker.Check(t0 + absl::Seconds(121)).ok());
+  }
+
+  SECTION("a probe that ends undecided hands the probe on") {
+    for (int i = 0; i < 3; ++i) breaker.Failure(t0);
+    const auto probe = breaker.Check(t0 + absl::Seconds(60));
+    REQUIRE(probe.ok());
+    breaker.Release(*probe + 1);  // not the probe's token: nothing changes
+    CHECK_FALSE(breaker.Check(t0 + absl::Seconds(60)).ok());
+    breaker.Release(*probe);
+    const auto next = breaker.Check(t0 + absl::Seconds(60));
+    REQUIRE(next.ok());
+    CHECK(*next != 0);
+    CHECK(*next != *probe);
   }
 
   SECTION("a success resets the count") {
@@ -95,7 +129,7 @@ TEST_CASE("gateway: the circuit breaker opens, refuses, and closes",
     breaker.Success();
     breaker.Failure(t0);
     breaker.Failure(t0);
-    CHECK(breaker.Check(t0).ok());
+    CHECK(closed(t0));
     breaker.Failure(t0);
     CHECK_FALSE(breaker.Check(t0).ok());
   }
