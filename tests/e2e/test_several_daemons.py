@@ -43,29 +43,39 @@ def test_both_daemons_serve_one_run(start_daemon):
     single = run_cli(*annotate_args(a.address), timeout=120)
     assert single.returncode == 0, single.stderr
 
-    def avus(out):
-        return sorted(line for line in out.splitlines() if line.startswith("  "))
     assert avus(single.stdout) == avus(r.stdout)
 
 
+def inflight(daemon):
+    m = re.search(r"^mesa_anyjev_inflight_requests (\S+)$", daemon.metrics(), re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def avus(out):
+    return sorted(line for line in out.splitlines() if line.startswith("  "))
+
+
 def test_stopping_one_daemon_does_not_fail_the_run(start_daemon):
-    # Each model call takes 30 ms, so the run lasts a few seconds.
-    slow = ("--set", "model.fake_delay_s=0.03")
-    a = start_daemon(*slow, name="a")
-    b = start_daemon(*slow, name="b")
+    # Daemon a takes 3 s per model call, so once it holds a call the run
+    # cannot have finished: stopping it then is stopping it mid-run, however
+    # late this test looks (an event, not a race with the run's end).
+    stateless = ("--set", "decisions.prior=content_free")
+    a = start_daemon(*stateless, "--set", "model.fake_delay_s=3", name="a")
+    b = start_daemon(*stateless, name="b")
     proc = subprocess.Popen([str(Path(CLI).resolve()), *annotate_args(f"{a.address},{b.address}")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while decide_calls(a) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert decide_calls(a) >= 3, "daemon a never served"
+    while inflight(a) < 1:
+        assert proc.poll() is None, "the run ended without daemon a holding a call"
+        time.sleep(0.02)
     a.signal(signal.SIGTERM)
-    assert a.wait(timeout=60) == 0
-    served_by_b_before = decide_calls(b)
+    assert a.wait(timeout=60) == 0  # its call finished within the drain
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
     assert "proposals" in out
-    assert decide_calls(b) > served_by_b_before  # b carried the rest
+    # Nothing was lost: the run equals one against b alone.
+    single = run_cli(*annotate_args(b.address), timeout=120)
+    assert single.returncode == 0, single.stderr
+    assert avus(out) == avus(single.stdout) and avus(out)
 
 
 def test_a_bad_address_list_names_the_element():
