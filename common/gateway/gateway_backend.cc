@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/text/strict_json.h"
+#include "common/text/utf8.h"
 #include "common/util/secret.h"
 #include "nlohmann/json.hpp"
 
@@ -338,6 +339,29 @@ bool CircuitBreaker::open(absl::Time now) {
          (now - *opened_at_ < open_for_ || probe_ != 0);
 }
 
+absl::StatusOr<std::map<std::string, double>> ParseTopLogprobs(
+    std::string_view body) {
+  const auto json = text::ParseStrictJson(body, {});
+  if (json.ok()) {
+    try {
+      const nlohmann::json& first =
+          json->at("choices").at(0).at("logprobs").at("top_logprobs").at(0);
+      if (first.is_object()) {
+        std::map<std::string, double> top;
+        for (const auto& [key, value] : first.items()) {
+          if (value.is_number()) top[key] = value.get<double>();
+        }
+        return top;
+      }
+    } catch (const nlohmann::json::exception&) {
+      // refused below, like any other shape
+    }
+  }
+  return absl::InternalError(absl::StrCat(
+      "gateway answer has no choices[0].logprobs.top_logprobs[0]: ",
+      text::Printable(body, kBodyExcerpt)));
+}
+
 std::optional<double> LookupLabel(const std::map<std::string, double>& top,
                                   const std::string& decoded,
                                   const std::string& raw) {
@@ -545,38 +569,18 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
         return last;
       }
     } else {
-      // 2xx: parse choices[0].logprobs.top_logprobs[0].
-      const auto strict = text::ParseStrictJson(result.body, {});
-      const nlohmann::json json = strict.ok() ? *strict : nlohmann::json();
-      std::map<std::string, double> top;
-      bool parsed = false;
-      if (strict.ok()) {
-        try {
-          const nlohmann::json& first =
-              json.at("choices").at(0).at("logprobs").at("top_logprobs").at(0);
-          if (first.is_object()) {
-            for (const auto& [key, value] : first.items()) {
-              if (value.is_number()) top[key] = value.get<double>();
-            }
-            parsed = true;
-          }
-        } catch (const nlohmann::json::exception&) {
-          parsed = false;
-        }
-      }
-      if (!parsed) {
+      auto top = ParseTopLogprobs(result.body);
+      if (!top.ok()) {
         Observe("bad_response", took);
         Failure();
-        return absl::InternalError(absl::StrCat(
-            "gateway answer has no choices[0].logprobs.top_logprobs[0]: ",
-            result.body.substr(0, std::min(result.body.size(), kBodyExcerpt))));
+        return top.status();
       }
       Observe("ok", took);
       breaker_.Success();
       if (options_.observer != nullptr)
         options_.observer->OnGatewayBreaker(false);
       requests_.fetch_add(1);
-      return top;
+      return *std::move(top);
     }
 
     // Retryable: count the failure, wait (never past the deadline), again.

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -124,6 +125,12 @@ class CircuitBreaker {
   uint64_t probe_ = 0;   // the deciding probe's token, 0 when none
   uint64_t probes_ = 0;  // tokens handed out
 };
+
+// choices[0].logprobs.top_logprobs[0] of a /v1/completions answer (token
+// text -> logprob; entries that are not numbers are dropped), or INTERNAL
+// quoting the start of the body.
+absl::StatusOr<std::map<std::string, double>> ParseTopLogprobs(
+    std::string_view body);
 
 // A label's logprob in one top_logprobs map (token text -> logprob): under
 // its decoded text, else under its raw spelling ("ĠA"); nullopt = missing.
