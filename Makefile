@@ -62,3 +62,16 @@ bench-tokenizer: configure
 bench-engine: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target qwen3_dump mesa-anyjevd
 	@$(PYTHON) bench/bench_engine.py --dump $(BUILD_DIR)/tests/qwen3_dump $(BENCH_ARGS)
+
+# Not in CI: each libFuzzer target for FUZZ_SECONDS (300) under ASan and
+# UBSan, built with clang in $(FUZZ_DIR); prints executions and findings per
+# target (docs/reliability.md). CI replays the seed corpora instead.
+FUZZ_DIR     ?= build-fuzz
+FUZZ_SECONDS ?= 300
+.PHONY: fuzz
+fuzz: install
+	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESA_ANYJEV_FUZZ=ON \
+	  -DMESA_ANYJEV_WITH_TORCH=OFF -DMESA_ANYJEV_WERROR=OFF >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target mesa_anyjev_fuzz
+	@bash scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS)

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/status/status_macros.h"
+#include "common/text/py_text.h"
 #include "common/text/utf8.h"
 #include "common/util/hash.h"
 
@@ -24,128 +25,13 @@ namespace {
 
 using text::FakeTokenizer;
 
-// ---- UTF-8 helpers: Python works on code points, the prompt is bytes. ----
-
-// Decodes the code point at text[i] into *cp and returns its length, or 0 when
-// the bytes there are not valid UTF-8 (the caller then treats one raw byte).
-size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* cp) {
-  const auto b = [&](size_t k) {
-    return static_cast<unsigned char>(text[i + k]);
-  };
-  const unsigned char c = b(0);
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  size_t len = 0;
-  uint32_t value = 0;
-  uint32_t min = 0;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2;
-    value = c & 0x1F;
-    min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3;
-    value = c & 0x0F;
-    min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4;
-    value = c & 0x07;
-    min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + len > text.size()) {
-    return 0;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    if ((b(k) & 0xC0) != 0x80) {
-      return 0;
-    }
-    value = (value << 6) | (b(k) & 0x3F);
-  }
-  if (value < min || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF)) {
-    return 0;
-  }
-  *cp = value;
-  return len;
-}
-
-bool InRange(uint32_t cp, uint32_t lo, uint32_t hi) {
-  return cp >= lo && cp <= hi;
-}
-
-// Python's str.lower() for the scripts a state is likely to use. U+0130 is
-// the one code point that lowers to two ("i" + combining dot above).
-void AppendLower(uint32_t cp, std::string* out) {
-  const bool even = cp % 2 == 0;
-  uint32_t lower = cp;
-  if (InRange(cp, 'A', 'Z') || (InRange(cp, 0xC0, 0xDE) && cp != 0xD7)) {
-    lower = cp + 32;
-  } else if (cp == 0x130) {
-    text::AppendUtf8('i', out);
-    text::AppendUtf8(0x307, out);
-    return;
-  } else if (((InRange(cp, 0x100, 0x12F) || InRange(cp, 0x132, 0x137) ||
-               InRange(cp, 0x14A, 0x177)) &&
-              even) ||
-             ((InRange(cp, 0x139, 0x148) || InRange(cp, 0x179, 0x17E)) &&
-              !even)) {
-    lower = cp + 1;
-  } else if (cp == 0x178) {
-    lower = 0xFF;
-  } else if (InRange(cp, 0x391, 0x3AB) && cp != 0x3A2) {
-    lower = cp + 32;
-  } else if (cp == 0x386) {
-    lower = 0x3AC;
-  } else if (InRange(cp, 0x388, 0x38A)) {
-    lower = cp + 37;
-  } else if (cp == 0x38C) {
-    lower = 0x3CC;
-  } else if (cp == 0x38E || cp == 0x38F) {
-    lower = cp + 63;
-  } else if (InRange(cp, 0x400, 0x40F)) {
-    lower = cp + 80;
-  } else if (InRange(cp, 0x410, 0x42F)) {
-    lower = cp + 32;
-  } else if ((InRange(cp, 0x460, 0x481) || InRange(cp, 0x48A, 0x4BF)) && even) {
-    lower = cp + 1;
-  }
-  text::AppendUtf8(lower, out);
-}
-
-std::string PyLower(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  size_t i = 0;
-  while (i < text.size()) {
-    uint32_t cp = 0;
-    const size_t len = DecodeUtf8(text, i, &cp);
-    if (len == 0) {
-      out.push_back(text[i]);  // raw byte: nothing to lower
-      ++i;
-      continue;
-    }
-    AppendLower(cp, &out);
-    i += len;
-  }
-  return out;
-}
+// ---- Python works on code points, the prompt is bytes (text/py_text.h). --
 
 // Length of the code point at text[i] if it matches Python's `\s` (Unicode
 // whitespace), else 0.
 size_t WhitespaceAt(std::string_view text, size_t i) {
-  uint32_t cp = 0;
-  const size_t len = DecodeUtf8(text, i, &cp);
-  if (len == 0) {
-    return 0;
-  }
-  const bool space = InRange(cp, 0x09, 0x0D) || InRange(cp, 0x1C, 0x20) ||
-                     cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-                     InRange(cp, 0x2000, 0x200A) || cp == 0x2028 ||
-                     cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-                     cp == 0x3000;
-  return space ? len : 0;
+  size_t next = i;
+  return text::PyIsSpace(text::DecodeAt(text, &next)) ? next - i : 0;
 }
 
 // Length of the line break at text[i] as Python's str.splitlines() sees it
@@ -159,9 +45,9 @@ size_t LineBreakAt(std::string_view text, size_t i) {
       (c >= '\x1c' && c <= '\x1e')) {
     return 1;
   }
-  uint32_t cp = 0;
-  const size_t len = DecodeUtf8(text, i, &cp);
-  return (len > 1 && (cp == 0x85 || cp == 0x2028 || cp == 0x2029)) ? len : 0;
+  size_t next = i;
+  const char32_t cp = text::DecodeAt(text, &next);
+  return (cp == 0x85 || cp == 0x2028 || cp == 0x2029) ? next - i : 0;
 }
 
 // Lines of `text`, with the tokenizer's special tokens also ending a line.
@@ -372,7 +258,7 @@ bool IsContentFreeProbe(std::string_view state) {
 }
 
 double DefaultFakeContent(std::string_view state, std::string_view option) {
-  const std::string s = PyLower(state);
+  const std::string s = text::PyLower(state);
   const double jitter =
       (util::HashUnit(std::string(state) + "|" + std::string(option)) - 0.5) *
       0.4;
@@ -406,7 +292,7 @@ double DefaultFakeContent(std::string_view state, std::string_view option) {
   }
   std::string_view head = option.substr(0, option.find(':'));
   head = head.substr(0, head.find(' '));
-  const std::string lower_head = PyLower(head);
+  const std::string lower_head = text::PyLower(head);
   const bool hit =
       !lower_head.empty() && s.find(lower_head) != std::string::npos;
   return (hit ? 1.0 : 0.0) + jitter;

@@ -4,8 +4,8 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
-#include "client/cards/py_text.h"
 #include "client/cards/registry.h"
+#include "common/text/py_text.h"
 #include "common/text/utf8.h"
 
 namespace mesa_anyjev::cards {
@@ -66,11 +66,11 @@ std::string LabelToSnake(std::string_view label) {
   while (pos < label.size()) {
     const size_t at = pos;
     const char32_t cp = text::NextCodePoint(label, &pos);
-    if (IsAsciiAlnum(cp) || PyIsSpace(cp))
+    if (IsAsciiAlnum(cp) || text::PyIsSpace(cp))
       kept.append(label.substr(at, pos - at));
   }
   std::string snake;
-  for (const std::string_view word : PySplitWhitespace(kept)) {
+  for (const std::string_view word : text::PySplitWhitespace(kept)) {
     if (!snake.empty()) snake.push_back('_');
     for (const char c : word) {
       snake.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c);
@@ -87,13 +87,13 @@ absl::StatusOr<Avu> BuildAvu(const Candidate& candidate,
         "label '", candidate.label, "' does not snake-case to a key"));
   }
   // ontology_annotations_to_avus: blank keys or values build nothing.
-  const std::string_view stripped = PyStrip(value);
+  const std::string_view stripped = text::PyStrip(value);
   if (stripped.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("could not build an AVU for ", candidate.curie,
                      " with value '", std::string(value), "'"));
   }
-  return Avu{absl::StrCat(PyLower(candidate.ontology_id), ".", key),
+  return Avu{absl::StrCat(text::PyLower(candidate.ontology_id), ".", key),
              std::string(stripped), candidate.curie};
 }
 
@@ -130,7 +130,7 @@ std::optional<std::string> TopProfileValue(std::string_view profile) {
   const size_t top = profile.find("top:");
   if (top == std::string_view::npos) return std::nullopt;
   std::string_view first = profile.substr(top + 4);
-  first = PyStrip(first.substr(0, first.find(',')));
+  first = text::PyStrip(first.substr(0, first.find(',')));
   if (const size_t paren = first.rfind(" ("); paren != std::string_view::npos) {
     first = first.substr(0, paren);
   }
@@ -139,7 +139,7 @@ std::optional<std::string> TopProfileValue(std::string_view profile) {
 }
 
 std::optional<Candidate> UnitCandidate(std::string_view unit) {
-  const std::string name = PyLower(PyStrip(unit));
+  const std::string name = text::PyLower(text::PyStrip(unit));
   if (name.empty()) return std::nullopt;
   for (const UnitRow& row : kUnitTable) {
     const bool match =

@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "client/cards/py_text.h"
 #include "client/cards/registry.h"
 #include "common/status/status_macros.h"
+#include "common/text/py_text.h"
 #include "common/text/strict_json.h"
 #include "common/text/utf8.h"
 
@@ -111,14 +111,14 @@ ParseSearch(const Json& value, const std::string& path, bool with_ontology) {
   std::string ontology_id;
   if (with_ontology) {
     ASSIGN_OR_RETURN(ontology_id, RequiredString(value, path, "ontology_id"));
-    if (!Entry(ontology_id).ok() || PyLower(ontology_id) != ontology_id) {
+    if (!Entry(ontology_id).ok() || text::PyLower(ontology_id) != ontology_id) {
       return Bad(path + ".ontology_id",
                  absl::StrCat("'", ontology_id,
                               "' is not a registry id (lower case)"));
     }
   }
   ASSIGN_OR_RETURN(std::string query, RequiredString(value, path, "query"));
-  if (PyStrip(query) != query || query.empty()) {
+  if (text::PyStrip(query) != query || query.empty()) {
     return Bad(path + ".query", "must be non-empty and stripped");
   }
   RecordedSearch search;
@@ -144,7 +144,7 @@ nlohmann::ordered_json Candidate::AsState() const {
   state["curie"] = curie;
   state["ontology_id"] = ontology_id;
   state["description"] =
-      std::string(CodePointPrefix(description, kMaxDescription));
+      std::string(text::CodePointPrefix(description, kMaxDescription));
   nlohmann::ordered_json kept = nlohmann::ordered_json::array();
   for (size_t i = 0; i < synonyms.size() && i < kMaxSynonyms; ++i) {
     kept.push_back(synonyms[i]);
@@ -171,8 +171,8 @@ std::vector<Candidate> FilterHits(const std::vector<RecordedHit>& hits,
     const RecordedHit& hit = hits[i];
     const bool keep =
         !hit.curie.empty() && !hit.iri.empty() && !hit.label.empty() &&
-        PyLower(PrefixOf(hit.curie)) == ontology_id && !hit.is_root &&
-        PyLower(hit.label).rfind("obsolete", 0) != 0 &&
+        text::PyLower(PrefixOf(hit.curie)) == ontology_id && !hit.is_root &&
+        text::PyLower(hit.label).rfind("obsolete", 0) != 0 &&
         seen.insert(hit.curie).second;
     if (!keep) {
       dropped->push_back(hit.curie);
@@ -253,7 +253,7 @@ SearchResult CandidateSource::Search(const std::vector<std::string>& queries,
   std::set<std::string> merged_curies;
   size_t taken = 0;
   for (const std::string& raw_query : queries) {
-    const std::string query(PyStrip(raw_query));
+    const std::string query(text::PyStrip(raw_query));
     if (query.empty()) continue;
     if (taken++ == kQueriesPerSearch) break;
     const auto it =
@@ -321,7 +321,7 @@ absl::StatusOr<std::vector<Candidate>> CandidateSource::Children(
   const std::vector<RecordedHit> hits(
       all.begin(), all.begin() + std::min<size_t>(all.size(), kChildrenSize));
   std::vector<std::string> dropped;
-  return FilterHits(hits, PyLower(PrefixOf(curie)),
+  return FilterHits(hits, text::PyLower(PrefixOf(curie)),
                     absl::StrCat("children:", IriFor(curie)), &dropped);
 }
 

@@ -1,5 +1,5 @@
 // Card parsing (see card.h). The patterns are the reference's, on PCRE2 with
-// Python's \s spelled out (kPySpaceClass) and \d as Unicode Nd, as `re`
+// Python's \s spelled out (text::kPySpaceClass) and \d as Unicode Nd, as `re`
 // reads them on str patterns.
 #include "client/cards/card.h"
 
@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "client/cards/py_text.h"
+#include "common/text/py_text.h"
 #include "common/text/utf8.h"
 #include "common/util/hash.h"
 
@@ -26,9 +26,9 @@ class Pattern {
  public:
   explicit Pattern(std::string_view python_pattern) {
     const std::string space =
-        absl::StrCat("[", std::string(kPySpaceClass), "]");
+        absl::StrCat("[", std::string(text::kPySpaceClass), "]");
     const std::string non_space =
-        absl::StrCat("[^", std::string(kPySpaceClass), "]");
+        absl::StrCat("[^", std::string(text::kPySpaceClass), "]");
     const std::string pattern = absl::StrReplaceAll(
         std::string(python_pattern), {{"\\s", space}, {"\\S", non_space}});
     int error = 0;
@@ -91,7 +91,7 @@ const Pattern& ColumnPattern() {
 }
 
 std::string Stripped(std::string_view text) {
-  return std::string(PyStrip(text));
+  return std::string(text::PyStrip(text));
 }
 
 bool StartsWith(std::string_view text, std::string_view prefix) {
@@ -126,8 +126,8 @@ absl::StatusOr<DatasetCard> ParseCard(std::string_view text) {
   DatasetCard card;
   card.sha256 = util::Sha256Hex(text);
   std::vector<std::string_view> g;
-  for (const std::string_view raw : PySplitLines(text)) {
-    const std::string_view line = PyStrip(raw);
+  for (const std::string_view raw : text::PySplitLines(text)) {
+    const std::string_view line = text::PyStrip(raw);
     if (line.empty()) continue;
     if (HeaderPattern().Find(line, 0, &g)) {
       card.product_code = std::string(g[1]);
@@ -145,7 +145,7 @@ absl::StatusOr<DatasetCard> ParseCard(std::string_view text) {
         start = static_cast<size_t>(g[0].data() + g[0].size() - line.data());
       }
     } else if (RowsPattern().Find(line, 0, &g)) {
-      if (!PyDecimalToInt64(g[1], &card.rows)) {
+      if (!text::PyDecimalToInt64(g[1], &card.rows)) {
         return absl::InvalidArgumentError(
             absl::StrCat("dataset card rows: ", std::string(g[1]),
                          " is beyond the limit of int64"));
@@ -182,7 +182,7 @@ absl::StatusOr<DatasetCard> ReadCard(const std::string& path) {
 }
 
 bool IsIdentifier(const ColumnInfo& column) {
-  const std::string name = PyLower(column.name);
+  const std::string name = text::PyLower(column.name);
   if (name == "uid" || name == "remarks" || name == "publicationdate" ||
       name == "release") {
     return true;
@@ -193,9 +193,9 @@ bool IsIdentifier(const ColumnInfo& column) {
       if (EndsWith(name, suffix)) return true;
     }
   }
-  const std::string dtype = PyLower(column.dtype);
+  const std::string dtype = text::PyLower(column.dtype);
   if (dtype == "datetime" || dtype == "date") return true;
-  const std::string profile = PyLower(column.profile);
+  const std::string profile = text::PyLower(column.profile);
   return StartsWith(profile, "all blank") ||
          profile.find("not profiled") != std::string::npos;
 }

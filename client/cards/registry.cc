@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "client/cards/py_text.h"
 #include "client/questions/question_set.h"
+#include "common/text/py_text.h"
 
 namespace mesa_anyjev::cards {
 
@@ -76,7 +76,7 @@ std::vector<std::string> RegistryIds() {
 }
 
 absl::StatusOr<const OntologyEntry*> Entry(std::string_view id) {
-  const std::string wanted = PyLower(id);
+  const std::string wanted = text::PyLower(id);
   for (const OntologyEntry& entry : OntologyRegistry()) {
     if (entry.id == wanted) return &entry;
   }
@@ -88,11 +88,11 @@ std::string PrefixOf(std::string_view curie) {
   const size_t colon = curie.find(':');
   if (colon == std::string_view::npos) return "";
   const std::string_view prefix = curie.substr(0, colon);
-  const std::string lowered = PyLower(prefix);
+  const std::string lowered = text::PyLower(prefix);
   for (const OntologyEntry& entry : OntologyRegistry()) {
-    if (PyLower(entry.prefix) == lowered) return entry.prefix;
+    if (text::PyLower(entry.prefix) == lowered) return entry.prefix;
   }
-  return PyUpper(prefix);
+  return text::PyUpper(prefix);
 }
 
 std::vector<std::string> AllowedForAspect(std::string_view aspect) {

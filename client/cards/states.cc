@@ -5,15 +5,15 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "client/cards/py_text.h"
 #include "common/decision/py_json.h"
+#include "common/text/py_text.h"
 #include "common/util/hash.h"
 
 namespace mesa_anyjev::cards {
 namespace {
 
 std::string Cut(std::string_view text, size_t limit) {
-  return std::string(CodePointPrefix(text, limit));
+  return std::string(text::CodePointPrefix(text, limit));
 }
 
 State SiteDict(const SiteInfo& site) {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "client/cards/card.h"
-#include "client/cards/py_text.h"
 #include "client/cards/registry.h"
+#include "common/text/py_text.h"
 
 namespace mesa_anyjev::cards {
 namespace {
@@ -93,9 +93,9 @@ std::string SplitCamel(std::string_view name) {
     spaced.push_back(name[i]);
   }
   std::string joined;
-  for (const std::string_view word : PySplitWhitespace(spaced)) {
+  for (const std::string_view word : text::PySplitWhitespace(spaced)) {
     if (!joined.empty()) joined.push_back(' ');
-    joined.append(PyLower(word));
+    joined.append(text::PyLower(word));
   }
   return joined;
 }
@@ -109,9 +109,9 @@ std::vector<std::string> QueriesForColumn(const ColumnInfo& column) {
   const std::string_view head =
       description.substr(0, description.find_first_of(";.("));
   const std::string description_query(
-      CodePointPrefix(PyStrip(head), kMaxDescriptionQuery));
+      text::CodePointPrefix(text::PyStrip(head), kMaxDescriptionQuery));
   if (!description_query.empty() &&
-      PyLower(description_query) != PyLower(name_query)) {
+      text::PyLower(description_query) != text::PyLower(name_query)) {
     queries.push_back(description_query);
   }
   if (!column.unit.empty()) queries.push_back(column.unit);
@@ -120,15 +120,16 @@ std::vector<std::string> QueriesForColumn(const ColumnInfo& column) {
 }
 
 std::vector<std::string> HabitatQueries(const SiteInfo& site) {
-  const std::string habitat = PyLower(site.habitat);
+  const std::string habitat = text::PyLower(site.habitat);
   std::vector<std::string> queries = Lookup(HabitatTable(), habitat);
   if (queries.empty()) queries.push_back(absl::StrCat(habitat, " biome"));
   return queries;
 }
 
 std::vector<std::string> TaxonQueries(const DatasetCard& card) {
-  return Lookup(ProductTaxa(), PyLower(absl::StrCat(card.product_title, " ",
-                                                    card.product_description)));
+  return Lookup(ProductTaxa(),
+                text::PyLower(absl::StrCat(card.product_title, " ",
+                                           card.product_description)));
 }
 
 nlohmann::ordered_json StaticPlan::ToJson() const {

@@ -12,12 +12,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/backends/provider.h"
-#include "client/cards/py_text.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/policy/decision_record.h"
 #include "client/questions/question_set.h"
 #include "common/decision/py_json.h"
+#include "common/text/py_text.h"
 #include "common/text/strict_json.h"
 #include "common/util/files.h"
 
@@ -160,8 +160,8 @@ absl::Status LoadState(const DecideCommandOptions& options, std::string* text,
 
 // At most `n` code points for a table cell, never cutting a UTF-8 sequence.
 std::string Shortened(const std::string& text, size_t n) {
-  if (cards::CodePointPrefix(text, n).size() == text.size()) return text;
-  return std::string(cards::CodePointPrefix(text, n - 3)) + "...";
+  if (text::CodePointPrefix(text, n).size() == text.size()) return text;
+  return std::string(text::CodePointPrefix(text, n - 3)) + "...";
 }
 
 std::string ProbsText(const policy::DecisionRecord& record) {

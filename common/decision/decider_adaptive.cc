@@ -139,7 +139,9 @@ absl::StatusOr<std::vector<Decision>> Decider::RunAdaptiveChoice(
   } else {
     std::iota(order.begin(), order.end(), 0);
   }
-  auto [threshold, stat] = StopRule(question, eff);
+  auto rule = StopRule(question, eff);  // named: a lambda captures them
+  std::optional<double> threshold = rule.first;
+  const StopStat stat = rule.second;
   int wave = std::max(1, options_.adaptive_wave);
   std::vector<std::vector<std::pair<double, int>>> trace(n);
   if (record != nullptr) {

@@ -119,6 +119,29 @@ char32_t PrevCodePoint(std::string_view text, size_t* pos) {
   return NextCodePoint(text, &next);
 }
 
+char32_t DecodeAt(std::string_view text, size_t* pos) {
+  if (SequenceLength(text, *pos) == 0) {
+    return kRawByte + static_cast<unsigned char>(text[(*pos)++]);
+  }
+  return NextCodePoint(text, pos);
+}
+
+char32_t DecodeBefore(std::string_view text, size_t* pos) {
+  const size_t end = *pos;
+  size_t start = end - 1;
+  while (start > 0 && end - start < 4 &&
+         (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) {
+    --start;
+  }
+  if (SequenceLength(text, start) == end - start) {
+    *pos = start;
+    size_t next = start;
+    return NextCodePoint(text, &next);
+  }
+  *pos = end - 1;
+  return kRawByte + static_cast<unsigned char>(text[end - 1]);
+}
+
 void AppendUtf8(char32_t cp, std::string* out) {
   if (cp < 0x80) {
     out->push_back(static_cast<char>(cp));

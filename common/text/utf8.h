@@ -34,6 +34,14 @@ char32_t NextCodePoint(std::string_view text, size_t* pos);
 // its first byte. Same preconditions as NextCodePoint, and `*pos` > 0.
 char32_t PrevCodePoint(std::string_view text, size_t* pos);
 
+// Safe on any bytes: the code point at `text[*pos]` (advancing past it), or
+// kRawByte + the byte when no well-formed sequence starts there (advancing
+// one byte). Raw bytes are above U+10FFFF, so no character class holds them.
+inline constexpr char32_t kRawByte = 0x110000;
+char32_t DecodeAt(std::string_view text, size_t* pos);
+// The same backwards: what ends just before `text[*pos]` (*pos > 0).
+char32_t DecodeBefore(std::string_view text, size_t* pos);
+
 // Appends the UTF-8 encoding of `cp` (a scalar value) to `out`.
 void AppendUtf8(char32_t cp, std::string* out);
 

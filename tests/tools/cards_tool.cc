@@ -38,10 +38,10 @@
 #include "client/cards/avu.h"
 #include "client/cards/candidates.h"
 #include "client/cards/card.h"
-#include "client/cards/py_text.h"
 #include "client/cards/registry.h"
 #include "client/cards/states.h"
 #include "client/cards/static_rules.h"
+#include "common/text/py_text.h"
 
 namespace mesa_anyjev::cards {
 namespace {
@@ -202,11 +202,11 @@ absl::StatusOr<Json> RunOp(const absl::StatusOr<DatasetCard>& card,
   if (name == "top_profile_value") return Optional(TopProfileValue(arg));
   if (name == "prefix_of") return Json(PrefixOf(arg));
   if (name == "iri_for") return Json(IriFor(arg));
-  if (name == "py_lower") return Json(PyLower(arg));
-  if (name == "py_strip") return Json(std::string(PyStrip(arg)));
+  if (name == "py_lower") return Json(text::PyLower(arg));
+  if (name == "py_strip") return Json(std::string(text::PyStrip(arg)));
   if (name == "py_splitlines") {
     Json lines = Json::array();
-    for (const auto line : PySplitLines(arg)) lines.push_back(line);
+    for (const auto line : text::PySplitLines(arg)) lines.push_back(line);
     return lines;
   }
   if (name == "unit_candidate") {

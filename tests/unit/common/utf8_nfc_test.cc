@@ -1,11 +1,13 @@
 // Tests for the tokenizer's UTF-8 and NFC helpers: the lossy conversion
 // matches Python's errors="replace" (and Rust's from_utf8_lossy), and the NFC
 // quick check never calls a text stable that NFC would change.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "common/text/nfc.h"
+#include "common/text/py_text.h"
 #include "common/text/utf8.h"
 #include "utf8proc.h"
 
@@ -106,6 +108,26 @@ TEST_CASE("The NFC quick check is safe for every code point", "[nfc]") {
                             << static_cast<uint32_t>(cp) << " not flagged");
     }
   }
+}
+
+TEST_CASE("DecodeAt and DecodeBefore are safe on any bytes", "[utf8]") {
+  // A lead byte at the very end, a lone continuation, an overlong form.
+  const std::string text = "a\xC3\xA9\x80\xC0\xAF\xF0";
+  std::vector<char32_t> forward;
+  for (size_t pos = 0; pos < text.size();)
+    forward.push_back(DecodeAt(text, &pos));
+  CHECK(forward == std::vector<char32_t>{U'a', 0xE9, kRawByte + 0x80,
+                                         kRawByte + 0xC0, kRawByte + 0xAF,
+                                         kRawByte + 0xF0});
+  std::vector<char32_t> backward;
+  for (size_t pos = text.size(); pos > 0;) {
+    backward.push_back(DecodeBefore(text, &pos));
+  }
+  std::reverse(backward.begin(), backward.end());
+  CHECK(backward == forward);
+  // Python's lower() on the valid part; the raw bytes pass through.
+  CHECK(PyLower("\xC3\x89T\xFF\xC4\xB0") == "\xC3\xA9t\xFFi\xCC\x87");
+  CHECK(PyStrip(" \xFF ") == "\xFF");
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "client/cards/py_text.h"
+#include "common/text/py_text.h"
 #include "common/util/hash.h"
 #include "tests/unit/temp_dir.h"
 
@@ -160,11 +160,12 @@ TEST_CASE("ReadCard applies universal newlines before hashing", "[cards]") {
 }
 
 TEST_CASE("Python str helpers", "[cards]") {
-  CHECK(PyStrip("\x1c \xC2\xA0x y\xE3\x80\x80\t") == "x y");
-  CHECK(PyLower("\xC4\xB0") == "i\xCC\x87");
-  CHECK(PyLower("\xCE\xA3\xCE\x91\xCE\xA3") == "\xCF\x83\xCE\xB1\xCF\x82");
-  CHECK(CodePointPrefix("\xC3\xA9t\xC3\xA9", 2) == "\xC3\xA9t");
-  const auto lines = PySplitLines(
+  CHECK(text::PyStrip("\x1c \xC2\xA0x y\xE3\x80\x80\t") == "x y");
+  CHECK(text::PyLower("\xC4\xB0") == "i\xCC\x87");
+  CHECK(text::PyLower("\xCE\xA3\xCE\x91\xCE\xA3") ==
+        "\xCF\x83\xCE\xB1\xCF\x82");
+  CHECK(text::CodePointPrefix("\xC3\xA9t\xC3\xA9", 2) == "\xC3\xA9t");
+  const auto lines = text::PySplitLines(
       "a\r\nb\rc\x0b"
       "d\xE2\x80\xA8"
       "e\n");

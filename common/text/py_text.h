@@ -1,7 +1,9 @@
-// Python str semantics the card code depends on: the reference parses cards
-// and builds question states with str.strip/splitlines/lower/upper, slices by
+// The one place for Python str semantics: the reference parses cards and
+// builds question states with str.strip/splitlines/lower/upper, slices by
 // code point and matches with `re`, and those strings end up in question
-// states and so in keys. These helpers reproduce CPython 3.11 on valid UTF-8.
+// states and so in keys; the fake model reads prompts the same way. These
+// helpers reproduce CPython 3.11 on valid UTF-8; a byte that is not part of
+// valid UTF-8 passes through unchanged (it is no character to map).
 #pragma once
 
 #include <cstddef>
@@ -9,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace mesa_anyjev::cards {
+namespace mesa_anyjev::text {
 
 // str.isspace() for one code point: U+0009-000D, U+001C-001F, U+0020,
 // U+0085, U+00A0, U+1680, U+2000-200A, U+2028, U+2029, U+202F, U+205F,
@@ -49,4 +51,4 @@ std::string_view CodePointPrefix(std::string_view text, size_t n);
 // overflow of int64.
 bool PyDecimalToInt64(std::string_view digits, long long* out);
 
-}  // namespace mesa_anyjev::cards
+}  // namespace mesa_anyjev::text

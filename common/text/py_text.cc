@@ -1,17 +1,22 @@
 // Python str semantics (see py_text.h).
-#include "client/cards/py_text.h"
+#include "common/text/py_text.h"
 
 #include <limits>
 
 #include "common/text/utf8.h"
 #include "utf8proc.h"
 
-namespace mesa_anyjev::cards {
+namespace mesa_anyjev::text {
 namespace {
 
-using text::AppendUtf8;
-using text::NextCodePoint;
-using text::PrevCodePoint;
+// Appends `cp`, or the raw byte it stands for (see DecodeAt).
+void Append(char32_t cp, std::string* out) {
+  if (cp >= kRawByte) {
+    out->push_back(static_cast<char>(cp - kRawByte));
+  } else {
+    AppendUtf8(cp, out);
+  }
+}
 
 bool IsCased(char32_t cp) {
   const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
@@ -55,7 +60,7 @@ bool IsFinalSigma(std::string_view text, size_t start, size_t end) {
   size_t pos = start;
   bool cased_before = false;
   while (pos > 0) {
-    const char32_t cp = PrevCodePoint(text, &pos);
+    const char32_t cp = DecodeBefore(text, &pos);
     if (!IsCaseIgnorable(cp)) {
       cased_before = IsCased(cp);
       break;
@@ -64,7 +69,7 @@ bool IsFinalSigma(std::string_view text, size_t start, size_t end) {
   if (!cased_before) return false;
   pos = end;
   while (pos < text.size()) {
-    const char32_t cp = NextCodePoint(text, &pos);
+    const char32_t cp = DecodeAt(text, &pos);
     if (!IsCaseIgnorable(cp)) return !IsCased(cp);
   }
   return true;
@@ -83,13 +88,13 @@ std::string_view PyStrip(std::string_view text) {
   size_t begin = 0;
   while (begin < text.size()) {
     size_t next = begin;
-    if (!PyIsSpace(NextCodePoint(text, &next))) break;
+    if (!PyIsSpace(DecodeAt(text, &next))) break;
     begin = next;
   }
   size_t end = text.size();
   while (end > begin) {
     size_t prev = end;
-    if (!PyIsSpace(PrevCodePoint(text, &prev))) break;
+    if (!PyIsSpace(DecodeBefore(text, &prev))) break;
     end = prev;
   }
   return text.substr(begin, end - begin);
@@ -101,7 +106,7 @@ std::vector<std::string_view> PySplitWhitespace(std::string_view text) {
   size_t word_start = std::string_view::npos;
   while (pos < text.size()) {
     const size_t at = pos;
-    const bool space = PyIsSpace(NextCodePoint(text, &pos));
+    const bool space = PyIsSpace(DecodeAt(text, &pos));
     if (space && word_start != std::string_view::npos) {
       words.push_back(text.substr(word_start, at - word_start));
       word_start = std::string_view::npos;
@@ -121,7 +126,7 @@ std::vector<std::string_view> PySplitLines(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
     const size_t at = pos;
-    const char32_t cp = NextCodePoint(text, &pos);
+    const char32_t cp = DecodeAt(text, &pos);
     const bool line_break = cp == U'\n' || cp == U'\r' || cp == 0x0B ||
                             cp == 0x0C || (cp >= 0x1C && cp <= 0x1E) ||
                             cp == 0x85 || cp == 0x2028 || cp == 0x2029;
@@ -140,13 +145,15 @@ std::string PyLower(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
     const size_t at = pos;
-    const char32_t cp = NextCodePoint(text, &pos);
+    const char32_t cp = DecodeAt(text, &pos);
     if (cp < 0x80) {
       out.push_back(static_cast<char>(cp >= 'A' && cp <= 'Z' ? cp + 32 : cp));
     } else if (cp == 0x0130) {
       out.append("i\xCC\x87");
     } else if (cp == 0x03A3) {
       AppendUtf8(IsFinalSigma(text, at, pos) ? 0x03C2 : 0x03C3, &out);
+    } else if (cp >= kRawByte) {
+      Append(cp, &out);
     } else {
       AppendUtf8(static_cast<char32_t>(
                      utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))),
@@ -161,10 +168,11 @@ std::string PyUpper(std::string_view text) {
   out.reserve(text.size());
   size_t pos = 0;
   while (pos < text.size()) {
-    const char32_t cp = NextCodePoint(text, &pos);
-    AppendUtf8(static_cast<char32_t>(
-                   utf8proc_toupper(static_cast<utf8proc_int32_t>(cp))),
-               &out);
+    const char32_t cp = DecodeAt(text, &pos);
+    Append(cp >= kRawByte ? cp
+                          : static_cast<char32_t>(utf8proc_toupper(
+                                static_cast<utf8proc_int32_t>(cp))),
+           &out);
   }
   return out;
 }
@@ -172,7 +180,7 @@ std::string PyUpper(std::string_view text) {
 std::string_view CodePointPrefix(std::string_view text, size_t n) {
   size_t pos = 0;
   for (size_t i = 0; i < n && pos < text.size(); ++i) {
-    NextCodePoint(text, &pos);
+    DecodeAt(text, &pos);
   }
   return text.substr(0, pos);
 }
@@ -181,7 +189,8 @@ bool PyDecimalToInt64(std::string_view digits, long long* out) {
   long long value = 0;
   size_t pos = 0;
   while (pos < digits.size()) {
-    char32_t cp = NextCodePoint(digits, &pos);
+    char32_t cp = DecodeAt(digits, &pos);
+    if (cp >= kRawByte) return false;
     // Unicode encodes each decimal digit set (category Nd) as ten
     // consecutive code points 0..9, with sets that touch laid end to end; the
     // distance to the run's start, mod 10, is the digit's value.
@@ -201,4 +210,4 @@ bool PyDecimalToInt64(std::string_view digits, long long* out) {
   return true;
 }
 
-}  // namespace mesa_anyjev::cards
+}  // namespace mesa_anyjev::text
