@@ -6,7 +6,7 @@ PYTHON    := $(VENV)/bin/python
 JOBS      ?= $(shell nproc)
 CMAKE_BUILD_TYPE ?= Release
 
-.PHONY: all install configure build test demo where lint format clean
+.PHONY: all install configure build test test-asan demo where lint format clean
 
 all: build
 
@@ -28,6 +28,27 @@ build: configure
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The same code under ASan and UBSan (gcc) in $(ASAN_DIR): the unit tests,
+# the fuzz seed replays, the end-to-end suites on the fake model that take
+# hostile input, and one tiny-Qwen3 suite (docs/reliability.md says what
+# runs and why). Leak checks are off: gRPC and libtorch keep static state
+# alive at exit by design; growth is what the soak test measures.
+ASAN_DIR   ?= build-asan
+ASAN_TESTS ?= ^(unit: |fuzz replay: |e2e: test_(errors|hardening|decisions|inference|lifecycle|bundles_served|metrics|qwen3_served)$$)
+FUZZ_REPLAYS := $(addprefix fuzz_,$(addsuffix _replay,strict_json rpc_requests artifacts safetensors tokenizer_json tokenizer_text config_yaml labels gateway_response))
+test-asan: install
+	@TORCH_PREFIX=$$($(PYTHON) -c 'import torch; print(torch.utils.cmake_prefix_path)') && \
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" \
+	  -DCMAKE_CUDA_COMPILER=$${CUDACXX:-/usr/local/cuda/bin/nvcc} \
+	  -DMESA_ANYJEV_PYTHON=$(PYTHON) -DMESA_ANYJEV_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_DIR) -j $(JOBS) --target unit_tests mesa-anyjevd \
+	  mesa-anyjev bundle_writer qwen3_dump $(FUZZ_REPLAYS)
+	@cd $(ASAN_DIR) && \
+	  ASAN_OPTIONS=detect_leaks=0:alloc_dealloc_mismatch=0:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
 
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)

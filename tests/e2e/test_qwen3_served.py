@@ -124,3 +124,30 @@ def test_a_call_stopped_between_passes_releases_the_kv_pool(start_daemon, checkp
     # engine thread, so the pool holds nothing for them any more.
     assert len(daemon.stub.Logprobs(small, timeout=120).groups) == 1
     assert pool_in_use(daemon) == 0
+
+
+def test_a_head_past_the_last_block_is_refused_not_run(start_daemon, checkpoint):
+    # The case: layer_abs 99 on a 3-block model used to load and
+    # then fail every L2 Decide with a libtorch stack trace.
+    from conftest import dpb
+    daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3")
+    q = dpb.Question(kind="choice", text=b"What is it about?",
+                     options=[b"genes", b"proteins", b"cells", b"viruses"])
+    texts = [f"A table about {t}, item {i}" for i in range(8)
+             for t in ("genes", "proteins", "cells", "viruses")]
+    fit = daemon.decisions.Fit(dpb.FitRequest(
+        question=q, states=[dpb.State(text=t.encode()) for t in texts],
+        labels=[i % 4 for i in range(len(texts))], level="L2", dry_run=True), timeout=300)
+    file = json.loads(fit.artifacts_json)
+    (key, head), = file["heads"].items()
+    assert head["layer_abs"] <= 3
+    head["layer_abs"] = 99
+    with pytest.raises(Exception) as err:
+        daemon.decisions.LoadArtifacts(dpb.LoadArtifactsRequest(
+            artifacts_json=json.dumps(file).encode()), timeout=30)
+    assert err.value.code().name == "INVALID_ARGUMENT", err.value.details()
+    assert "layer_abs" in err.value.details() and "n_layers=3" in err.value.details()
+    # Through the decider's own path too: nothing reached the forward.
+    reply = daemon.decisions.Decide(dpb.DecideRequest(
+        states=[dpb.State(text=b"A table about cells")], questions=[q], level="L0"), timeout=120)
+    assert reply.decisions[0].level == "L0"
