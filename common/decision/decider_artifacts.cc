@@ -248,8 +248,12 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
     }
     if (file.contains("adaptation") && file["adaptation"].is_object()) {
       for (const auto& [key, st] : file["adaptation"].items()) {
-        auto sum = DecodeArray(st["sum"]);
-        auto sumsq = DecodeArray(st["sumsq"]);
+        // operator[] on a const value must not meet a missing key.
+        const auto field = [&st](const char* name) {
+          return st.is_object() && st.contains(name) ? st.at(name) : Json();
+        };
+        auto sum = DecodeArray(field("sum"));
+        auto sumsq = DecodeArray(field("sumsq"));
         if (!sum.ok() || !sumsq.ok() ||
             sum->values.size() != sumsq->values.size()) {
           return absl::InvalidArgumentError(
