@@ -83,6 +83,21 @@ def test_broken_checkpoint_is_refused_at_start(tmp_path, checkpoint):
     assert "model.safetensors" in out.stderr
 
 
+def test_a_libtorch_error_while_loading_is_one_line_not_an_abort(tmp_path, checkpoint):
+    # A 1 TB KV pool: libtorch's allocator throws while loading; the daemon
+    # exits 1 with one line saying what failed and what to check.
+    import subprocess
+    from conftest import DAEMON
+    out = subprocess.run([DAEMON, "--model", str(checkpoint), "--listen", "127.0.0.1:0",
+                          "--metrics-listen", "", "--set", "engine.kv_pool_bytes=1000000000000"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    lines = [line for line in out.stderr.splitlines() if "loading the model on cpu" in line]
+    assert len(lines) == 1, out.stderr
+    assert "allocate" in lines[0] and "check model.device" in lines[0], lines[0]
+    assert "Exception raised from" not in out.stderr and "frame #" not in out.stderr
+
+
 def pool_in_use(daemon):
     for line in daemon.metrics().splitlines():
         if line.startswith('mesa_anyjev_kv_pool_blocks{state="in_use"}'):
