@@ -249,8 +249,10 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
     if (file.contains("adaptation") && file["adaptation"].is_object()) {
       for (const auto& [key, st] : file["adaptation"].items()) {
         // operator[] on a const value must not meet a missing key.
-        const auto field = [&st](const char* name) {
-          return st.is_object() && st.contains(name) ? st.at(name) : Json();
+        const Json& stats = st;  // a lambda cannot capture a binding (clang)
+        const auto field = [&stats](const char* name) {
+          return stats.is_object() && stats.contains(name) ? stats.at(name)
+                                                           : Json();
         };
         auto sum = DecodeArray(field("sum"));
         auto sumsq = DecodeArray(field("sumsq"));
