@@ -35,7 +35,7 @@ test: build
 # runs and why). Leak checks are off: gRPC and libtorch keep static state
 # alive at exit by design; growth is what the soak test measures.
 ASAN_DIR   ?= build-asan
-ASAN_TESTS ?= ^(unit: |fuzz replay: |e2e: test_(errors|hardening|decisions|inference|lifecycle|bundles_served|metrics|qwen3_served)$$)
+ASAN_TESTS ?= ^(unit:|fuzz replay: |e2e: test_(errors|hardening|decisions|inference|lifecycle|bundles_served|metrics|qwen3_served)$$)
 FUZZ_REPLAYS := $(addprefix fuzz_,$(addsuffix _replay,strict_json rpc_requests artifacts safetensors tokenizer_json tokenizer_text config_yaml labels gateway_response))
 test-asan: install
 	@TORCH_PREFIX=$$($(PYTHON) -c 'import torch; print(torch.utils.cmake_prefix_path)') && \
@@ -46,7 +46,7 @@ test-asan: install
 	@cmake --build $(ASAN_DIR) -j $(JOBS) --target unit_tests mesa-anyjevd \
 	  mesa-anyjev bundle_writer qwen3_dump $(FUZZ_REPLAYS)
 	@cd $(ASAN_DIR) && \
-	  ASAN_OPTIONS=detect_leaks=0:alloc_dealloc_mismatch=0:abort_on_error=1 \
+	  ASAN_OPTIONS=detect_leaks=0:alloc_dealloc_mismatch=0:allocator_may_return_null=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
 
