@@ -136,16 +136,17 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kDecide);
-  const auto typed = call->Parse<v1::DecideRequest, v1::DecideResponse>(
-      raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::DecideRequest* request = typed.first;
-  [[maybe_unused]] v1::DecideResponse* response = typed.second;
+  // Auth and state before the request bytes are read.
   auto decider = Admit(*context);
   if (!decider.ok()) {
     call->Complete(decider.status());
     return call;
   }
+  const auto typed = call->Parse<v1::DecideRequest, v1::DecideResponse>(
+      raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::DecideRequest* request = typed.first;
+  [[maybe_unused]] v1::DecideResponse* response = typed.second;
   auto parsed =
       ParseDecideRequest(*request, options_.limits, scheduled_->capabilities());
   if (!parsed.ok()) {
@@ -207,16 +208,17 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kFit);
-  const auto typed =
-      call->Parse<v1::FitRequest, v1::FitResponse>(raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::FitRequest* request = typed.first;
-  [[maybe_unused]] v1::FitResponse* response = typed.second;
+  // Auth and state before the request bytes are read.
   auto decider = Admit(*context);
   if (!decider.ok()) {
     call->Complete(decider.status());
     return call;
   }
+  const auto typed =
+      call->Parse<v1::FitRequest, v1::FitResponse>(raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::FitRequest* request = typed.first;
+  [[maybe_unused]] v1::FitResponse* response = typed.second;
   auto parsed = ParseFitRequest(*request, options_.limits);
   if (!parsed.ok()) {
     call->Complete(parsed.status());
@@ -279,13 +281,18 @@ grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kExportArtifacts);
+  // Auth and state before the request bytes are read.
+  auto decider = Admit(*context);
+  if (!decider.ok()) {
+    call->Complete(decider.status());
+    return call;
+  }
   const auto typed =
       call->Parse<v1::ExportArtifactsRequest, v1::ExportArtifactsResponse>(
           raw_request, raw_response);
   if (typed.first == nullptr) return call;
   [[maybe_unused]] const v1::ExportArtifactsRequest* request = typed.first;
   [[maybe_unused]] v1::ExportArtifactsResponse* response = typed.second;
-  auto decider = Admit(*context);
   if (decider.ok()) {
     response->set_artifacts_json(
         (*decider)->ExportArtifacts(request->include_observations()).dump(1));
@@ -298,17 +305,18 @@ grpc::ServerUnaryReactor* DecisionsService::LoadArtifacts(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kLoadArtifacts);
+  // Auth and state before the request bytes are read.
+  auto decider = Admit(*context);
+  if (!decider.ok()) {
+    call->Complete(decider.status());
+    return call;
+  }
   const auto typed =
       call->Parse<v1::LoadArtifactsRequest, v1::LoadArtifactsResponse>(
           raw_request, raw_response);
   if (typed.first == nullptr) return call;
   [[maybe_unused]] const v1::LoadArtifactsRequest* request = typed.first;
   [[maybe_unused]] v1::LoadArtifactsResponse* response = typed.second;
-  auto decider = Admit(*context);
-  if (!decider.ok()) {
-    call->Complete(decider.status());
-    return call;
-  }
   auto json = ParseArtifactsJson(request->artifacts_json());
   if (!json.ok()) {
     call->Complete(json.status());
@@ -324,13 +332,18 @@ grpc::ServerUnaryReactor* DecisionsService::ResetPriors(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kResetPriors);
+  // Auth and state before the request bytes are read.
+  auto decider = Admit(*context);
+  if (!decider.ok()) {
+    call->Complete(decider.status());
+    return call;
+  }
   const auto typed =
       call->Parse<v1::ResetPriorsRequest, v1::ResetPriorsResponse>(
           raw_request, raw_response);
   if (typed.first == nullptr) return call;
   [[maybe_unused]] const v1::ResetPriorsRequest* request = typed.first;
   [[maybe_unused]] v1::ResetPriorsResponse* response = typed.second;
-  auto decider = Admit(*context);
   if (decider.ok()) {
     if (request->question_keys_size() == 0) {
       (*decider)->ResetAllPriors();

@@ -56,12 +56,17 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kGetModelInfo);
+  // Auth and state before the request bytes are read.
+  auto backend = Admit(*context);
+  if (!backend.ok()) {
+    call->Complete(backend.status());
+    return call;
+  }
   const auto typed = call->Parse<v1::GetModelInfoRequest, v1::ModelInfo>(
       raw_request, raw_response);
   if (typed.first == nullptr) return call;
   [[maybe_unused]] const v1::GetModelInfoRequest* request = typed.first;
   [[maybe_unused]] v1::ModelInfo* response = typed.second;
-  auto backend = Admit(*context);
   if (backend.ok()) {
     FillModelInfo((*backend)->identity(), (*backend)->capabilities(),
                   options_.limits, response);
@@ -74,16 +79,17 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kTokenize);
-  const auto typed = call->Parse<v1::TokenizeRequest, v1::TokenizeResponse>(
-      raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::TokenizeRequest* request = typed.first;
-  [[maybe_unused]] v1::TokenizeResponse* response = typed.second;
+  // Auth and state before the request bytes are read.
   auto backend = Admit(*context);
   if (!backend.ok()) {
     call->Complete(backend.status());
     return call;
   }
+  const auto typed = call->Parse<v1::TokenizeRequest, v1::TokenizeResponse>(
+      raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::TokenizeRequest* request = typed.first;
+  [[maybe_unused]] v1::TokenizeResponse* response = typed.second;
   auto ids =
       ParseTokenizeRequest(*request, (*backend)->tokenizer(), options_.limits);
   if (ids.ok()) {
@@ -99,16 +105,17 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kLogprobs);
-  const auto typed = call->Parse<v1::LogprobsRequest, v1::LogprobsResponse>(
-      raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::LogprobsRequest* request = typed.first;
-  [[maybe_unused]] v1::LogprobsResponse* response = typed.second;
+  // Auth and state before the request bytes are read.
   auto backend = Admit(*context);
   if (!backend.ok()) {
     call->Complete(backend.status());
     return call;
   }
+  const auto typed = call->Parse<v1::LogprobsRequest, v1::LogprobsResponse>(
+      raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  [[maybe_unused]] const v1::LogprobsRequest* request = typed.first;
+  [[maybe_unused]] v1::LogprobsResponse* response = typed.second;
   Backend* model = *backend;
   absl::Status status = CheckTopK(
       request->top_k(), model->capabilities().vocab_size, options_.limits);
@@ -146,17 +153,18 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   auto* call = new UnaryCall(metrics_, Method::kHiddenStates);
+  // Auth and state before the request bytes are read.
+  auto backend = Admit(*context);
+  if (!backend.ok()) {
+    call->Complete(backend.status());
+    return call;
+  }
   const auto typed =
       call->Parse<v1::HiddenStatesRequest, v1::HiddenStatesResponse>(
           raw_request, raw_response);
   if (typed.first == nullptr) return call;
   [[maybe_unused]] const v1::HiddenStatesRequest* request = typed.first;
   [[maybe_unused]] v1::HiddenStatesResponse* response = typed.second;
-  auto backend = Admit(*context);
-  if (!backend.ok()) {
-    call->Complete(backend.status());
-    return call;
-  }
   Backend* model = *backend;
   if (!model->capabilities().hidden_states) {
     call->Complete(

@@ -208,3 +208,10 @@ def test_a_model_path_that_is_not_a_checkpoint_is_refused_before_binding(tmp_pat
         Daemon(run, args=["--model", str(empty)], wait_serving=False)
     assert "is not a checkpoint" in str(err.value) and "model.safetensors" in str(err.value)
     assert not (run / "port").exists()  # it never bound
+
+
+def test_auth_comes_before_the_request_bytes_are_read(start_daemon):
+    daemon = start_daemon("--set", "auth.token_env=HARDEN_TOKEN", env={"HARDEN_TOKEN": "s3cret"})
+    for method in ("/mesa.anyjev.v1.Decisions/Decide", "/mesa.anyjev.v1.Inference/Tokenize"):
+        code, _ = code_of(lambda: raw_call(daemon, method, b"\x0a\xff\xff\xff\xff\x0f"))
+        assert code == grpc.StatusCode.UNAUTHENTICATED, method
