@@ -72,9 +72,9 @@ struct LimitsConfig {
   int32_t max_label_ids = 64;
   int32_t max_texts = 256;
   int64_t max_text_bytes = 1 << 20;
-  int32_t max_decide_states = 256;    // states per Decide
-  int32_t max_decide_questions = 32;  // questions per Decide
-  int32_t max_fit_states = 4096;      // labelled states per Fit
+  int32_t max_decide_states = 256;      // states per Decide
+  int32_t max_decide_questions = 32;    // questions per Decide
+  int32_t max_fit_states = 4096;        // labelled states per Fit
   int64_t max_decide_tokens = 8 << 20;  // prompt tokens per Decide or Fit
   // A bundle file (artifacts, observations, manifest), and each JSON field
   // of a Bundles request.

@@ -31,7 +31,6 @@ namespace {
 // How long past server.drain_deadline_s work may hold the exit.
 constexpr absl::Duration kDrainSlack = absl::Seconds(5);
 
-
 constexpr char kInferenceService[] = "mesa.anyjev.v1.Inference";
 constexpr char kDecisionsService[] = "mesa.anyjev.v1.Decisions";
 constexpr char kBundlesService[] = "mesa.anyjev.v1.Bundles";

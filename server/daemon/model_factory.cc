@@ -54,11 +54,11 @@ absl::Status CheckModelPath(const config::Config& config) {
   if (!has(model::Checkpoint::kConfigName) ||
       !(has(model::Checkpoint::kSingleName) ||
         has(model::Checkpoint::kIndexName))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.path: '", path, "' is not a checkpoint: it needs ",
-        std::string(model::Checkpoint::kConfigName), " and ",
-        std::string(model::Checkpoint::kSingleName), " or ",
-        std::string(model::Checkpoint::kIndexName)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.path: '", path, "' is not a checkpoint: it needs ",
+                     std::string(model::Checkpoint::kConfigName), " and ",
+                     std::string(model::Checkpoint::kSingleName), " or ",
+                     std::string(model::Checkpoint::kIndexName)));
   }
   return absl::OkStatus();
 }

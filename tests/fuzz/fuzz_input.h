@@ -21,8 +21,8 @@ inline std::string_view AsText(const uint8_t* data, size_t size) {
 // `bytes` written to a file of this process's own (one path per process,
 // rewritten per input), for loaders that take a path.
 inline std::string WriteTemp(std::string_view bytes, const char* suffix) {
-  const std::string path = "/tmp/mesa-anyjev-fuzz-" +
-                           std::to_string(getpid()) + suffix;
+  const std::string path =
+      "/tmp/mesa-anyjev-fuzz-" + std::to_string(getpid()) + suffix;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path;

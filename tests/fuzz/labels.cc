@@ -5,10 +5,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace mesa_anyjev;
-  const auto parsed =
-      learn::ParseLabelLines(fuzz::AsText(data, size),
-                             questions::QuestionSet::Reference(),
-                             "2026-12-02T00:00:00Z");
+  const auto parsed = learn::ParseLabelLines(
+      fuzz::AsText(data, size), questions::QuestionSet::Reference(),
+      "2026-12-02T00:00:00Z");
   (void)learn::IngestSummary(parsed.rows, 0);
   return 0;
 }

@@ -36,13 +36,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       v1::DecideRequest request;
       if (Parse(body, &request)) {
-        (void)service::ParseDecideRequest(request, limits, fake->capabilities());
+        (void)service::ParseDecideRequest(request, limits,
+                                          fake->capabilities());
       }
       break;
     }
     case 1: {
       v1::FitRequest request;
-      if (Parse(body, &request)) (void)service::ParseFitRequest(request, limits);
+      if (Parse(body, &request))
+        (void)service::ParseFitRequest(request, limits);
       break;
     }
     case 2: {

@@ -1,10 +1,11 @@
 // JSON from outside: the strict parser, then what walks a parsed value (the
 // bounded state rendering, the canonical dump behind hashes, nlohmann's
 // own dump). None may crash, recurse without bound or read out of range.
+#include "common/text/strict_json.h"
+
 #include <string>
 
 #include "common/decision/py_json.h"
-#include "common/text/strict_json.h"
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -19,8 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto plain = text::ParseStrictJson(text, limits);
   if (plain.ok()) {
-    (void)plain->dump(-1, ' ', false,
-                      nlohmann::json::error_handler_t::replace);
+    (void)plain->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   return 0;
 }

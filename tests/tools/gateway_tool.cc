@@ -1,17 +1,18 @@
 // gateway_tool: a test tool for tests/e2e/test_gateway.py. Reads one JSON
 // object on stdin: {"options": {GatewayOptions fields}, "calls": [{"prefix":
 // text, "prompts": [text...], "labels": [text...], "deadline_ms": n,
-// "top_k": n, "sleep_ms": n, "cancel_after_ms": n}]}, builds a GatewayBackend and writes one JSON line per call:
+// "top_k": n, "sleep_ms": n, "cancel_after_ms": n}]}, builds a GatewayBackend
+// and writes one JSON line per call:
 // {"code", "message", "elapsed_ms", "label_logprobs": [[...]], "top":
 // [[[id, logprob]...]], "missing_label_events", "requests"}, after a line of
 // capabilities and, with "liveness": true, one {"liveness": code}. A refused
 // construction writes {"create_code", "message"} and exits 2.
 #include <atomic>
 #include <iostream>
-#include <thread>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -105,11 +106,11 @@ int main() {
     control.cancelled = &cancelled;
     std::thread canceller;
     if (call.contains("cancel_after_ms")) {
-      canceller = std::thread([&cancelled, ms = call.at("cancel_after_ms")
-                                                   .get<int64_t>()] {
-        absl::SleepFor(absl::Milliseconds(ms));
-        cancelled.store(true);
-      });
+      canceller = std::thread(
+          [&cancelled, ms = call.at("cancel_after_ms").get<int64_t>()] {
+            absl::SleepFor(absl::Milliseconds(ms));
+            cancelled.store(true);
+          });
     }
     const absl::Time start = absl::Now();
     if (call.contains("deadline_ms")) {
