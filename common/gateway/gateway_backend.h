@@ -23,6 +23,8 @@
 #include "absl/time/time.h"
 #include "common/backend.h"
 #include "common/config/config.h"
+#include "common/gateway/circuit_breaker.h"
+#include "common/gateway/completion_answer.h"
 #include "common/text/bpe_tokenizer.h"
 #include "common/text/chat_template.h"
 
@@ -96,47 +98,6 @@ bool IsRetryableHttpStatus(int64_t http_status);
 // UNAVAILABLE, other 5xx UNAVAILABLE, anything else UNKNOWN. `body` (first
 // 300 bytes) goes in the message.
 absl::Status HttpStatusToStatus(int64_t http_status, const std::string& body);
-
-// Consecutive failures open it for `open_for`; while open Check refuses at
-// once with UNAVAILABLE naming the breaker; after `open_for` it closes with
-// the count reset. Success resets the count. Thread-safe.
-class CircuitBreaker {
- public:
-  CircuitBreaker(int32_t failures_to_open, absl::Duration open_for)
-      : failures_to_open_(failures_to_open), open_for_(open_for) {}
-
-  // OK(0): closed, go on. OK(token): the open period is over and this
-  // caller is the one half-open probe; a Success closes the breaker, a
-  // Failure opens it again, and Release(token) (an attempt that ended with
-  // neither) lets the next caller probe. UNAVAILABLE while open, or while
-  // another probe is deciding.
-  absl::StatusOr<uint64_t> Check(absl::Time now);
-  void Failure(absl::Time now);
-  void Success();
-  void Release(uint64_t probe);
-  bool open(absl::Time now);
-
- private:
-  const int32_t failures_to_open_;
-  const absl::Duration open_for_;
-  std::mutex mu_;
-  int32_t failures_ = 0;
-  std::optional<absl::Time> opened_at_;
-  uint64_t probe_ = 0;   // the deciding probe's token, 0 when none
-  uint64_t probes_ = 0;  // tokens handed out
-};
-
-// choices[0].logprobs.top_logprobs[0] of a /v1/completions answer (token
-// text -> logprob; entries that are not numbers are dropped), or INTERNAL
-// quoting the start of the body.
-absl::StatusOr<std::map<std::string, double>> ParseTopLogprobs(
-    std::string_view body);
-
-// A label's logprob in one top_logprobs map (token text -> logprob): under
-// its decoded text, else under its raw spelling ("ĠA"); nullopt = missing.
-std::optional<double> LookupLabel(const std::map<std::string, double>& top,
-                                  const std::string& decoded,
-                                  const std::string& raw);
 
 class GatewayBackend : public Backend {
  public:
