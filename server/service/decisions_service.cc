@@ -293,11 +293,9 @@ grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
   if (typed.first == nullptr) return call;
   [[maybe_unused]] const v1::ExportArtifactsRequest* request = typed.first;
   [[maybe_unused]] v1::ExportArtifactsResponse* response = typed.second;
-  if (decider.ok()) {
-    response->set_artifacts_json(
-        (*decider)->ExportArtifacts(request->include_observations()).dump(1));
-  }
-  call->Complete(decider.status());
+  response->set_artifacts_json(
+      (*decider)->ExportArtifacts(request->include_observations()).dump(1));
+  call->Complete(absl::OkStatus());
   return call;
 }
 
@@ -344,16 +342,14 @@ grpc::ServerUnaryReactor* DecisionsService::ResetPriors(
   if (typed.first == nullptr) return call;
   [[maybe_unused]] const v1::ResetPriorsRequest* request = typed.first;
   [[maybe_unused]] v1::ResetPriorsResponse* response = typed.second;
-  if (decider.ok()) {
-    if (request->question_keys_size() == 0) {
-      (*decider)->ResetAllPriors();
-    } else {
-      for (const std::string& key : request->question_keys()) {
-        (*decider)->ResetPrior(key);
-      }
+  if (request->question_keys_size() == 0) {
+    (*decider)->ResetAllPriors();
+  } else {
+    for (const std::string& key : request->question_keys()) {
+      (*decider)->ResetPrior(key);
     }
   }
-  call->Complete(decider.status());
+  call->Complete(absl::OkStatus());
   return call;
 }
 

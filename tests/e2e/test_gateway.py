@@ -368,11 +368,13 @@ def test_after_the_open_period_one_probe_decides(gateway):
 
 
 def test_a_cancel_wakes_the_backoff(gateway):
-    # A 20 s backoff after the first 503; the caller cancels 0.3 s in.
+    # A 20 s backoff after the first 503; the caller cancels as soon as that
+    # attempt has its outcome, so the cancel lands in the backoff.
     server = gateway()
     server.default = "status:503"
     _, lines = run_tool({"base_url": server.url, "backoff_base_s": 20.0},
-                        [{"prompts": PROMPTS[:1], "labels": LABELS, "cancel_after_ms": 300}])
+                        [{"prompts": PROMPTS[:1], "labels": LABELS,
+                          "cancel_after_attempt": True}])
     assert lines[1]["code"] == "CANCELLED", lines[1]
     assert "backoff" in lines[1]["message"]
     assert lines[1]["elapsed_ms"] < 10000  # 15..25 s if the sleep ignored it

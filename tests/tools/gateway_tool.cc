@@ -1,8 +1,8 @@
 // gateway_tool: a test tool for tests/e2e/test_gateway.py. Reads one JSON
 // object on stdin: {"options": {GatewayOptions fields}, "calls": [{"prefix":
 // text, "prompts": [text...], "labels": [text...], "deadline_ms": n,
-// "top_k": n, "sleep_ms": n, "cancel_after_ms": n}]}, builds a GatewayBackend
-// and writes one JSON line per call:
+// "top_k": n, "sleep_ms": n, "cancel_after_attempt": true}]}, builds a
+// GatewayBackend and writes one JSON line per call:
 // {"code", "message", "elapsed_ms", "label_logprobs": [[...]], "top":
 // [[[id, logprob]...]], "missing_label_events", "requests"}, after a line of
 // capabilities and, with "liveness": true, one {"liveness": code}. A refused
@@ -12,7 +12,6 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,13 +46,31 @@ GatewayOptions ReadOptions(const nlohmann::json& j) {
   return o;
 }
 
+// Cancels the current call when its first HTTP attempt has an outcome: the
+// caller gives up during the backoff that follows, whatever the timing.
+class CancelAfterAttempt final : public mesa_anyjev::gateway::GatewayObserver {
+ public:
+  void OnGatewayAttempt(const char* /*outcome*/,
+                        absl::Duration /*took*/) override {
+    if (armed != nullptr) armed->store(true);
+  }
+  void OnGatewayRetry() override {}
+  void OnGatewayMissingLabel() override {}
+  void OnGatewayBreaker(bool /*open*/) override {}
+
+  std::atomic<bool>* armed = nullptr;  // the call's cancel flag, or none
+};
+
 }  // namespace
 
 int main() {
   const std::string input((std::istreambuf_iterator<char>(std::cin)),
                           std::istreambuf_iterator<char>());
   const nlohmann::json script = nlohmann::json::parse(input);
-  auto backend = GatewayBackend::Create(ReadOptions(script.at("options")));
+  CancelAfterAttempt canceller;
+  GatewayOptions options = ReadOptions(script.at("options"));
+  options.observer = &canceller;
+  auto backend = GatewayBackend::Create(options);
   if (!backend.ok()) {
     std::cout << nlohmann::json{{"create_code", absl::StatusCodeToString(
                                                     backend.status().code())},
@@ -96,22 +113,17 @@ int main() {
       }
       group.label_ids.push_back(ids[0]);
     }
-    // "sleep_ms": wait before the call (a breaker's open period to pass);
-    // "cancel_after_ms": the caller cancels that long into the call.
+    // "sleep_ms": wait before the call (a breaker's open period to pass:
+    // a slower machine only waits longer); "cancel_after_attempt": the
+    // caller cancels once the first attempt has its outcome.
     if (call.contains("sleep_ms")) {
       absl::SleepFor(absl::Milliseconds(call.at("sleep_ms").get<int64_t>()));
     }
     std::atomic<bool> cancelled{false};
     CallControl control;
     control.cancelled = &cancelled;
-    std::thread canceller;
-    if (call.contains("cancel_after_ms")) {
-      canceller = std::thread(
-          [&cancelled, ms = call.at("cancel_after_ms").get<int64_t>()] {
-            absl::SleepFor(absl::Milliseconds(ms));
-            cancelled.store(true);
-          });
-    }
+    canceller.armed =
+        call.value("cancel_after_attempt", false) ? &cancelled : nullptr;
     const absl::Time start = absl::Now();
     if (call.contains("deadline_ms")) {
       control.deadline =
@@ -119,7 +131,7 @@ int main() {
     }
     const auto result =
         gateway.Logprobs({group}, call.value("top_k", 0), control);
-    if (canceller.joinable()) canceller.join();
+    canceller.armed = nullptr;
     nlohmann::json out = {
         {"code", absl::StatusCodeToString(result.status().code())},
         {"message", result.status().message()},
