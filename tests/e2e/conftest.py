@@ -2,6 +2,7 @@
 the real mesa-anyjev CLI, and a Python grpcio client generated from our
 proto at session start (an independent client, not our C++ one)."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -97,6 +98,27 @@ class Daemon:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
             return r.read().decode()
 
+    def wait_metrics(self, condition, what, timeout=60.0) -> str:
+        """Waits for an event the daemon reports (a count or a gauge reaching
+        a value) and returns the scrape that showed it; `timeout` only bounds
+        a failure."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.metrics()
+            if condition(text):
+                return text
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"never saw {what}: {self.output()}")
+            time.sleep(0.02)
+
+    def wait_log(self, needle, timeout=60.0):
+        """Waits for `needle` in the daemon's log."""
+        deadline = time.monotonic() + timeout
+        while needle not in self.output():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never logged {needle!r}: {self.output()}")
+            time.sleep(0.02)
+
     def signal(self, sig=signal.SIGTERM):
         self.proc.send_signal(sig)
 
@@ -146,6 +168,21 @@ def run_cli(*args, env=None, timeout=60, cwd=None, input=None):
     full_env.update(env or {})
     return subprocess.run([str(Path(CLI).resolve()), *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=cwd, input=input)
+
+
+def metric(text, name, **labels) -> float:
+    """The sample of `name` with exactly these labels in a Prometheus scrape
+    (0 when absent: counters start at 0)."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    pattern = rf"^{name}\{{{re.escape(want)}\}} (\S+)$" if labels else rf"^{name} (\S+)$"
+    m = re.search(pattern, text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def in_flight(calls):
+    """A condition for wait_metrics: this many calls between arrival and
+    status (the engine may run several of them in one pass)."""
+    return lambda text: metric(text, "mesa_anyjev_inflight_requests") == calls
 
 
 SYSTEM = ("You are a decision function. You will be given a state and one question. "
