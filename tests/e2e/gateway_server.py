@@ -31,7 +31,8 @@ def expected_logprobs(prompt):
 class Gateway:
     """A ThreadingHTTPServer on 127.0.0.1, port 0. `script` is a list of
     behaviours used one per request (then "ok"): ok, raw (byte-level keys),
-    omit:<tok>, status:<code>, slow:<seconds>, garbage, reset."""
+    omit:<tok>, status:<code>, slow:<seconds>, garbage, reset, gather:<n>
+    (answer once n requests are open at once; 500 if they never are)."""
 
     def __init__(self, script=(), tls=None, redirect_to=None):
         self.script = list(script)
@@ -39,6 +40,8 @@ class Gateway:
         self.default = "ok"
         self.requests = []
         self.gets = []
+        self.barrier = None
+        self.gathered = 0
         self.lock = threading.Lock()
         gateway = self
 
@@ -95,6 +98,18 @@ class Gateway:
                     return
                 if action.startswith("slow:"):
                     threading.Event().wait(float(action.split(":")[1]))
+                if action.startswith("gather:"):
+                    with gateway.lock:
+                        if gateway.barrier is None:
+                            gateway.barrier = threading.Barrier(int(action.split(":")[1]),
+                                                                timeout=30)
+                    try:
+                        gateway.barrier.wait()
+                    except threading.BrokenBarrierError:
+                        self._send(500, json.dumps({"object": "error", "message": "alone"}))
+                        return
+                    with gateway.lock:
+                        gateway.gathered += 1
                 top = expected_logprobs(body["prompt"])
                 if action.startswith("omit:"):
                     top.pop(action.split(":", 1)[1])

@@ -111,7 +111,7 @@ def test_429_retry_after_past_the_deadline_is_not_waited_for(gateway):
                         [{"prompts": PROMPTS[:1], "labels": LABELS, "deadline_ms": 500}])
     assert lines[1]["code"] == "DEADLINE_EXCEEDED"
     assert "HTTP 429" in lines[1]["message"]
-    assert lines[1]["elapsed_ms"] < 300
+    assert "leaves no time to retry" in lines[1]["message"]  # decided, not slept
     assert len(server.requests) == 1
 
 
@@ -164,16 +164,16 @@ def test_503_three_times_opens_the_breaker(gateway):
     assert "after 3 attempts" in first["message"]
     assert second["code"] == "UNAVAILABLE"
     assert "circuit breaker" in second["message"]
-    assert second["elapsed_ms"] < 50
     assert len(server.requests) == 3  # the open breaker sent nothing
 
 
 def test_slow_answer_stops_at_the_deadline(gateway):
-    server = gateway(["slow:3"])
+    server = gateway(["slow:20"])
     _, lines = run_tool({"base_url": server.url},
                         [{"prompts": PROMPTS[:1], "labels": LABELS, "deadline_ms": 300}])
     assert lines[1]["code"] == "DEADLINE_EXCEEDED"
-    assert 250 <= lines[1]["elapsed_ms"] <= 400
+    # Not before the deadline; and not the 20 s the answer takes.
+    assert 250 <= lines[1]["elapsed_ms"] < 20000
 
 
 def test_deadline_shorter_than_the_retries(gateway):
@@ -182,7 +182,8 @@ def test_deadline_shorter_than_the_retries(gateway):
     _, lines = run_tool({"base_url": server.url, "backoff_base_s": 1.0},
                         [{"prompts": PROMPTS[:1], "labels": LABELS, "deadline_ms": 500}])
     assert lines[1]["code"] == "DEADLINE_EXCEEDED"
-    assert lines[1]["elapsed_ms"] <= 600  # never sleeps past the deadline
+    # The backoff (at least 0.75 s) would pass the deadline: never slept.
+    assert "leaves no time to retry" in lines[1]["message"]
     assert len(server.requests) == 1
 
 
@@ -233,12 +234,14 @@ def test_bad_base_urls_are_refused(url, needle):
 
 def test_workers_run_prompts_concurrently(gateway):
     server = gateway()
-    server.default = "slow:0.3"
+    # The server answers none until all eight are open at once: serial
+    # workers would leave the first waiting until its 30 s gather timeout.
+    server.default = "gather:8"
     prompts = [f"prompt {i}\nAnswer:" for i in range(8)]
     _, lines = run_tool({"base_url": server.url, "workers": 8},
                         [{"prompts": prompts, "labels": LABELS}])
-    assert lines[1]["code"] == "OK"
-    assert lines[1]["elapsed_ms"] < 1500  # 8 x 0.3 s serially would be 2.4 s
+    assert lines[1]["code"] == "OK", lines[1]
+    assert server.gathered == 8
     for prompt, values in zip(prompts, lines[1]["label_logprobs"]):
         want = expected_logprobs(prompt)
         assert values == pytest.approx([want[x] for x in LABELS])
@@ -377,7 +380,7 @@ def test_a_cancel_wakes_the_backoff(gateway):
                           "cancel_after_attempt": True}])
     assert lines[1]["code"] == "CANCELLED", lines[1]
     assert "backoff" in lines[1]["message"]
-    assert lines[1]["elapsed_ms"] < 10000  # 15..25 s if the sleep ignored it
+    assert lines[1]["elapsed_ms"] < 15000  # at least 15 s had the sleep ignored it
     assert len(server.requests) == 1
 
 

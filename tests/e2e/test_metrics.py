@@ -1,7 +1,6 @@
 """The Prometheus endpoint: the families the chassis promises, with counts
 that match the calls made."""
 import re
-import time
 
 import grpc
 import pytest
@@ -23,11 +22,8 @@ def test_metrics_count_calls(daemon):
     with pytest.raises(grpc.RpcError):
         daemon.stub.Logprobs(pb.LogprobsRequest(), timeout=10)
     # gRPC releases a call just after its status is sent: wait for the gauge.
-    deadline = time.monotonic() + 5
-    text = daemon.metrics()
-    while value(text, "mesa_anyjev_inflight_requests") != 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-        text = daemon.metrics()
+    text = daemon.wait_metrics(lambda t: value(t, "mesa_anyjev_inflight_requests") == 0,
+                               "no call in flight")
     assert re.search(r'^mesa_anyjev_build_info\{commit="[^"]+",version="0\.1\.0"\} 1$', text, re.M)
     assert value(text, 'mesa_anyjev_requests_total{code="OK",method="Logprobs"}') == 3
     assert value(text, 'mesa_anyjev_requests_total{code="INVALID_ARGUMENT",method="Logprobs"}') == 1
