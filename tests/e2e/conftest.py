@@ -171,12 +171,13 @@ def run_cli(*args, env=None, timeout=60, cwd=None, input=None):
 
 
 def metric(text, name, **labels) -> float:
-    """The sample of `name` with exactly these labels in a Prometheus scrape
-    (0 when absent: counters start at 0)."""
-    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    pattern = rf"^{name}\{{{re.escape(want)}\}} (\S+)$" if labels else rf"^{name} (\S+)$"
-    m = re.search(pattern, text, re.M)
-    return float(m.group(1)) if m else 0.0
+    """The sample of `name` with exactly these labels (in any order) in a
+    Prometheus scrape; 0 when absent, as counters start at 0."""
+    for m in re.finditer(rf"^{name}(?:\{{([^}}]*)\}})? (\S+)$", text, re.M):
+        found = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+        if found == {k: str(v) for k, v in labels.items()}:
+            return float(m.group(2))
+    return 0.0
 
 
 def in_flight(calls):

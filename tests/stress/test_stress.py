@@ -1,0 +1,205 @@
+"""The long runs of the reliability plan (reliability-anchors.md section 7,
+tests 1, 2, 5, 11 and 12), behind `make stress`, not in CI: the real daemon on
+the fake model, load from tests/stress/load_client (C++, asynchronous, so the
+client is not the limit). Every figure is written to $STRESS_OUT (JSON) for
+docs/reliability.md. Durations come from the environment so that a short
+rehearsal (STRESS_SECONDS=5 STRESS_SOAK_SECONDS=60) exercises the same code.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from conftest import choice_group, in_flight, label_ids, metric, pb  # noqa: E402
+from conftest import daemon, start_daemon  # noqa: E402,F401  (fixtures)
+
+LOAD_CLIENT = os.environ.get("MESA_ANYJEV_LOAD_CLIENT", "build/tests/load_client")
+SECONDS = float(os.environ.get("STRESS_SECONDS", "60"))
+OVERLOAD_SECONDS = float(os.environ.get("STRESS_OVERLOAD_SECONDS", "30"))
+SOAK_SECONDS = float(os.environ.get("STRESS_SOAK_SECONDS", "600"))
+SOAK_WARMUP = min(60.0, SOAK_SECONDS / 5)
+IDLE = int(os.environ.get("STRESS_IDLE", "500"))
+OUT = Path(os.environ.get("STRESS_OUT", "build/stress/results.json"))
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="session")
+def record():
+    """Figures by test name, merged into $STRESS_OUT at the end."""
+    figures = json.loads(OUT.read_text()) if OUT.exists() else {}
+    yield figures.__setitem__
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+
+
+def load(daemon, *args):
+    out = subprocess.run([LOAD_CLIENT, "--address", daemon.address, *map(str, args)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def proc_status(pid):
+    """(resident bytes, threads, open fds) of a process, from /proc."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text()
+                  .splitlines() if ":" in line)
+    rss = int(fields["VmRSS"].split()[0]) * 1024
+    return rss, int(fields["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_1_sustained_load_loses_nothing(start_daemon, record):
+    daemon = start_daemon()
+    fast = load(daemon, "--in-flight", 16, "--seconds", SECONDS)
+    # Every call sent got exactly one status, all OK, and the daemon counted
+    # the same calls (its counter includes the client's one Tokenize).
+    assert fast["codes"] == {"OK": fast["calls"]}, fast
+    scrape = daemon.wait_metrics(in_flight(0), "no call in flight")
+    assert metric(scrape, "mesa_anyjev_requests_total", code="OK",
+                  method="Logprobs") == fast["calls"]
+    slow_daemon = start_daemon("--set", "model.fake_delay_s=0.001")
+    slow = load(slow_daemon, "--in-flight", 8, "--seconds", SECONDS)
+    assert slow["codes"] == {"OK": slow["calls"]}, slow
+    record("1_sustained", {"service_0ms": fast, "service_1ms": slow})
+    assert fast["rate"] >= 5000 and fast["latency_ms"]["p99"] <= 10, fast
+    assert slow["rate"] >= 700 and slow["latency_ms"]["p99"] <= 20, slow
+
+
+def test_2_overload_is_refused_at_once_and_recovers(start_daemon, record):
+    # The queue holds 64 calls of 20 ms. Offered 96 in flight (32 over) and
+    # 256 (192 over), twice: a closed loop's latency is in-flight/throughput
+    # (Little's law), so the refusal figure that says how fast a refusal is
+    # comes from the 96 run; the 256 runs show what a flood costs.
+    daemon = start_daemon("--set", "server.queue_capacity=64", "--set", "model.fake_delay_s=0.02")
+    before = proc_status(daemon.proc.pid)
+    runs, after = {}, []
+    for name, offered in [("offered_96", 96), ("offered_256", 256), ("offered_256_again", 256)]:
+        result = load(daemon, "--in-flight", offered, "--seconds", OVERLOAD_SECONDS,
+                      "--channels", 4)
+        # The queue drains once the load stops (the deadline only bounds a failure).
+        daemon.wait_metrics(lambda t: metric(t, "mesa_anyjev_queue_depth") == 0
+                            and metric(t, "mesa_anyjev_inflight_requests") == 0, "the queue empty")
+        after.append(proc_status(daemon.proc.pid))
+        runs[name] = result
+        if name == "offered_96":
+            # The daemon's own histogram: answered calls take at least 20 ms,
+            # so every Logprobs under 5 ms is a refusal.
+            scrape = daemon.metrics()
+            result["refused_under_5ms_server"] = metric(
+                scrape, "mesa_anyjev_request_duration_seconds_bucket", le="0.005",
+                method="Logprobs")
+        assert set(result["codes"]) == {"OK", "RESOURCE_EXHAUSTED"}, result
+        assert result["latency_ms_by_code"]["OK"]["p99"] <= 64 * 20 + 100, result
+    health = daemon.health_status()
+    figures = dict(runs, rss_mb=[s[0] / MiB for s in [before, *after]],
+                   threads=[s[1] for s in [before, *after]], fds=[s[2] for s in [before, *after]],
+                   health_after=health)
+    record("2_overload", figures)
+    # Every refusal left the daemon within 5 ms. The client's p99 adds the
+    # transport on the two cores it shares with the daemon (a figure, see
+    # docs/reliability.md).
+    first = runs["offered_96"]
+    assert first["refused_under_5ms_server"] == first["codes"]["RESOURCE_EXHAUSTED"], figures
+    assert after[-1][0] - before[0] <= 50 * MiB, figures
+    assert health == "SERVING"
+    # gRPC's pool may add threads under the first flood; a second adds none.
+    assert after[2][1] <= after[1][1] and after[2][2] <= after[1][2], figures
+
+
+def test_5_drain_finishes_sixteen_calls(start_daemon, record):
+    daemon = start_daemon("--set", "model.fake_delay_s=1.5", "--set", "server.drain_deadline_s=60")
+    ids = label_ids(daemon.stub, ["A", "B"])
+    request = pb.LogprobsRequest(groups=[choice_group("s", "Q?", ["x", "y"], ids)])
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        futures = [pool.submit(daemon.stub.Logprobs, request, timeout=120) for _ in range(16)]
+        daemon.wait_metrics(in_flight(16), "sixteen calls accepted")
+        signalled = time.monotonic()
+        daemon.signal(signal.SIGTERM)
+        daemon.wait_log("draining")
+        not_serving = time.monotonic() - signalled
+        with pytest.raises(grpc.RpcError) as refused:
+            daemon.stub.Logprobs(request, timeout=10)
+        ok = sum(1 for f in futures if f.result().groups)
+    code = daemon.wait(timeout=120)
+    exited = time.monotonic() - signalled
+    record("5_drain", {"drained_ok": ok, "of": 16, "exit_code": code,
+                       "draining_logged_s": not_serving, "exit_after_signal_s": exited,
+                       "new_call": refused.value.code().name})
+    assert ok == 16 and code == 0
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def leaking_control():
+    """The negative control: a process that leaks 256 KiB a second, which the
+    same growth check must catch."""
+    code = ("import time\nkeep = []\nwhile True:\n"
+            "    keep.append(b'x' * 256 * 1024)\n    time.sleep(1)\n")
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def test_11_soak_keeps_memory_fds_and_threads_flat(start_daemon, record):
+    daemon = start_daemon()
+    control = leaking_control()
+    client = subprocess.Popen(
+        [LOAD_CLIENT, "--address", daemon.address, "--in-flight", "4", "--channels", "2",
+         "--seconds", str(SOAK_SECONDS), "--mix", "logprobs=6,tokenize=2,bad=1,cancel=1"],
+        stdout=subprocess.PIPE, text=True)
+    samples = []
+    try:
+        start = time.monotonic()
+        while client.poll() is None:
+            samples.append((time.monotonic() - start, *proc_status(daemon.proc.pid),
+                            proc_status(control.pid)[0]))
+            try:
+                client.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        result = json.loads(client.stdout.read())
+    finally:
+        control.kill()
+        control.wait()
+    warm = [s for s in samples if s[0] >= SOAK_WARMUP]
+    assert len(warm) >= 2, samples
+    growth = (warm[-1][1] - warm[0][1]) / MiB
+    control_growth = (warm[-1][4] - warm[0][4]) / MiB
+    limit = 20.0
+    figures = dict(result, rss_start_mb=warm[0][1] / MiB, rss_end_mb=warm[-1][1] / MiB,
+                   rss_growth_mb=growth, rss_max_mb=max(s[1] for s in warm) / MiB,
+                   threads=sorted({s[2] for s in warm}), fds=sorted({s[3] for s in warm}),
+                   control_growth_mb=control_growth, warmup_s=SOAK_WARMUP)
+    record("11_soak", figures)
+    assert "UNKNOWN" not in result["codes"] and "INTERNAL" not in result["codes"], result
+    assert growth <= limit, figures
+    assert len({s[2] for s in warm}) == 1 and len({s[3] for s in warm}) == 1, figures
+    # The check catches a leak of 256 KiB/s only on a run long enough to
+    # pass the limit; a short rehearsal says so instead of failing.
+    if SOAK_SECONDS - SOAK_WARMUP >= 100:
+        assert control_growth > limit, figures
+
+
+def test_12_five_hundred_idle_connections(start_daemon, record):
+    daemon = start_daemon()
+    rss0, threads0, fds0 = proc_status(daemon.proc.pid)
+    holder = subprocess.Popen([LOAD_CLIENT, "--address", daemon.address, "--idle", str(IDLE)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    first = json.loads(holder.stdout.readline())
+    rss1, threads1, fds1 = proc_status(daemon.proc.pid)
+    # Others are served while the idle connections are held.
+    info = daemon.stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=30)
+    holder.stdin.close()
+    last = json.loads(holder.stdout.readline())
+    assert holder.wait(timeout=120) == 0, last
+    figures = {"connections": IDLE, "connected": first["connected"],
+               "answered_after": last["answered"], "still_ready": last["still_ready"],
+               "rss_growth_mb": (rss1 - rss0) / MiB, "threads": [threads0, threads1],
+               "fds": [fds0, fds1]}
+    record("12_idle_connections", figures)
+    assert info.name == "fake"
+    assert first["connected"] == IDLE and last["answered"] == IDLE
+    assert rss1 - rss0 <= 100 * MiB, figures
