@@ -72,65 +72,32 @@ Json DiagnosticsSubset(const decision::Decision& d) {
 }
 
 absl::StatusOr<RecordLevel> FromDecisionLevel(decision::Level level) {
-  switch (level) {
-    case decision::Level::kRaw:
-      return RecordLevel::kRaw;
-    case decision::Level::kL0:
-      return RecordLevel::kL0;
-    case decision::Level::kL1:
-      return RecordLevel::kL1;
-    case decision::Level::kL2:
-      return RecordLevel::kL2;
-    case decision::Level::kAuto:
-      break;
+  if (level == decision::Level::kAuto) {
+    return absl::InvalidArgumentError(
+        "a decision's level is what it was served at, never auto");
   }
-  return absl::InvalidArgumentError(
-      "a decision's level is what it was served at, never auto");
+  return level;
 }
 
 }  // namespace
 
 const char* RecordLevelName(RecordLevel level) {
-  switch (level) {
-    case RecordLevel::kNone:
-      return "none";
-    case RecordLevel::kRaw:
-      return "raw";
-    case RecordLevel::kL0:
-      return "L0";
-    case RecordLevel::kL1:
-      return "L1";
-    case RecordLevel::kL2:
-      return "L2";
-  }
-  return "?";
+  return level.has_value() ? decision::LevelName(*level) : "none";
 }
 
 absl::StatusOr<RecordLevel> ParseRecordLevel(std::string_view name) {
-  for (RecordLevel level :
-       {RecordLevel::kNone, RecordLevel::kRaw, RecordLevel::kL0,
-        RecordLevel::kL1, RecordLevel::kL2}) {
-    if (name == RecordLevelName(level)) return level;
+  if (name == "none") return kNoLevel;
+  auto level = decision::ParseLevel(name);
+  if (!level.ok() || *level == decision::Level::kAuto) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("level must be one of none, raw, L0, L1, L2; got \"",
+                     std::string(name), "\""));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("level must be one of none, raw, L0, L1, L2; got \"",
-                   std::string(name), "\""));
+  return *level;
 }
 
 int LevelRank(RecordLevel level) {
-  switch (level) {
-    case RecordLevel::kNone:
-      return -1;
-    case RecordLevel::kRaw:
-      return 0;
-    case RecordLevel::kL0:
-      return 1;
-    case RecordLevel::kL1:
-      return 2;
-    case RecordLevel::kL2:
-      return 3;
-  }
-  return -1;
+  return level.has_value() ? decision::LevelRank(*level) : -1;
 }
 
 const char* CalibrationName(Calibration calibration) {
@@ -220,14 +187,14 @@ absl::StatusOr<DecisionRecord> DecisionRecord::FromDecision(
   // AnyJev's route() may serve a key from another question's head; that is
   // not a calibration of this question (A1, D3).
   if (!decision.diagnostics.routed_from.empty()) {
-    r.level = RecordLevel::kL0;
+    r.level = decision::Level::kL0;
     r.diagnostics["routed_refused"] = true;
   }
   // An L1 temperature fitted over a frozen prior means nothing on top of a
   // running one (A5).
-  if (r.level == RecordLevel::kL1 &&
+  if (r.level == decision::Level::kL1 &&
       !absl::StartsWith(decision.diagnostics.prior_method, "frozen:")) {
-    r.level = RecordLevel::kL0;
+    r.level = decision::Level::kL0;
     r.diagnostics["l1_prior_missing"] = true;
   }
   if (absl::Status valid = r.Validate(); !valid.ok()) return valid;
@@ -252,7 +219,7 @@ absl::StatusOr<DecisionRecord> DecisionRecord::Rule(
   r.provider = "rule";
   r.method = "rule";
   r.model = std::move(model);
-  r.level = RecordLevel::kNone;
+  r.level = kNoLevel;
   r.calibration = Calibration::kNone;
   r.answer_index = answer_index;
   if (answer_index >= 0) {
@@ -275,10 +242,10 @@ absl::Status DecisionRecord::Validate() const {
                    "calibration ", CalibrationName(calibration), ", probs ",
                    probs ? "present" : "null", ")");
   }
-  if (calibration == Calibration::kAnyjev && level == RecordLevel::kNone) {
+  if (calibration == Calibration::kAnyjev && level == kNoLevel) {
     return invalid("calibration anyjev requires a level other than none");
   }
-  if (calibration != Calibration::kAnyjev && level != RecordLevel::kNone) {
+  if (calibration != Calibration::kAnyjev && level != kNoLevel) {
     return invalid("calibration ", CalibrationName(calibration),
                    " requires level none, got ", RecordLevelName(level));
   }

@@ -16,14 +16,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/decision/decision.h"
+#include "common/decision/level.h"
 #include "common/decision/question.h"
 #include "nlohmann/json.hpp"
 
 namespace mesa_anyjev::policy {
 
-// A record's level: the AnyJev levels plus "none" for anything that is not
-// AnyJev (rules, planner, Claude, hosted Jev).
-enum class RecordLevel { kNone, kRaw, kL0, kL1, kL2 };
+// A record's level: the level an AnyJev decision was served at (never
+// auto), or none (nullopt) for anything that is not AnyJev (rules, planner,
+// Claude, hosted Jev). One Level enum: common/decision/level.
+using RecordLevel = std::optional<decision::Level>;
+inline constexpr RecordLevel kNoLevel = std::nullopt;
 // "none", "raw", "L0", "L1", "L2".
 const char* RecordLevelName(RecordLevel level);
 // The names above exactly; anything else is INVALID_ARGUMENT naming it.
@@ -66,7 +69,7 @@ struct DecisionRecord {
   std::string method;
   std::string model;
   std::optional<std::string> served_model;
-  RecordLevel level = RecordLevel::kNone;
+  RecordLevel level = kNoLevel;
   Calibration calibration = Calibration::kNone;
   std::optional<std::vector<double>> probs;  // frozen option order
   int answer_index = -1;                     // -1: abstain / no answer

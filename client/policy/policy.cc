@@ -28,7 +28,7 @@ Thresholds Make(Stat stat, double propose, double margin, RecordLevel min_level,
 }
 
 std::map<std::string, Thresholds> DefaultThresholds() {
-  using L = RecordLevel;
+  using L = decision::Level;
   const Stat p = Stat::kPTrue, c = Stat::kConfidence;
   std::map<std::string, Thresholds> t;
   t["column.annotate"] =
@@ -61,11 +61,11 @@ std::map<std::string, Thresholds> DefaultThresholds() {
 std::map<std::string, Profile> DefaultProfiles() {
   std::map<std::string, Profile> profiles;
   profiles["prod"] = Profile{"prod",
-                             RecordLevel::kL1,
+                             decision::Level::kL1,
                              {Calibration::kAnyjev},
                              /*allow_hosted_write=*/false};
   profiles["dev"] = Profile{"dev",
-                            RecordLevel::kL0,
+                            decision::Level::kL0,
                             {Calibration::kAnyjev},
                             /*allow_hosted_write=*/false};
   return profiles;

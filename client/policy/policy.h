@@ -45,7 +45,7 @@ struct Thresholds {
   double propose = 0.0;
   double margin = 0.0;
   // The lowest AnyJev level that may reach auto.
-  RecordLevel min_level = RecordLevel::kL1;
+  RecordLevel min_level = decision::Level::kL1;
   // The lowest label weight that enters a fit.
   double min_weight = 0.6;
   // Where a numeric auto comes from: bench/results/<date>/<file>.json#<cell>.
@@ -54,7 +54,7 @@ struct Thresholds {
 
 struct Profile {
   std::string name;
-  RecordLevel min_level_write = RecordLevel::kL1;
+  RecordLevel min_level_write = decision::Level::kL1;
   std::set<Calibration> auto_calibrations = {Calibration::kAnyjev};
   bool allow_hosted_write = false;
 };

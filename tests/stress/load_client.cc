@@ -9,7 +9,8 @@
 //
 // Prints one JSON object. Kinds in --mix: logprobs (a valid two-prompt
 // group), tokenize, bad (no groups: INVALID_ARGUMENT), cancel (a valid
-// Logprobs cancelled by the client at once).
+// Logprobs cancelled by the client at once), decide (an L0 Decide of two
+// states, a text and a JSON one, by a choice and a yes/no question).
 #include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
@@ -29,6 +30,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "mesa/anyjev/v1/decisions.grpc.pb.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
 
 namespace {
@@ -37,7 +39,7 @@ namespace v1 = mesa::anyjev::v1;
 using Clock = std::chrono::steady_clock;
 using WallClock = std::chrono::system_clock;  // what gRPC deadlines take
 
-enum class Kind { kLogprobs, kTokenize, kBad, kCancel };
+enum class Kind { kLogprobs, kTokenize, kBad, kCancel, kDecide };
 
 struct Options {
   std::string address;
@@ -69,7 +71,8 @@ std::vector<Kind> ParseMix(const std::string& mix) {
       {"logprobs", Kind::kLogprobs},
       {"tokenize", Kind::kTokenize},
       {"bad", Kind::kBad},
-      {"cancel", Kind::kCancel}};
+      {"cancel", Kind::kCancel},
+      {"decide", Kind::kDecide}};
   std::vector<Kind> table;
   for (absl::string_view part : absl::StrSplit(mix, ',', absl::SkipEmpty())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(part, '=');
@@ -79,7 +82,7 @@ std::vector<Kind> ParseMix(const std::string& mix) {
         weight < 0 || weight > 1000) {
       throw CLI::ValidationError("--mix", "bad entry '" + std::string(part) +
                                               "' (kind=weight, kinds: "
-                                              "logprobs tokenize bad cancel)");
+                                              "logprobs tokenize bad cancel decide)");
     }
     table.insert(table.end(), weight, it->second);
   }
@@ -97,8 +100,9 @@ class Load;
 // One call in flight at a time; on completion it records and starts the next.
 class Slot {
  public:
-  Slot(Load* load, v1::Inference::Stub* stub, uint32_t seed)
-      : load_(load), stub_(stub), rng_(seed) {}
+  Slot(Load* load, v1::Inference::Stub* stub, v1::Decisions::Stub* decisions,
+       uint32_t seed)
+      : load_(load), stub_(stub), decisions_(decisions), rng_(seed) {}
   void Start();
   std::vector<Sample>& samples() { return samples_; }
 
@@ -107,9 +111,11 @@ class Slot {
 
   Load* load_;
   v1::Inference::Stub* stub_;
+  v1::Decisions::Stub* decisions_;
   std::mt19937 rng_;
   v1::LogprobsResponse logprobs_;
   v1::TokenizeResponse tokenize_;
+  v1::DecideResponse decide_;
   Clock::time_point started_;
   std::vector<Sample> samples_;
 };
@@ -120,15 +126,29 @@ class Load {
        v1::LogprobsRequest logprobs)
       : options_(options), mix_(std::move(mix)), logprobs_(std::move(logprobs)) {
     tokenize_.add_texts("load client: a short text to tokenize");
+    decide_.set_level("L0");
+    decide_.add_states()->set_text("Report 7: the sky was grey at the site");
+    decide_.add_states()->set_json(R"({"site": 7, "sky": ["grey", "low cloud"]})");
+    v1::Question* choice = decide_.add_questions();
+    choice->set_id("sky");
+    choice->set_kind("choice");
+    choice->set_text("What colour was the sky?");
+    for (const char* option : {"blue", "grey", "red"}) choice->add_options(option);
+    v1::Question* noul = decide_.add_questions();
+    noul->set_id("cloud");
+    noul->set_kind("noul");
+    noul->set_text("Was there cloud?");
     const char* token =
         options.token_env.empty() ? nullptr : std::getenv(options.token_env.c_str());
     if (token != nullptr) bearer_ = std::string("Bearer ") + token;
   }
 
-  nlohmann::json Run(const std::vector<v1::Inference::Stub*>& stubs) {
+  nlohmann::json Run(const std::vector<v1::Inference::Stub*>& stubs,
+                     const std::vector<v1::Decisions::Stub*>& decisions) {
     for (int i = 0; i < options_.in_flight; ++i) {
       slots_.push_back(std::make_unique<Slot>(
-          this, stubs[i % stubs.size()], static_cast<uint32_t>(7919 * i + 1)));
+          this, stubs[i % stubs.size()], decisions[i % decisions.size()],
+          static_cast<uint32_t>(7919 * i + 1)));
     }
     started_ = Clock::now();
     end_ = started_ + std::chrono::duration_cast<Clock::duration>(
@@ -161,6 +181,7 @@ class Load {
   const v1::LogprobsRequest& logprobs() const { return logprobs_; }
   const v1::LogprobsRequest& bad() const { return bad_; }
   const v1::TokenizeRequest& tokenize() const { return tokenize_; }
+  const v1::DecideRequest& decide() const { return decide_; }
 
  private:
   static double Percentile(std::vector<uint32_t>& sorted, double q) {
@@ -219,6 +240,7 @@ class Load {
   const v1::LogprobsRequest logprobs_;
   const v1::LogprobsRequest bad_;
   v1::TokenizeRequest tokenize_;
+  v1::DecideRequest decide_;
   std::string bearer_;
   std::vector<std::unique_ptr<Slot>> slots_;
   Clock::time_point started_, end_;
@@ -253,6 +275,10 @@ void Slot::Start() {
     case Kind::kLogprobs:
       stub_->async()->Logprobs(context.get(), &load_->logprobs(), &logprobs_,
                                done);
+      break;
+    case Kind::kDecide:
+      decisions_->async()->Decide(context.get(), &load_->decide(), &decide_,
+                                  done);
       break;
   }
 }
@@ -353,6 +379,8 @@ int main(int argc, char** argv) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<v1::Inference::Stub>> stubs;
   std::vector<v1::Inference::Stub*> raw;
+  std::vector<std::unique_ptr<v1::Decisions::Stub>> decision_stubs;
+  std::vector<v1::Decisions::Stub*> raw_decisions;
   for (int i = 0; i < options.channels; ++i) {
     channels.push_back(Connect(options.address, i));
     if (!WaitReady(channels.back())) {
@@ -361,9 +389,11 @@ int main(int argc, char** argv) {
     }
     stubs.push_back(v1::Inference::NewStub(channels.back()));
     raw.push_back(stubs.back().get());
+    decision_stubs.push_back(v1::Decisions::NewStub(channels.back()));
+    raw_decisions.push_back(decision_stubs.back().get());
   }
   Load setup(options, mix, {});
   Load load(options, mix, ValidRequest(raw[0], &setup));
-  std::cout << load.Run(raw).dump() << std::endl;
+  std::cout << load.Run(raw, raw_decisions).dump() << std::endl;
   return 0;
 }

@@ -57,7 +57,7 @@ TEST_CASE("an L0 noul decision becomes an honest anyjev record",
   CHECK(r->provider == "anyjev");
   CHECK(r->method == "anyjev");
   CHECK(r->model == "fake");
-  CHECK(r->level == RecordLevel::kL0);
+  CHECK(r->level == decision::Level::kL0);
   CHECK(r->calibration == Calibration::kAnyjev);
   CHECK(r->answer_index == 1);
   CHECK(r->answer == "No");
@@ -114,7 +114,7 @@ TEST_CASE("a routed L2 decision is downgraded to L0 and marked",
   d.diagnostics.routed_from = "term.fits";
   auto r = DecisionRecord::FromDecision(d, q, kState, kFake);
   REQUIRE(r.ok());
-  CHECK(r->level == RecordLevel::kL0);
+  CHECK(r->level == decision::Level::kL0);
   CHECK(r->diagnostics.dump() ==
         R"({"permutations":1,"temperature":1.5,"n_calib":40,)"
         R"("routed_from":"term.fits","adapted":false,"adapt_n":0,)"
@@ -124,7 +124,7 @@ TEST_CASE("a routed L2 decision is downgraded to L0 and marked",
   d.diagnostics.routed_from.clear();
   auto exact = DecisionRecord::FromDecision(d, q, kState, kFake);
   REQUIRE(exact.ok());
-  CHECK(exact->level == RecordLevel::kL2);
+  CHECK(exact->level == decision::Level::kL2);
   CHECK(exact->diagnostics["routed_from"].is_null());
   CHECK_FALSE(exact->diagnostics.contains("routed_refused"));
 }
@@ -136,14 +136,14 @@ TEST_CASE("L1 needs a frozen prior, else it is L0 with l1_prior_missing",
   d.diagnostics.temperature = 2.0;
   auto running = DecisionRecord::FromDecision(d, q, kState, kFake);
   REQUIRE(running.ok());
-  CHECK(running->level == RecordLevel::kL0);
+  CHECK(running->level == decision::Level::kL0);
   CHECK(running->diagnostics["l1_prior_missing"] == true);
   CHECK(running->diagnostics["temperature"] == 2.0);
 
   d.diagnostics.prior_method = "frozen:batch";
   auto frozen = DecisionRecord::FromDecision(d, q, kState, kFake);
   REQUIRE(frozen.ok());
-  CHECK(frozen->level == RecordLevel::kL1);
+  CHECK(frozen->level == decision::Level::kL1);
   CHECK_FALSE(frozen->diagnostics.contains("l1_prior_missing"));
 }
 
@@ -177,7 +177,7 @@ TEST_CASE("rule records have no probabilities and level none",
   CHECK(r->provider == "rule");
   CHECK(r->method == "rule");
   CHECK(r->model == "n/a");
-  CHECK(r->level == RecordLevel::kNone);
+  CHECK(r->level == policy::kNoLevel);
   CHECK(r->calibration == Calibration::kNone);
   CHECK_FALSE(r->probs.has_value());
   CHECK(r->answer == "No");
@@ -205,7 +205,7 @@ TEST_CASE("Validate enforces the record invariants", "[questions][policy]") {
   };
   fails([](DecisionRecord& r) { r.calibration = Calibration::kNone; },
         "probs must be null exactly when calibration is none");
-  fails([](DecisionRecord& r) { r.level = RecordLevel::kNone; },
+  fails([](DecisionRecord& r) { r.level = policy::kNoLevel; },
         "calibration anyjev requires a level other than none");
   fails([](DecisionRecord& r) { r.calibration = Calibration::kTypesafe; },
         "calibration typesafe requires level none, got L0");
@@ -237,7 +237,7 @@ TEST_CASE("Validate enforces the record invariants", "[questions][policy]") {
   // Hosted Jev: typesafe probabilities at level none are honest.
   DecisionRecord hosted = *base;
   hosted.calibration = Calibration::kTypesafe;
-  hosted.level = RecordLevel::kNone;
+  hosted.level = policy::kNoLevel;
   hosted.method = "hosted:prompt_jev";
   CHECK(hosted.Validate().ok());
 }
@@ -262,16 +262,16 @@ TEST_CASE("rank_probs: stable argmax, top and margin", "[questions][policy]") {
 TEST_CASE("meets_level ranks none < raw < L0 < L1 < L2",
           "[questions][policy]") {
   DecisionRecord r;
-  r.level = RecordLevel::kL1;
-  CHECK(MeetsLevel(r, RecordLevel::kL0));
-  CHECK(MeetsLevel(r, RecordLevel::kL1));
-  CHECK_FALSE(MeetsLevel(r, RecordLevel::kL2));
-  r.level = RecordLevel::kNone;
-  CHECK_FALSE(MeetsLevel(r, RecordLevel::kRaw));
-  CHECK(MeetsLevel(r, RecordLevel::kNone));
-  CHECK(LevelRank(RecordLevel::kNone) == -1);
-  CHECK(LevelRank(RecordLevel::kL2) == 3);
-  CHECK(*ParseRecordLevel("L1") == RecordLevel::kL1);
+  r.level = decision::Level::kL1;
+  CHECK(MeetsLevel(r, decision::Level::kL0));
+  CHECK(MeetsLevel(r, decision::Level::kL1));
+  CHECK_FALSE(MeetsLevel(r, decision::Level::kL2));
+  r.level = policy::kNoLevel;
+  CHECK_FALSE(MeetsLevel(r, decision::Level::kRaw));
+  CHECK(MeetsLevel(r, policy::kNoLevel));
+  CHECK(LevelRank(policy::kNoLevel) == -1);
+  CHECK(LevelRank(decision::Level::kL2) == 3);
+  CHECK(*ParseRecordLevel("L1") == decision::Level::kL1);
   CHECK_FALSE(ParseRecordLevel("auto").ok());
   CHECK(*ParseCalibration("typesafe") == Calibration::kTypesafe);
 }

@@ -15,7 +15,7 @@ using decision::QuestionKind;
 
 // An AnyJev record over `probs` at `level`, as FromDecision would build it.
 DecisionRecord Record(QuestionKind kind, std::vector<double> probs,
-                      RecordLevel level = RecordLevel::kL1,
+                      RecordLevel level = decision::Level::kL1,
                       Calibration calibration = Calibration::kAnyjev) {
   DecisionRecord r;
   r.question_id = "q";
@@ -43,7 +43,7 @@ DecisionRecord Record(QuestionKind kind, std::vector<double> probs,
 
 Thresholds WithAuto(Stat stat, double auto_at, double propose,
                     double margin = 0.0,
-                    RecordLevel min_level = RecordLevel::kL1) {
+                    RecordLevel min_level = decision::Level::kL1) {
   Thresholds t;
   t.stat = stat;
   t.auto_threshold = auto_at;
@@ -85,7 +85,7 @@ TEST_CASE("the M5 defaults are the policy_defaults table",
   const Policy& policy = Policy::Defaults();
   const auto t = [&](const char* id) { return *policy.thresholds(id); };
   CHECK(t("column.annotate").propose == 0.5);
-  CHECK(t("column.annotate").min_level == RecordLevel::kL0);
+  CHECK(t("column.annotate").min_level == decision::Level::kL0);
   CHECK(t("column.annotate").cite ==
         "D6 bootstrap: proposed-only until a LOCO bench row exists");
   CHECK(t("column.aspect").propose == 0.45);
@@ -95,18 +95,18 @@ TEST_CASE("the M5 defaults are the policy_defaults table",
   CHECK(t("term.fits").margin == 0.15);
   CHECK(t("term.fits").min_weight == 0.5);
   CHECK(t("term.fits.chooser").min_weight == 0.5);
-  CHECK(t("avu.value_kind").min_level == RecordLevel::kL0);
+  CHECK(t("avu.value_kind").min_level == decision::Level::kL0);
   CHECK(t("avu.keep").min_weight == 0.6);
   CHECK(t("dataset.ontology_applies").margin == 0.10);
   CHECK(t("datacite.resource_type_fits").margin == 0.15);
   CHECK(t("datacite.relation_type").propose == 0.40);
   CHECK(t("datacite.relation_type").margin == 0.10);
   CHECK(t("datacite.date_type_fits").propose == 0.50);
-  CHECK(t("datacite.description_type").min_level == RecordLevel::kL1);
+  CHECK(t("datacite.description_type").min_level == decision::Level::kL1);
   CHECK(t("term.fits").cite == "D6 bootstrap");
 
-  CHECK(Prod().min_level_write == RecordLevel::kL1);
-  CHECK(Dev().min_level_write == RecordLevel::kL0);
+  CHECK(Prod().min_level_write == decision::Level::kL1);
+  CHECK(Dev().min_level_write == decision::Level::kL0);
   CHECK(Prod().auto_calibrations ==
         std::set<Calibration>{Calibration::kAnyjev});
   CHECK_FALSE(Dev().allow_hosted_write);
@@ -140,25 +140,25 @@ TEST_CASE("a noul reads p_true, so a confident No abstains",
 TEST_CASE("calibration none never reaches auto, even in dev",
           "[questions][policy]") {
   const Thresholds t =
-      WithAuto(Stat::kConfidence, 0.5, 0.4, 0.0, RecordLevel::kNone);
+      WithAuto(Stat::kConfidence, 0.5, 0.4, 0.0, policy::kNoLevel);
   DecisionRecord r = Record(QuestionKind::kChoice, {0.9, 0.1});
   r.calibration = Calibration::kNone;  // as a mislabelled source would
   Profile lax = Dev();
-  lax.min_level_write = RecordLevel::kNone;
+  lax.min_level_write = policy::kNoLevel;
   lax.auto_calibrations.insert(Calibration::kNone);
   CHECK(DecideOutcome(r, t, lax) == Outcome::kProposed);
 }
 
 TEST_CASE("typesafe can propose but never auto", "[questions][policy]") {
   const Thresholds t =
-      WithAuto(Stat::kConfidence, 0.5, 0.4, 0.0, RecordLevel::kNone);
+      WithAuto(Stat::kConfidence, 0.5, 0.4, 0.0, policy::kNoLevel);
   const DecisionRecord hosted =
-      Record(QuestionKind::kChoice, {0.95, 0.05}, RecordLevel::kNone,
+      Record(QuestionKind::kChoice, {0.95, 0.05}, policy::kNoLevel,
              Calibration::kTypesafe);
   CHECK(DecideOutcome(hosted, t, Dev()) == Outcome::kProposed);
   CHECK(DecideOutcome(hosted, t, Prod()) == Outcome::kProposed);
   CHECK(DecideOutcome(Record(QuestionKind::kChoice, {0.3, 0.7},
-                             RecordLevel::kNone, Calibration::kTypesafe),
+                             policy::kNoLevel, Calibration::kTypesafe),
                       WithAuto(Stat::kConfidence, 0.99, 0.8),
                       Prod()) == Outcome::kAbstain);
 }
@@ -166,32 +166,32 @@ TEST_CASE("typesafe can propose but never auto", "[questions][policy]") {
 TEST_CASE("level floors: the threshold's and the profile's",
           "[questions][policy]") {
   const DecisionRecord l0 =
-      Record(QuestionKind::kChoice, {0.9, 0.1}, RecordLevel::kL0);
+      Record(QuestionKind::kChoice, {0.9, 0.1}, decision::Level::kL0);
   // Threshold floor L1 stops L0 even in dev.
   CHECK(DecideOutcome(l0, WithAuto(Stat::kConfidence, 0.8, 0.5), Dev()) ==
         Outcome::kProposed);
   // Threshold floor L0: dev lets L0 through, prod's L1 floor does not.
   const Thresholds t0 =
-      WithAuto(Stat::kConfidence, 0.8, 0.5, 0.0, RecordLevel::kL0);
+      WithAuto(Stat::kConfidence, 0.8, 0.5, 0.0, decision::Level::kL0);
   CHECK(DecideOutcome(l0, t0, Dev()) == Outcome::kAuto);
   CHECK(DecideOutcome(l0, t0, Prod()) == Outcome::kProposed);
   const DecisionRecord l2 =
-      Record(QuestionKind::kChoice, {0.9, 0.1}, RecordLevel::kL2);
+      Record(QuestionKind::kChoice, {0.9, 0.1}, decision::Level::kL2);
   CHECK(DecideOutcome(
-            l2, WithAuto(Stat::kConfidence, 0.8, 0.5, 0.0, RecordLevel::kL2),
+            l2, WithAuto(Stat::kConfidence, 0.8, 0.5, 0.0, decision::Level::kL2),
             Prod()) == Outcome::kAuto);
   const DecisionRecord raw =
-      Record(QuestionKind::kChoice, {0.9, 0.1}, RecordLevel::kRaw);
+      Record(QuestionKind::kChoice, {0.9, 0.1}, decision::Level::kRaw);
   CHECK(DecideOutcome(raw, t0, Dev()) == Outcome::kProposed);
 }
 
 TEST_CASE("a null auto means proposed-only", "[questions][policy]") {
   const DecisionRecord l2 =
-      Record(QuestionKind::kNoul, {0.999, 0.001}, RecordLevel::kL2);
+      Record(QuestionKind::kNoul, {0.999, 0.001}, decision::Level::kL2);
   const Thresholds term = *Policy::Defaults().thresholds("term.fits");
   CHECK(DecideOutcome(l2, term, Dev()) == Outcome::kProposed);
   CHECK(
-      DecideOutcome(Record(QuestionKind::kNoul, {0.49, 0.51}, RecordLevel::kL2),
+      DecideOutcome(Record(QuestionKind::kNoul, {0.49, 0.51}, decision::Level::kL2),
                     term, Dev()) == Outcome::kAbstain);
   CHECK(DecideOutcome(Record(QuestionKind::kNoul, {0.5, 0.5}), term,
                       Prod()) == Outcome::kProposed);  // >= propose

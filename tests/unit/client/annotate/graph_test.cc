@@ -313,10 +313,10 @@ TEST_CASE(
   // A policy where term.fits may reach auto at L0 (the shipped one cannot).
   auto thresholds = policy::Policy::Defaults().all_thresholds();
   thresholds["term.fits"].auto_threshold = 0.7;
-  thresholds["term.fits"].min_level = policy::RecordLevel::kL0;
+  thresholds["term.fits"].min_level = decision::Level::kL0;
   policy::Profile dev;
   dev.name = "dev";
-  dev.min_level_write = policy::RecordLevel::kL0;
+  dev.min_level_write = decision::Level::kL0;
   const policy::Policy rules(thresholds, {{"dev", dev}});
   const auto card = PlotCard({"plotLength | Length | real | - | 10 non-blank",
                               "plotWidth | Width | real | - | 10 non-blank"});

@@ -75,7 +75,7 @@ TEST_CASE("annotate on the fake model: the reference's checks per card",
       CHECK(d.record.Validate().ok());
       CHECK(d.outcome != policy::Outcome::kAuto);
       if (d.outcome != policy::Outcome::kRule) {
-        CHECK(d.record.level == policy::RecordLevel::kL0);  // auto, no bundle
+        CHECK(d.record.level == decision::Level::kL0);  // auto, no bundle
         CHECK(d.threshold_propose.has_value());
       }
     }
@@ -142,7 +142,7 @@ TEST_CASE("annotate: identifiers get rule decisions, answer No, level none",
     CHECK(d.record.answer == "No");
     CHECK(d.record.answer_index == 1);
     CHECK(d.record.model == "n/a");
-    CHECK(d.record.level == policy::RecordLevel::kNone);
+    CHECK(d.record.level == policy::kNoLevel);
     CHECK(!d.record.probs.has_value());
     CHECK(d.outcome == policy::Outcome::kRule);
     ruled.insert(*d.place.column_name);
