@@ -1,6 +1,7 @@
 """End-to-end fixtures: the real mesa-anyjevd binary on a free loopback port,
 the real mesa-anyjev CLI, and a Python grpcio client generated from our
 proto at session start (an independent client, not our C++ one)."""
+import json
 import os
 import re
 import signal
@@ -41,6 +42,28 @@ pb = inference_pb2
 dpb = decisions_pb2
 
 
+# With MESA_ANYJEV_ERROR_LOG=FILE, every call that fails is appended to FILE
+# (JSON lines: test, method, code, message); scripts/bad_inputs_table.py
+# turns them into docs/reliability.md's table of bad inputs and their codes.
+ERROR_LOG = os.environ.get("MESA_ANYJEV_ERROR_LOG")
+
+
+class _RecordErrors(grpc.UnaryUnaryClientInterceptor):
+    def intercept_unary_unary(self, continuation, details, request):
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+        outcome = continuation(details, request)
+
+        def record(call):
+            code = call.code()
+            if code != grpc.StatusCode.OK:
+                with open(ERROR_LOG, "a") as log:
+                    log.write(json.dumps({"test": test, "method": details.method,
+                                          "code": code.name, "message": call.details()}) + "\n")
+
+        outcome.add_done_callback(record)
+        return outcome
+
+
 class Daemon:
     """One mesa-anyjevd process: started with port 0, port read back from
     --port-file, stderr kept for assertions."""
@@ -63,9 +86,12 @@ class Daemon:
         self.metrics_port = self._read_port(self.metrics_port_file)
         self.address = f"127.0.0.1:{self.port}"
         self.channel = grpc.insecure_channel(self.address)
-        self.stub = inference_pb2_grpc.InferenceStub(self.channel)
-        self.decisions = decisions_pb2_grpc.DecisionsStub(self.channel)
-        self.health = health_pb2_grpc.HealthStub(self.channel)
+        calls = self.channel
+        if ERROR_LOG:
+            calls = grpc.intercept_channel(self.channel, _RecordErrors())
+        self.stub = inference_pb2_grpc.InferenceStub(calls)
+        self.decisions = decisions_pb2_grpc.DecisionsStub(calls)
+        self.health = health_pb2_grpc.HealthStub(calls)
         if wait_serving:
             self.wait_for("SERVING")
 
