@@ -85,6 +85,43 @@ absl::Status CheckHeadShape(const LinearHead& head, const Capabilities& caps,
   return absl::OkStatus();
 }
 
+// What a file says of the model beyond its name, checked where it says it:
+// anyjev's shipped files carry n_blocks and hidden_size, our exports also
+// the served model's identity (a name alone does not tell two checkpoints
+// apart).
+absl::Status CheckFileModel(const nlohmann::ordered_json& file,
+                            const ModelIdentity& served,
+                            const Capabilities& caps) {
+  if (file.contains("model_identity")) {
+    const auto& identity = file["model_identity"];
+    if (!identity.is_string()) {
+      return absl::InvalidArgumentError("model_identity must be a string");
+    }
+    if (!served.identity.empty() && identity != served.identity) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "artifacts were fit on model_identity ",
+          identity.get<std::string>(), ", the served model's is ",
+          served.identity, " (same name, other weights or tokenizer)"));
+    }
+  }
+  for (const auto& [field, want] :
+       {std::pair<const char*, int64_t>{"n_blocks", caps.n_layers},
+        std::pair<const char*, int64_t>{"hidden_size", caps.hidden_size}}) {
+    if (!file.contains(field) || want <= 0) continue;
+    const auto& got = file[field];
+    if (!got.is_number_integer()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " must be an integer"));
+    }
+    if (got.get<int64_t>() != want) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("artifacts were fit on a model with ", field, "=",
+                       got.get<int64_t>(), ", the served model has ", want));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Decider::LoadArtifact(const Question& question,
@@ -170,6 +207,8 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
         absl::StrCat("artifacts were fit on ", file["model"].dump(),
                      ", the model is '", model_name(), "'"));
   }
+  RETURN_IF_ERROR(CheckFileModel(file, backend_->identity(),
+                                 backend_->capabilities()));
   // Parse everything first: a file is loaded whole or not at all.
   std::vector<std::pair<std::string, std::shared_ptr<const TemperatureScaler>>>
       artifacts;
@@ -393,6 +432,14 @@ nlohmann::ordered_json Decider::ExportArtifacts(
     bool include_observations) const {
   Json out;
   out["model"] = model_name();
+  const Capabilities& caps = backend_->capabilities();
+  if (!backend_->identity().identity.empty()) {
+    out["model_identity"] = backend_->identity().identity;
+  }
+  if (caps.hidden_states) {
+    out["n_blocks"] = caps.n_layers;
+    out["hidden_size"] = caps.hidden_size;
+  }
   Json artifacts = Json::object();
   Json observations = Json::object();
   {

@@ -10,13 +10,18 @@
 #include <cmath>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
+
+#include "absl/strings/match.h"
 
 #include "common/fake_backend.h"
 #include "common/text/fake_tokenizer.h"
 
 namespace mesa_anyjev::decision {
 namespace {
+
+using Json = nlohmann::ordered_json;
 
 const std::vector<std::string> kTopics = {"genes", "proteins", "cells",
                                           "viruses"};
@@ -363,6 +368,29 @@ TEST_CASE("export and load keep decisions", "[decision]") {
   auto foreign = file;
   foreign["model"] = "Qwen/Qwen3-8B";
   CHECK(absl::IsFailedPrecondition(other.LoadArtifacts(foreign).status()));
+  // So is a file of the same name but another checkpoint or shape; what a
+  // file does not say is not asked (anyjev's files carry no identity).
+  CHECK(file["model_identity"] == fake.identity().identity);
+  CHECK(file["n_blocks"] == fake.capabilities().n_layers);
+  CHECK(file["hidden_size"] == fake.capabilities().hidden_size);
+  for (const auto& [field, value, code] :
+       {std::tuple<std::string, Json, absl::StatusCode>{
+            "model_identity", "0123abcd", absl::StatusCode::kFailedPrecondition},
+        {"model_identity", 7, absl::StatusCode::kInvalidArgument},
+        {"n_blocks", 36, absl::StatusCode::kFailedPrecondition},
+        {"n_blocks", "4", absl::StatusCode::kInvalidArgument},
+        {"hidden_size", 4096, absl::StatusCode::kFailedPrecondition}}) {
+    auto changed = file;
+    changed[field] = value;
+    const absl::Status status = Decider(&fake).LoadArtifacts(changed).status();
+    CHECK(status.code() == code);
+    CHECK(absl::StrContains(status.message(), field));
+  }
+  auto bare = file;
+  for (const char* field : {"model_identity", "n_blocks", "hidden_size"}) {
+    bare.erase(field);
+  }
+  CHECK(Decider(&fake).LoadArtifacts(bare).ok());
   // A prior-carrying L1 artifact of another layout is refused.
   auto artifact = file["artifacts"][q.key()];
   CHECK(absl::IsFailedPrecondition(
