@@ -230,6 +230,12 @@ def choice_group(state, question, options, label_ids=()):
                           label_ids=list(label_ids))
 
 
+def small_request(daemon):
+    """A valid Logprobs request of one two-prompt group (labels A, B)."""
+    ids = label_ids(daemon.stub, ["A", "B"])
+    return pb.LogprobsRequest(groups=[choice_group("s", "Q?", ["x", "y"], ids)])
+
+
 def label_ids(stub, labels):
     reply = stub.Tokenize(pb.TokenizeRequest(texts=[l.encode() for l in labels]), timeout=10)
     ids = [list(item.ids) for item in reply.items]

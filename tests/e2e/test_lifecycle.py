@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from conftest import choice_group, in_flight, label_ids, pb, run_cli
+from conftest import in_flight, pb, run_cli, small_request
 
 CANCELLED_OR_GONE = (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
 
@@ -39,8 +39,7 @@ def test_drain_finishes_calls_in_flight_and_refuses_new_ones(start_daemon):
     # Six calls of 1 s each: the drain has 6 s of accepted work to finish.
     daemon = start_daemon("--set", "model.fake_delay_s=1", "--set", "server.drain_grace_s=1.5",
                           "--set", "server.queue_capacity=16")
-    ids = label_ids(daemon.stub, ["A", "B"])
-    request = pb.LogprobsRequest(groups=[choice_group("s", "Q?", ["x", "y"], ids)])
+    request = small_request(daemon)
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = [pool.submit(daemon.stub.Logprobs, request, timeout=60) for _ in range(6)]
         daemon.wait_metrics(in_flight(6), "six calls accepted")
@@ -60,8 +59,7 @@ def test_drain_deadline_cancels_what_is_left(start_daemon):
     # Each call, the warm-up included, takes 6 s; the drain allows 1 s. Both
     # calls failing is the proof: the first would end OK had it run its 6 s.
     daemon = start_daemon("--set", "model.fake_delay_s=6", "--set", "server.drain_deadline_s=1")
-    ids = label_ids(daemon.stub, ["A", "B"])
-    request = pb.LogprobsRequest(groups=[choice_group("s", "Q?", ["x", "y"], ids)])
+    request = small_request(daemon)
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(daemon.stub.Logprobs, request, timeout=60) for _ in range(2)]
         daemon.wait_metrics(in_flight(2), "two calls accepted")
@@ -79,8 +77,7 @@ def test_second_signal_exits_at_once(start_daemon):
     # signal's code with the call failed is the proof: a finished drain
     # exits 0 and answers the call.
     daemon = start_daemon("--set", "model.fake_delay_s=8", "--set", "server.drain_deadline_s=60")
-    ids = label_ids(daemon.stub, ["A", "B"])
-    request = pb.LogprobsRequest(groups=[choice_group("s", "Q?", ["x", "y"], ids)])
+    request = small_request(daemon)
     future = daemon.stub.Logprobs.future(request, timeout=60)
     daemon.wait_metrics(in_flight(1), "the call accepted")
     daemon.signal(signal.SIGTERM)

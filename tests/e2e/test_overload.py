@@ -6,12 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from conftest import choice_group, in_flight, label_ids, metric, pb
-
-
-def request_for(daemon):
-    ids = label_ids(daemon.stub, ["A", "B"])
-    return pb.LogprobsRequest(groups=[choice_group("s", "Q?", ["x", "y"], ids)])
+from conftest import in_flight, metric, small_request
 
 
 def code_of(future):
@@ -28,7 +23,7 @@ def test_queue_full_is_resource_exhausted_at_once(start_daemon):
     # One call runs for 5 s; two wait; the other five are refused while the
     # first still runs (refused at once, not after waiting for room).
     daemon = start_daemon("--set", "server.queue_capacity=2", "--set", "model.fake_delay_s=5")
-    request = request_for(daemon)
+    request = small_request(daemon)
     with ThreadPoolExecutor(max_workers=8) as pool:
         first = pool.submit(daemon.stub.Logprobs, request, timeout=60)
         daemon.wait_metrics(lambda t: metric(t, "mesa_anyjev_inflight_requests") == 1
@@ -47,7 +42,7 @@ def test_queue_full_is_resource_exhausted_at_once(start_daemon):
 
 def test_client_deadline_exceeded_and_expired_work_never_runs(start_daemon):
     daemon = start_daemon("--set", "model.fake_delay_s=5")
-    request = request_for(daemon)
+    request = small_request(daemon)
     with ThreadPoolExecutor(max_workers=4) as pool:
         blocker = pool.submit(daemon.stub.Logprobs, request, timeout=60)
         daemon.wait_metrics(in_flight(1), "the blocker running")
@@ -70,14 +65,14 @@ def test_server_default_deadline_applies_to_calls_without_one(start_daemon):
     daemon = start_daemon("--set", "model.fake_delay_s=2", "--set", "server.default_deadline_s=0.3",
                           "--set", "server.max_deadline_s=10")
     with pytest.raises(grpc.RpcError) as error:
-        daemon.stub.Logprobs(request_for(daemon))  # no client deadline
+        daemon.stub.Logprobs(small_request(daemon))  # no client deadline
     assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
 def test_cancelled_call_stops_and_frees_the_engine(start_daemon):
     delay = 5.0
     daemon = start_daemon("--set", f"model.fake_delay_s={delay}")
-    future = daemon.stub.Logprobs.future(request_for(daemon), timeout=60)
+    future = daemon.stub.Logprobs.future(small_request(daemon), timeout=60)
     daemon.wait_metrics(in_flight(1), "the call running")
     future.cancel()
     with pytest.raises(grpc.FutureCancelledError):

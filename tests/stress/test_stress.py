@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from conftest import choice_group, in_flight, label_ids, metric, pb  # noqa: E402
+from conftest import in_flight, metric, pb, small_request  # noqa: E402
 from conftest import daemon, start_daemon  # noqa: E402,F401  (fixtures)
 
 LOAD_CLIENT = os.environ.get("MESA_ANYJEV_LOAD_CLIENT", "build/tests/load_client")
@@ -116,8 +116,7 @@ def test_2_overload_is_refused_at_once_and_recovers(start_daemon, record):
 
 def test_5_drain_finishes_sixteen_calls(start_daemon, record):
     daemon = start_daemon("--set", "model.fake_delay_s=1.5", "--set", "server.drain_deadline_s=60")
-    ids = label_ids(daemon.stub, ["A", "B"])
-    request = pb.LogprobsRequest(groups=[choice_group("s", "Q?", ["x", "y"], ids)])
+    request = small_request(daemon)
     with ThreadPoolExecutor(max_workers=16) as pool:
         futures = [pool.submit(daemon.stub.Logprobs, request, timeout=120) for _ in range(16)]
         daemon.wait_metrics(in_flight(16), "sixteen calls accepted")
