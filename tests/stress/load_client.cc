@@ -6,6 +6,9 @@
 //
 //   load_client --address A --in-flight 16 --seconds 60 --mix logprobs=1
 //   load_client --address A --idle 500     (connect, report, wait for stdin)
+//   load_client --address A --ping-abuse   (keepalive pings every second,
+//                                           no calls: how long until the
+//                                           daemon closes the connection)
 //
 // Prints one JSON object. Kinds in --mix: logprobs (a valid two-prompt
 // group), tokenize, bad (no groups: INVALID_ARGUMENT), cancel (a valid
@@ -50,6 +53,7 @@ struct Options {
   double deadline_s = 30;
   std::string mix = "logprobs=1";
   int idle = 0;
+  bool ping_abuse = false;
 };
 
 std::shared_ptr<grpc::Channel> Connect(const std::string& address, int index) {
@@ -347,6 +351,34 @@ int HoldIdle(const Options& options) {
   return connected == options.idle && answered == options.idle ? 0 : 1;
 }
 
+// A client that pings every second and sends nothing: the daemon allows one
+// ping per 30 s without data, so it must close the connection (GOAWAY
+// too_many_pings) while other clients go on being served.
+int PingAbuse(const Options& options) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  auto channel = grpc::CreateCustomChannel(
+      options.address, grpc::InsecureChannelCredentials(), args);
+  if (!WaitReady(channel)) {
+    std::cerr << "load_client: cannot connect to " << options.address << "\n";
+    return 1;
+  }
+  const auto start = Clock::now();
+  const bool changed = channel->WaitForStateChange(
+      GRPC_CHANNEL_READY, WallClock::now() + std::chrono::seconds(120));
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  std::cout << nlohmann::json{{"closed_by_server", changed},
+                              {"seconds", seconds}}
+                   .dump()
+            << std::endl;
+  return changed ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -367,8 +399,11 @@ int main(int argc, char** argv) {
   app.add_option("--idle", options.idle,
                  "hold this many idle connections instead of sending load")
       ->check(CLI::Range(0, 10000));
+  app.add_flag("--ping-abuse", options.ping_abuse,
+               "ping every second without calls until the daemon closes");
   CLI11_PARSE(app, argc, argv);
   if (options.idle > 0) return HoldIdle(options);
+  if (options.ping_abuse) return PingAbuse(options);
 
   std::vector<Kind> mix;
   try {

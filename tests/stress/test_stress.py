@@ -207,3 +207,14 @@ def test_12_five_hundred_idle_connections(start_daemon, record):
     assert info.name == "fake"
     assert first["connected"] == IDLE and last["answered"] == IDLE
     assert rss1 - rss0 <= 100 * MiB, figures
+
+
+def test_12_a_pinging_client_is_closed_and_others_served(start_daemon, record):
+    daemon = start_daemon()
+    abuse = subprocess.run([LOAD_CLIENT, "--address", daemon.address, "--ping-abuse"],
+                           capture_output=True, text=True, timeout=180)
+    result = json.loads(abuse.stdout)
+    info = daemon.stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=30)
+    record("12_ping_abuse", dict(result, goaway_too_many_pings="too_many_pings" in abuse.stderr))
+    assert result["closed_by_server"] and "too_many_pings" in abuse.stderr, abuse.stderr
+    assert info.name == "fake" and daemon.health_status() == "SERVING"
