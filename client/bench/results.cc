@@ -17,6 +17,7 @@
 #include "client/questions/question_set.h"
 #include "common/util/build_info.h"
 #include "common/util/files.h"
+#include "common/text/json_numbers.h"
 
 namespace mesa_anyjev::bench {
 namespace {
@@ -102,7 +103,8 @@ Json PolicySuggestions(const Json& tasks) {
     const std::string qid = result.value("question_id", std::string());
     for (const auto& [level, cell] : result.at("cells").items()) {
       if (!cell.value("loco", false) || cell.contains("error")) continue;
-      if (cell.value("n_neg", 0) < 30) continue;
+      const auto n_neg = text::JsonIntegerOr(cell, "n_neg", 0, 0, INT64_MAX);
+      if (!n_neg.ok() || *n_neg < 30) continue;
       const Json cov5 = cell.value("cov@5%", Json(nullptr));
       if (!cov5.is_number() || cov5.get<double>() <= 0.0) continue;
       Json s;

@@ -20,6 +20,7 @@
 #include "common/text/py_text.h"
 #include "common/text/strict_json.h"
 #include "common/util/files.h"
+#include "common/text/json_numbers.h"
 
 namespace mesa_anyjev::client {
 namespace {
@@ -84,7 +85,12 @@ absl::StatusOr<Question> QuestionFromJson(const nlohmann::json& j,
       lo = scale[0].get<double>();
       hi = scale[1].get<double>();
     }
-    out = Question::ScoreBins(*text, j.value("bins", 5), lo, hi, id);
+    auto bins = text::JsonIntegerOr(j, "bins", 5, INT32_MIN, INT32_MAX);
+    if (!bins.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".", bins.status().message()));
+    }
+    out = Question::ScoreBins(*text, static_cast<int>(*bins), lo, hi, id);
   }
   if (!out.ok()) {
     return absl::InvalidArgumentError(

@@ -14,6 +14,8 @@
 #include "common/decision/py_json.h"
 #include "common/text/strict_json.h"
 #include "common/util/files.h"
+#include "common/text/json_numbers.h"
+#include "common/status/status_macros.h"
 
 namespace mesa_anyjev::learn {
 namespace {
@@ -76,7 +78,8 @@ Json RowToJson(const LabelRow& row) {
 absl::StatusOr<LabelRow> RowFromJson(const Json& json) {
   try {
     LabelRow row;
-    row.label_id = json.at("label_id").get<int64_t>();
+    ASSIGN_OR_RETURN(row.label_id, text::JsonInteger(json.at("label_id"),
+                                                     "label_id", 0, INT64_MAX));
     row.question_id = json.at("question_id").get<std::string>();
     row.question_key = json.at("question_key").get<std::string>();
     row.state_sha256 = json.at("state_sha256").get<std::string>();
@@ -87,16 +90,20 @@ absl::StatusOr<LabelRow> RowFromJson(const Json& json) {
           absl::StrCat("state_json: ", state.status().message()));
     }
     row.state = *std::move(state);
-    row.label_index = json.at("label_index").get<int>();
+    ASSIGN_OR_RETURN(row.label_index,
+                     text::JsonInteger(json.at("label_index"), "label_index",
+                                       0, INT32_MAX));
     row.label_source = json.at("label_source").get<std::string>();
-    row.weight = json.at("weight").get<double>();
+    ASSIGN_OR_RETURN(row.weight, text::JsonFinite(json.at("weight"), "weight"));
     row.source_ref = StringOrEmpty(json, "source_ref");
     row.card = StringOrEmpty(json, "card");
     row.decision_id = StringOrEmpty(json, "decision_id");
     row.batch_id = StringOrEmpty(json, "batch_id");
     if (json.contains("consumed_in_bundle") &&
         !json["consumed_in_bundle"].is_null()) {
-      row.consumed_in_bundle = json["consumed_in_bundle"].get<int64_t>();
+      ASSIGN_OR_RETURN(row.consumed_in_bundle,
+                       text::JsonInteger(json["consumed_in_bundle"],
+                                         "consumed_in_bundle", 0, INT64_MAX));
     }
     row.ts = json.at("ts").get<std::string>();
     return row;

@@ -18,6 +18,7 @@
 #include "common/status/status_macros.h"
 #include "common/util/files.h"
 #include "common/util/hash.h"
+#include "common/text/json_numbers.h"
 
 namespace mesa_anyjev::bundles {
 namespace {
@@ -392,7 +393,9 @@ absl::StatusOr<BundleVersion> BundleStore::Get(int version) const {
   if (!manifest->is_object() || !manifest->contains("files") ||
       !(*manifest)["files"].is_object() ||
       !(*manifest)["files"].contains(kArtifacts) ||
-      (*manifest).value("version", 0) != version) {
+      !(*manifest).contains("version") ||
+      !text::JsonInteger((*manifest)["version"], "version", version, version)
+           .ok()) {
     return absl::DataLossError(
         absl::StrCat(where, kManifest, ": not a manifest of v", version,
                      " (needs version and files with ", kArtifacts, ")"));

@@ -18,6 +18,7 @@
 #include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
 #include "common/util/hash.h"
+#include "common/text/json_numbers.h"
 
 namespace mesa_anyjev::decision {
 
@@ -332,16 +333,25 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
             loaded.states.push_back(StateText(s));
         }
         if (r.contains("labels")) {
-          for (const auto& l : r["labels"])
-            loaded.labels.push_back(l.get<int>());
+          for (const auto& l : r["labels"]) {
+            ASSIGN_OR_RETURN(const int64_t label,
+                             text::JsonInteger(l, "observations labels", 0,
+                                               INT32_MAX));
+            loaded.labels.push_back(static_cast<int>(label));
+          }
         }
         if (loaded.labels.size() != loaded.states.size()) {
           return absl::InvalidArgumentError(
               absl::StrCat("observations.", key, ": ", loaded.labels.size(),
                            " labels for ", loaded.states.size(), " states"));
         }
-        if (r.contains("fits")) loaded.fits = r["fits"].get<int>();
-        if (r.contains("next_fit")) loaded.next_fit = r["next_fit"].get<int>();
+        for (auto [field, into] : {std::pair{"fits", &loaded.fits},
+                                   std::pair{"next_fit", &loaded.next_fit}}) {
+          if (!r.contains(field)) continue;
+          ASSIGN_OR_RETURN(const int64_t n,
+                           text::JsonInteger(r[field], field, 0, INT32_MAX));
+          *into = static_cast<int>(n);
+        }
         observations.push_back(std::move(loaded));
       }
     }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/text/utf8.h"
+#include "common/text/json_numbers.h"
 
 namespace mesa_anyjev::decision {
 namespace {
@@ -197,7 +198,8 @@ absl::StatusOr<LinearHead> LinearHead::FromJson(
           absl::StrCat("head: method '", method, "' is not head:<kind>"));
     }
     head.kind = method.substr(5);
-    head.layer = json.value("layer", 0);
+    ASSIGN_OR_RETURN(head.layer,
+                     text::JsonIntegerOr(json, "layer", 0, INT32_MIN, INT32_MAX));
     if (!json.contains("temperature") || !json["temperature"].is_number()) {
       return absl::InvalidArgumentError("head: no numeric \"temperature\"");
     }
@@ -205,7 +207,8 @@ absl::StatusOr<LinearHead> LinearHead::FromJson(
     if (json.contains("params") && json["params"].is_object()) {
       head.params = json["params"];
     }
-    head.n_calib = json.value("n_calib", 0);
+    ASSIGN_OR_RETURN(head.n_calib,
+                     text::JsonIntegerOr(json, "n_calib", 0, 0, INT32_MAX));
     if (json.contains("cv") && json["cv"].is_object()) head.cv = json["cv"];
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/decision/py_format.h"
+#include "common/text/json_numbers.h"
+#include "common/status/status_macros.h"
 
 namespace mesa_anyjev::decision {
 namespace {
@@ -159,14 +161,16 @@ absl::StatusOr<TemperatureScaler> TemperatureScaler::FromJson(
               "L1 artifact: \"prior\" rows must all have the same length");
         }
         for (size_t j = 0; j < rows[i].size(); ++j) {
-          prior(i, j) = rows[i][j].get<double>();
+          ASSIGN_OR_RETURN(prior(i, j), text::JsonFinite(rows[i][j], "prior"));
         }
       }
       out.prior = std::move(prior);
     }
-    out.prior_strength = json.value("prior_strength", 0.0);
+    ASSIGN_OR_RETURN(out.prior_strength,
+                     text::JsonFiniteOr(json, "prior_strength", 0.0));
     out.prior_method = json.value("prior_method", std::string("none"));
-    out.n_calib = json.value("n_calib", 0);
+    ASSIGN_OR_RETURN(out.n_calib,
+                     text::JsonIntegerOr(json, "n_calib", 0, 0, INT32_MAX));
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("L1 artifact: malformed field: ", e.what()));
