@@ -15,9 +15,9 @@
 #include "absl/strings/strip.h"
 #include "client/questions/question_lock.h"
 #include "client/questions/question_set.h"
+#include "common/text/json_numbers.h"
 #include "common/util/build_info.h"
 #include "common/util/files.h"
-#include "common/text/json_numbers.h"
 
 namespace mesa_anyjev::bench {
 namespace {

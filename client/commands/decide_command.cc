@@ -17,10 +17,10 @@
 #include "client/policy/decision_record.h"
 #include "client/questions/question_set.h"
 #include "common/decision/py_json.h"
+#include "common/text/json_numbers.h"
 #include "common/text/py_text.h"
 #include "common/text/strict_json.h"
 #include "common/util/files.h"
-#include "common/text/json_numbers.h"
 
 namespace mesa_anyjev::client {
 namespace {

@@ -12,10 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/decision/py_json.h"
+#include "common/status/status_macros.h"
+#include "common/text/json_numbers.h"
 #include "common/text/strict_json.h"
 #include "common/util/files.h"
-#include "common/text/json_numbers.h"
-#include "common/status/status_macros.h"
 
 namespace mesa_anyjev::learn {
 namespace {
@@ -90,9 +90,9 @@ absl::StatusOr<LabelRow> RowFromJson(const Json& json) {
           absl::StrCat("state_json: ", state.status().message()));
     }
     row.state = *std::move(state);
-    ASSIGN_OR_RETURN(row.label_index,
-                     text::JsonInteger(json.at("label_index"), "label_index",
-                                       0, INT32_MAX));
+    ASSIGN_OR_RETURN(
+        row.label_index,
+        text::JsonInteger(json.at("label_index"), "label_index", 0, INT32_MAX));
     row.label_source = json.at("label_source").get<std::string>();
     ASSIGN_OR_RETURN(row.weight, text::JsonFinite(json.at("weight"), "weight"));
     row.source_ref = StringOrEmpty(json, "source_ref");

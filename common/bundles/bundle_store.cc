@@ -16,9 +16,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status/status_macros.h"
+#include "common/text/json_numbers.h"
 #include "common/util/files.h"
 #include "common/util/hash.h"
-#include "common/text/json_numbers.h"
 
 namespace mesa_anyjev::bundles {
 namespace {

@@ -17,8 +17,8 @@
 #include "common/decision/legacy_random_state.h"
 #include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
-#include "common/util/hash.h"
 #include "common/text/json_numbers.h"
+#include "common/util/hash.h"
 
 namespace mesa_anyjev::decision {
 
@@ -100,9 +100,9 @@ absl::Status CheckFileModel(const nlohmann::ordered_json& file,
     }
     if (!served.identity.empty() && identity != served.identity) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "artifacts were fit on model_identity ",
-          identity.get<std::string>(), ", the served model's is ",
-          served.identity, " (same name, other weights or tokenizer)"));
+          "artifacts were fit on model_identity ", identity.get<std::string>(),
+          ", the served model's is ", served.identity,
+          " (same name, other weights or tokenizer)"));
     }
   }
   for (const auto& [field, want] :
@@ -208,8 +208,8 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
         absl::StrCat("artifacts were fit on ", file["model"].dump(),
                      ", the model is '", model_name(), "'"));
   }
-  RETURN_IF_ERROR(CheckFileModel(file, backend_->identity(),
-                                 backend_->capabilities()));
+  RETURN_IF_ERROR(
+      CheckFileModel(file, backend_->identity(), backend_->capabilities()));
   // Parse everything first: a file is loaded whole or not at all.
   std::vector<std::pair<std::string, std::shared_ptr<const TemperatureScaler>>>
       artifacts;
@@ -334,9 +334,9 @@ absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
         }
         if (r.contains("labels")) {
           for (const auto& l : r["labels"]) {
-            ASSIGN_OR_RETURN(const int64_t label,
-                             text::JsonInteger(l, "observations labels", 0,
-                                               INT32_MAX));
+            ASSIGN_OR_RETURN(
+                const int64_t label,
+                text::JsonInteger(l, "observations labels", 0, INT32_MAX));
             loaded.labels.push_back(static_cast<int>(label));
           }
         }

@@ -9,8 +9,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
-#include "common/text/utf8.h"
 #include "common/text/json_numbers.h"
+#include "common/text/utf8.h"
 
 namespace mesa_anyjev::decision {
 namespace {
@@ -198,8 +198,8 @@ absl::StatusOr<LinearHead> LinearHead::FromJson(
           absl::StrCat("head: method '", method, "' is not head:<kind>"));
     }
     head.kind = method.substr(5);
-    ASSIGN_OR_RETURN(head.layer,
-                     text::JsonIntegerOr(json, "layer", 0, INT32_MIN, INT32_MAX));
+    ASSIGN_OR_RETURN(head.layer, text::JsonIntegerOr(json, "layer", 0,
+                                                     INT32_MIN, INT32_MAX));
     if (!json.contains("temperature") || !json["temperature"].is_number()) {
       return absl::InvalidArgumentError("head: no numeric \"temperature\"");
     }

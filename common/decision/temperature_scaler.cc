@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/decision/py_format.h"
-#include "common/text/json_numbers.h"
 #include "common/status/status_macros.h"
+#include "common/text/json_numbers.h"
 
 namespace mesa_anyjev::decision {
 namespace {

@@ -30,9 +30,9 @@ absl::StatusOr<int64_t> JsonInteger(const Json& v, absl::string_view field,
     in_range = out >= lo && out <= hi;
   }
   if (!in_range) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": an integer in [", lo, ", ", hi, "] is required, got ",
-        v.dump().substr(0, 40)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": an integer in [", lo, ", ", hi,
+                     "] is required, got ", v.dump().substr(0, 40)));
   }
   return out;
 }

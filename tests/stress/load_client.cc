@@ -84,9 +84,10 @@ std::vector<Kind> ParseMix(const std::string& mix) {
     const auto it = kNames.find(kv.first);
     if (it == kNames.end() || !absl::SimpleAtoi(kv.second, &weight) ||
         weight < 0 || weight > 1000) {
-      throw CLI::ValidationError("--mix", "bad entry '" + std::string(part) +
-                                              "' (kind=weight, kinds: "
-                                              "logprobs tokenize bad cancel decide)");
+      throw CLI::ValidationError("--mix",
+                                 "bad entry '" + std::string(part) +
+                                     "' (kind=weight, kinds: "
+                                     "logprobs tokenize bad cancel decide)");
     }
     table.insert(table.end(), weight, it->second);
   }
@@ -128,22 +129,27 @@ class Load {
  public:
   Load(const Options& options, std::vector<Kind> mix,
        v1::LogprobsRequest logprobs)
-      : options_(options), mix_(std::move(mix)), logprobs_(std::move(logprobs)) {
+      : options_(options),
+        mix_(std::move(mix)),
+        logprobs_(std::move(logprobs)) {
     tokenize_.add_texts("load client: a short text to tokenize");
     decide_.set_level("L0");
     decide_.add_states()->set_text("Report 7: the sky was grey at the site");
-    decide_.add_states()->set_json(R"({"site": 7, "sky": ["grey", "low cloud"]})");
+    decide_.add_states()->set_json(
+        R"({"site": 7, "sky": ["grey", "low cloud"]})");
     v1::Question* choice = decide_.add_questions();
     choice->set_id("sky");
     choice->set_kind("choice");
     choice->set_text("What colour was the sky?");
-    for (const char* option : {"blue", "grey", "red"}) choice->add_options(option);
+    for (const char* option : {"blue", "grey", "red"})
+      choice->add_options(option);
     v1::Question* noul = decide_.add_questions();
     noul->set_id("cloud");
     noul->set_kind("noul");
     noul->set_text("Was there cloud?");
-    const char* token =
-        options.token_env.empty() ? nullptr : std::getenv(options.token_env.c_str());
+    const char* token = options.token_env.empty()
+                            ? nullptr
+                            : std::getenv(options.token_env.c_str());
     if (token != nullptr) bearer_ = std::string("Bearer ") + token;
   }
 
@@ -163,7 +169,8 @@ class Load {
       std::unique_lock<std::mutex> lock(mu_);
       idle_.wait(lock, [this] { return active_ == 0; });
     }
-    return Report(std::chrono::duration<double>(Clock::now() - started_).count());
+    return Report(
+        std::chrono::duration<double>(Clock::now() - started_).count());
   }
 
   bool running() const { return Clock::now() < end_; }
@@ -176,9 +183,10 @@ class Load {
   }
   std::shared_ptr<grpc::ClientContext> Context() const {
     auto context = std::make_shared<grpc::ClientContext>();
-    context->set_deadline(WallClock::now() +
-                          std::chrono::duration_cast<WallClock::duration>(
-                              std::chrono::duration<double>(options_.deadline_s)));
+    context->set_deadline(
+        WallClock::now() +
+        std::chrono::duration_cast<WallClock::duration>(
+            std::chrono::duration<double>(options_.deadline_s)));
     if (!bearer_.empty()) context->AddMetadata("authorization", bearer_);
     return context;
   }
@@ -190,8 +198,9 @@ class Load {
  private:
   static double Percentile(std::vector<uint32_t>& sorted, double q) {
     if (sorted.empty()) return 0;
-    const size_t i = std::min(sorted.size() - 1,
-                              static_cast<size_t>(q * static_cast<double>(sorted.size())));
+    const size_t i =
+        std::min(sorted.size() - 1,
+                 static_cast<size_t>(q * static_cast<double>(sorted.size())));
     return sorted[i] / 1000.0;
   }
   static nlohmann::json Latency(std::vector<uint32_t> micros) {
@@ -229,12 +238,23 @@ class Load {
   }
 
   static std::string CodeName(grpc::StatusCode code) {
-    static const char* kNames[] = {
-        "OK",       "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-        "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",       "DATA_LOSS",
-        "UNAUTHENTICATED"};
+    static const char* kNames[] = {"OK",
+                                   "CANCELLED",
+                                   "UNKNOWN",
+                                   "INVALID_ARGUMENT",
+                                   "DEADLINE_EXCEEDED",
+                                   "NOT_FOUND",
+                                   "ALREADY_EXISTS",
+                                   "PERMISSION_DENIED",
+                                   "RESOURCE_EXHAUSTED",
+                                   "FAILED_PRECONDITION",
+                                   "ABORTED",
+                                   "OUT_OF_RANGE",
+                                   "UNIMPLEMENTED",
+                                   "INTERNAL",
+                                   "UNAVAILABLE",
+                                   "DATA_LOSS",
+                                   "UNAUTHENTICATED"};
     const int i = static_cast<int>(code);
     return i >= 0 && i < 17 ? kNames[i] : std::to_string(i);
   }
@@ -291,8 +311,8 @@ void Slot::Done(const grpc::Status& status) {
   const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
       Clock::now() - started_);
   samples_.push_back(
-      {status.error_code(), static_cast<uint32_t>(std::min<int64_t>(
-                                took.count(), UINT32_MAX))});
+      {status.error_code(),
+       static_cast<uint32_t>(std::min<int64_t>(took.count(), UINT32_MAX))});
   Start();  // the next call, from the callback thread (non-blocking)
 }
 

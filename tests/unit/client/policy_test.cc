@@ -178,7 +178,8 @@ TEST_CASE("level floors: the threshold's and the profile's",
   const DecisionRecord l2 =
       Record(QuestionKind::kChoice, {0.9, 0.1}, decision::Level::kL2);
   CHECK(DecideOutcome(
-            l2, WithAuto(Stat::kConfidence, 0.8, 0.5, 0.0, decision::Level::kL2),
+            l2,
+            WithAuto(Stat::kConfidence, 0.8, 0.5, 0.0, decision::Level::kL2),
             Prod()) == Outcome::kAuto);
   const DecisionRecord raw =
       Record(QuestionKind::kChoice, {0.9, 0.1}, decision::Level::kRaw);
@@ -190,9 +191,9 @@ TEST_CASE("a null auto means proposed-only", "[questions][policy]") {
       Record(QuestionKind::kNoul, {0.999, 0.001}, decision::Level::kL2);
   const Thresholds term = *Policy::Defaults().thresholds("term.fits");
   CHECK(DecideOutcome(l2, term, Dev()) == Outcome::kProposed);
-  CHECK(
-      DecideOutcome(Record(QuestionKind::kNoul, {0.49, 0.51}, decision::Level::kL2),
-                    term, Dev()) == Outcome::kAbstain);
+  CHECK(DecideOutcome(
+            Record(QuestionKind::kNoul, {0.49, 0.51}, decision::Level::kL2),
+            term, Dev()) == Outcome::kAbstain);
   CHECK(DecideOutcome(Record(QuestionKind::kNoul, {0.5, 0.5}), term,
                       Prod()) == Outcome::kProposed);  // >= propose
 }

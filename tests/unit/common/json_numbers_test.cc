@@ -28,8 +28,10 @@ TEST_CASE("JsonIntegerOr falls back only when the member is absent",
           "[json_numbers]") {
   CHECK(*JsonIntegerOr(json::parse(R"({})"), "bins", 5, 2, 10) == 5);
   CHECK(*JsonIntegerOr(json::parse(R"({"bins": 4})"), "bins", 5, 2, 10) == 4);
-  CHECK_FALSE(JsonIntegerOr(json::parse(R"({"bins": 4.5})"), "bins", 5, 2, 10).ok());
-  CHECK_FALSE(JsonIntegerOr(json::parse(R"({"bins": null})"), "bins", 5, 2, 10).ok());
+  CHECK_FALSE(
+      JsonIntegerOr(json::parse(R"({"bins": 4.5})"), "bins", 5, 2, 10).ok());
+  CHECK_FALSE(
+      JsonIntegerOr(json::parse(R"({"bins": null})"), "bins", 5, 2, 10).ok());
 }
 
 TEST_CASE("JsonFinite refuses what is not a finite number", "[json_numbers]") {

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-
 #include "common/fake_backend.h"
 #include "common/text/fake_tokenizer.h"
 
@@ -375,7 +374,8 @@ TEST_CASE("export and load keep decisions", "[decision]") {
   CHECK(file["hidden_size"] == fake.capabilities().hidden_size);
   for (const auto& [field, value, code] :
        {std::tuple<std::string, Json, absl::StatusCode>{
-            "model_identity", "0123abcd", absl::StatusCode::kFailedPrecondition},
+            "model_identity", "0123abcd",
+            absl::StatusCode::kFailedPrecondition},
         {"model_identity", 7, absl::StatusCode::kInvalidArgument},
         {"n_blocks", 36, absl::StatusCode::kFailedPrecondition},
         {"n_blocks", "4", absl::StatusCode::kInvalidArgument},
