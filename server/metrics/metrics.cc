@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace mesa_anyjev::metrics {
@@ -17,25 +18,11 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   return *buckets;
 }
 
-const char* CodeName(int code) {
-  static const char* kNames[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
+// gRPC's codes are absl's, number for number, and so are their names.
+std::string CodeName(int code) {
+  std::string name =
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? "UNKNOWN" : name;
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "mesa/anyjev/v1/decisions.grpc.pb.h"
@@ -237,26 +238,9 @@ class Load {
             {"latency_ms_by_code", latency}};
   }
 
+  // gRPC's codes are absl's, number for number, and so are their names.
   static std::string CodeName(grpc::StatusCode code) {
-    static const char* kNames[] = {"OK",
-                                   "CANCELLED",
-                                   "UNKNOWN",
-                                   "INVALID_ARGUMENT",
-                                   "DEADLINE_EXCEEDED",
-                                   "NOT_FOUND",
-                                   "ALREADY_EXISTS",
-                                   "PERMISSION_DENIED",
-                                   "RESOURCE_EXHAUSTED",
-                                   "FAILED_PRECONDITION",
-                                   "ABORTED",
-                                   "OUT_OF_RANGE",
-                                   "UNIMPLEMENTED",
-                                   "INTERNAL",
-                                   "UNAVAILABLE",
-                                   "DATA_LOSS",
-                                   "UNAUTHENTICATED"};
-    const int i = static_cast<int>(code);
-    return i >= 0 && i < 17 ? kNames[i] : std::to_string(i);
+    return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
   }
 
   const Options& options_;
