@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
@@ -15,6 +14,7 @@
 #include "common/util/files.h"
 #include "common/util/host_port.h"
 #include "common/util/secret.h"
+#include "server/daemon/drain_watchdog.h"
 #include "server/daemon/model_factory.h"
 #include "server/engine/scheduler.h"
 #include "server/metrics/metrics.h"
@@ -244,12 +244,10 @@ void Daemon::Drain() {
   // deadline and every worker polls its call's flag, but work that does not
   // poll (a long head fit) must not hold the exit. Past the deadline and a
   // few seconds of slack, the process ends here.
-  absl::Notification drained;
   const absl::Duration bound = absl::Seconds(config_.server.drain_grace_s +
                                              config_.server.drain_deadline_s) +
                                kDrainSlack;
-  std::thread watchdog([&drained, bound] {
-    if (drained.WaitForNotificationWithTimeout(bound)) return;
+  DrainWatchdog watchdog(bound, [bound] {
     spdlog::error(
         "drain: work still running {:.1f} s after the drain began (grace + "
         "deadline + slack); exiting without it",
@@ -277,8 +275,7 @@ void Daemon::Drain() {
   if (metrics_endpoint_) metrics_endpoint_->Stop();
   spdlog::info("drained in {:.2f} s",
                absl::ToDoubleSeconds(absl::Now() - start));
-  drained.Notify();
-  watchdog.join();
+  watchdog.Disarm();
 }
 
 }  // namespace mesa_anyjev::daemon
