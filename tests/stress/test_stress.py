@@ -8,6 +8,8 @@ rehearsal (STRESS_SECONDS=5 STRESS_SOAK_SECONDS=60) exercises the same code.
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -218,3 +220,90 @@ def test_12_a_pinging_client_is_closed_and_others_served(start_daemon, record):
     record("12_ping_abuse", dict(result, goaway_too_many_pings="too_many_pings" in abuse.stderr))
     assert result["closed_by_server"] and "too_many_pings" in abuse.stderr, abuse.stderr
     assert info.name == "fake" and daemon.health_status() == "SERVING"
+
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + \
+        struct.pack(">I", stream) + payload
+
+
+def hpack_literal(name, value):
+    """A header field as a literal without indexing, no Huffman (RFC 7541 6.2.2)."""
+    def string(b):
+        assert len(b) < 127
+        return bytes([len(b)]) + b
+    return b"\x40" + string(name) + string(value)
+
+
+def read_frames(sock, until):
+    """Frames (type, flags, stream, payload) until `until(frames)` holds or
+    the server stops sending for 10 s."""
+    frames, buffer = [], b""
+    sock.settimeout(10)
+    while not until(frames):
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        buffer += chunk
+        while len(buffer) >= 9:
+            length = int.from_bytes(buffer[:3], "big")
+            if len(buffer) < 9 + length:
+                break
+            kind, flags = buffer[3], buffer[4]
+            stream = int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF
+            frames.append((kind, flags, stream, buffer[9:9 + length]))
+            buffer = buffer[9 + length:]
+            if kind == 4 and not flags & 1:  # SETTINGS: acknowledge
+                sock.sendall(h2_frame(4, 1, 0))
+    return frames
+
+
+def test_12_streams_that_never_send_are_capped(start_daemon, record):
+    # A raw HTTP/2 client opens streams (HEADERS, never DATA). Up to the
+    # per-connection cap they just hang, reach none of our handlers, and
+    # other clients are served; one stream past the cap and gRPC fails every
+    # hanging stream of that connection (UNAVAILABLE; its log says "Max
+    # stream count exceeded").
+    cap = 64
+    daemon = start_daemon("--set", f"server.max_concurrent_streams={cap}")
+    rss0, threads0, fds0 = proc_status(daemon.proc.pid)
+    sock = socket.create_connection(("127.0.0.1", daemon.port))
+    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0))
+    settings = read_frames(sock, lambda f: any(k == 4 and not fl & 1 for k, fl, _, _ in f))
+    announced = None
+    for kind, flags, _, payload in settings:
+        if kind == 4 and not flags & 1:
+            for i in range(0, len(payload), 6):
+                ident, value = struct.unpack(">HI", payload[i:i + 6])
+                if ident == 3:  # SETTINGS_MAX_CONCURRENT_STREAMS
+                    announced = value
+    block = b"".join(hpack_literal(n, v) for n, v in [
+        (b":method", b"POST"), (b":scheme", b"http"),
+        (b":path", b"/mesa.anyjev.v1.Inference/Logprobs"),
+        (b":authority", daemon.address.encode()), (b"content-type", b"application/grpc"),
+        (b"te", b"trailers")])
+    sock.sendall(b"".join(h2_frame(1, 4, 2 * i + 1, block) for i in range(cap)))
+    # Others are served while the streams hang open; none reached a handler.
+    info = daemon.stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=30)
+    scrape = daemon.metrics()
+    rss1, threads1, fds1 = proc_status(daemon.proc.pid)
+    sock.sendall(h2_frame(1, 4, 2 * cap + 1, block))
+
+    def statuses(frames):
+        return [(s, p) for k, _, s, p in frames if k == 1 and b"grpc-status" in p]
+    answered = statuses(read_frames(sock, lambda f: len(statuses(f)) >= cap))
+    sock.close()
+    figures = {"announced_max_concurrent_streams": announced, "hanging": cap,
+               "inflight_while_hanging": metric(scrape, "mesa_anyjev_inflight_requests"),
+               "answered_after_one_more": len(answered),
+               "all_unavailable": all(b"grpc-status\x0214" in p for _, p in answered),
+               "rss_growth_mb": (rss1 - rss0) / MiB, "threads": [threads0, threads1],
+               "fds": [fds0, fds1]}
+    record("12_never_sending_streams", figures)
+    assert announced == cap and info.name == "fake", figures
+    assert figures["inflight_while_hanging"] == 0, figures
+    assert len(answered) == cap and figures["all_unavailable"], figures
+    assert daemon.health_status() == "SERVING"
