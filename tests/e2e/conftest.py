@@ -68,7 +68,8 @@ class Daemon:
     """One mesa-anyjevd process: started with port 0, port read back from
     --port-file, stderr kept for assertions."""
 
-    def __init__(self, tmp: Path, args=(), env=None, wait_serving=True):
+    def __init__(self, tmp: Path, args=(), env=None, wait_serving=True, wrapper=(),
+                 start_timeout=30.0):
         self.tmp = tmp
         self.port_file = tmp / "port"
         self.metrics_port_file = tmp / "metrics-port"
@@ -76,14 +77,14 @@ class Daemon:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
         full_env.update(env or {})
         model = [] if "--model" in args else ["--model", "fake"]
-        cmd = [DAEMON, *model, "--listen", "127.0.0.1:0",
+        cmd = [*wrapper, DAEMON, *model, "--listen", "127.0.0.1:0",
                "--port-file", str(self.port_file),
                "--metrics-listen", "127.0.0.1:0",
                "--set", f"server.metrics_port_file={self.metrics_port_file}", *args]
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
-        self.port = self._read_port(self.port_file)
-        self.metrics_port = self._read_port(self.metrics_port_file)
+        self.port = self._read_port(self.port_file, start_timeout)
+        self.metrics_port = self._read_port(self.metrics_port_file, start_timeout)
         self.address = f"127.0.0.1:{self.port}"
         self.channel = grpc.insecure_channel(self.address)
         calls = self.channel
@@ -93,7 +94,7 @@ class Daemon:
         self.decisions = decisions_pb2_grpc.DecisionsStub(calls)
         self.health = health_pb2_grpc.HealthStub(calls)
         if wait_serving:
-            self.wait_for("SERVING")
+            self.wait_for("SERVING", start_timeout)
 
     def _read_port(self, path: Path, timeout=30.0) -> int:
         deadline = time.monotonic() + timeout
@@ -171,10 +172,10 @@ class Daemon:
 def start_daemon(tmp_path):
     started = []
 
-    def start(*args, env=None, wait_serving=True, name=None):
+    def start(*args, env=None, wait_serving=True, name=None, **options):
         d = tmp_path / (name or f"d{len(started)}")
         d.mkdir()
-        daemon = Daemon(d, args=args, env=env, wait_serving=wait_serving)
+        daemon = Daemon(d, args=args, env=env, wait_serving=wait_serving, **options)
         started.append(daemon)
         return daemon
 
