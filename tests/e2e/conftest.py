@@ -96,50 +96,53 @@ class Daemon:
         if wait_serving:
             self.wait_for("SERVING", start_timeout)
 
-    def _read_port(self, path: Path, timeout=30.0) -> int:
+    def poll(self, probe, what, timeout):
+        """Polls `probe` until it returns something other than None and
+        returns that: waiting on an event the daemon shows (a file, a
+        health status, a metric, a log line). `timeout` only bounds a
+        failure; the daemon exiting ends the wait at once."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if path.exists() and path.read_text().strip():
-                return int(path.read_text())
-            if self.proc.poll() is not None:
-                raise AssertionError(f"daemon exited {self.proc.returncode}: {self.output()}")
+        while True:
+            found = probe()
+            if found is not None:
+                return found
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"never saw {what} (exit {self.proc.poll()}): "
+                                     f"{self.output()}")
             time.sleep(0.02)
-        raise AssertionError(f"no port in {path}: {self.output()}")
+
+    def _read_port(self, path: Path, timeout=30.0) -> int:
+        def port():
+            text = path.read_text().strip() if path.exists() else ""
+            return int(text) if text else None
+        return self.poll(port, f"a port in {path}", timeout)
 
     def health_status(self, service=""):
         reply = self.health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
         return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
     def wait_for(self, status, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def reached():
             try:
-                if self.health_status() == status:
-                    return
+                return True if self.health_status() == status else None
             except grpc.RpcError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"health never reached {status}: {self.output()}")
+                return None
+        self.poll(reached, f"health {status}", timeout)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
             return r.read().decode()
 
     def wait_metrics(self, condition, what, timeout=60.0) -> str:
-        """Waits for an event the daemon reports (a count or a gauge reaching
-        a value) and returns the scrape that showed it; `timeout` only bounds
-        a failure."""
-        deadline = time.monotonic() + timeout
-        while True:
+        """Waits until a scrape satisfies `condition` (a count or a gauge
+        reaching a value) and returns that scrape."""
+        def scrape():
             text = self.metrics()
-            if condition(text):
-                return text
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise AssertionError(f"never saw {what}: {self.output()}")
-            time.sleep(0.02)
+            return text if condition(text) else None
+        return self.poll(scrape, what, timeout)
 
     def wait_log(self, needle, timeout=60.0):
-        """Waits for `needle` in the daemon's log."""
+        """Waits for `needle` in the daemon's log (it may have exited since)."""
         deadline = time.monotonic() + timeout
         while needle not in self.output():
             if time.monotonic() > deadline:
