@@ -1,5 +1,7 @@
 #include "common/backend.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
@@ -16,6 +18,22 @@ absl::Status TokenBudget::Charge(int64_t tokens) {
   return absl::OkStatus();
 }
 
+namespace {
+
+bool EveryPartStopped(const std::vector<CallPart>& parts, absl::Time now) {
+  return !parts.empty() &&
+         std::all_of(parts.begin(), parts.end(),
+                     [now](const CallPart& p) { return p.ShouldStop(now); });
+}
+
+}  // namespace
+
+bool CallControl::ShouldStop(absl::Time now) const {
+  return now >= deadline ||
+         (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) ||
+         EveryPartStopped(parts, now);
+}
+
 absl::Status CallControl::StopStatus(absl::Time now, const char* where) const {
   if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
     return absl::CancelledError(
@@ -24,6 +42,10 @@ absl::Status CallControl::StopStatus(absl::Time now, const char* where) const {
   if (now >= deadline) {
     return absl::DeadlineExceededError(
         absl::StrCat(where, ": the call's deadline passed"));
+  }
+  if (EveryPartStopped(parts, now)) {
+    return absl::CancelledError(absl::StrCat(
+        where, ": every caller of the merged call stopped"));
   }
   return absl::OkStatus();
 }

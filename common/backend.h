@@ -99,12 +99,11 @@ struct CallControl {
   // then unspecified; the caller answers with its own status).
   std::vector<CallPart> parts;
 
-  bool ShouldStop(absl::Time now) const {
-    return now >= deadline ||
-           (cancelled != nullptr && cancelled->load(std::memory_order_relaxed));
-  }
-  // CANCELLED or DEADLINE_EXCEEDED ("<where>: ...") once the call should
-  // stop, OK before.
+  // True once the call's own deadline or cancel says so, or, for a merged
+  // call, once every part's caller has stopped (nobody needs the rest).
+  bool ShouldStop(absl::Time now) const;
+  // CANCELLED or DEADLINE_EXCEEDED ("<where>: ...") once ShouldStop, OK
+  // before.
   absl::Status StopStatus(absl::Time now, const char* where) const;
 };
 

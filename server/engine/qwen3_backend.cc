@@ -79,14 +79,7 @@ struct Qwen3Backend::State {
       return control.parts.empty() ||
              !control.parts[static_cast<size_t>(who)].ShouldStop(absl::Now());
     };
-    auto all_stopped = [&control]() {
-      const absl::Time now = absl::Now();
-      if (control.parts.empty()) return control.ShouldStop(now);
-      for (const CallPart& part : control.parts) {
-        if (!part.ShouldStop(now)) return false;
-      }
-      return true;
-    };
+    auto all_stopped = [&control]() { return control.ShouldStop(absl::Now()); };
     RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
     PassPlanner planner(blocks.get(), plan, depth, batch_tokens);
     const int64_t evictions = blocks->evictions();

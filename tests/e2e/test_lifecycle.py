@@ -51,7 +51,7 @@ def test_drain_finishes_calls_in_flight_and_refuses_new_ones(start_daemon):
         assert error.value.code() == grpc.StatusCode.UNAVAILABLE
         results = [f.result() for f in futures]  # raises if any failed
     assert all(len(r.groups[0].prompts) == 2 for r in results)
-    assert daemon.wait(timeout=60) == 0
+    assert daemon.wait(timeout=60) == 0, daemon.output()
     assert "drained" in daemon.output()
 
 
@@ -64,7 +64,7 @@ def test_drain_deadline_cancels_what_is_left(start_daemon):
         futures = [pool.submit(daemon.stub.Logprobs, request, timeout=60) for _ in range(2)]
         daemon.wait_metrics(in_flight(2), "two calls accepted")
         daemon.signal(signal.SIGTERM)
-        assert daemon.wait(timeout=60) == 0
+        assert daemon.wait(timeout=60) == 0, daemon.output()
         for f in futures:
             with pytest.raises(grpc.RpcError) as error:
                 f.result()
