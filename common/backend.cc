@@ -44,8 +44,8 @@ absl::Status CallControl::StopStatus(absl::Time now, const char* where) const {
         absl::StrCat(where, ": the call's deadline passed"));
   }
   if (EveryPartStopped(parts, now)) {
-    return absl::CancelledError(absl::StrCat(
-        where, ": every caller of the merged call stopped"));
+    return absl::CancelledError(
+        absl::StrCat(where, ": every caller of the merged call stopped"));
   }
   return absl::OkStatus();
 }
