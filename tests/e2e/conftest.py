@@ -106,9 +106,11 @@ class Daemon:
             found = probe()
             if found is not None:
                 return found
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise AssertionError(f"never saw {what} (exit {self.proc.poll()}): "
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited {self.proc.returncode} before {what}: "
                                      f"{self.output()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never saw {what}: {self.output()}")
             time.sleep(0.02)
 
     def _read_port(self, path: Path, timeout=30.0) -> int:
