@@ -85,15 +85,18 @@ bench-engine: configure
 	@$(PYTHON) bench/bench_engine.py --dump $(BUILD_DIR)/tests/qwen3_dump $(BENCH_ARGS)
 
 # Not in CI: the reliability plan's long runs (tests/stress: sustained load,
-# overload, a 16-call drain, a 10-minute soak, 500 idle connections) against
+# overload, a 16-call drain, a 10-minute soak, memcheck, connection abuse,
+# 200 SIGKILLs during promote) against
 # the real daemon on the fake model; figures to $(BUILD_DIR)/stress/results.json
 # (docs/reliability.md). STRESS_SECONDS, STRESS_SOAK_SECONDS, ... shorten it.
 .PHONY: stress
 stress: configure
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd load_client
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd load_client bundle_writer
 	@MESA_ANYJEVD=$(BUILD_DIR)/server/mesa-anyjevd MESA_ANYJEV_LOAD_CLIENT=$(BUILD_DIR)/tests/load_client \
 	  STRESS_OUT=$(BUILD_DIR)/stress/results.json \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider -s tests/stress/test_stress.py
+	@MESA_ANYJEV_BUNDLE_WRITER=$(BUILD_DIR)/tests/bundle_writer MESA_ANYJEV_BUNDLE_KILLS=200 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e/test_bundles_crash.py
 
 # Not in CI: each libFuzzer target for FUZZ_SECONDS (300) under ASan and
 # UBSan, built with clang in $(FUZZ_DIR); prints executions and findings per
