@@ -242,6 +242,10 @@ absl::Status DecisionRecord::Validate() const {
                    "calibration ", CalibrationName(calibration), ", probs ",
                    probs ? "present" : "null", ")");
   }
+  if (level == decision::Level::kAuto) {
+    return invalid(
+        "level auto is a request, never what a record was served at");
+  }
   if (calibration == Calibration::kAnyjev && level == kNoLevel) {
     return invalid("calibration anyjev requires a level other than none");
   }

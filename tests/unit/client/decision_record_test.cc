@@ -205,6 +205,7 @@ TEST_CASE("Validate enforces the record invariants", "[questions][policy]") {
   };
   fails([](DecisionRecord& r) { r.calibration = Calibration::kNone; },
         "probs must be null exactly when calibration is none");
+  fails([](DecisionRecord& r) { r.level = decision::Level::kAuto; }, "auto");
   fails([](DecisionRecord& r) { r.level = policy::kNoLevel; },
         "calibration anyjev requires a level other than none");
   fails([](DecisionRecord& r) { r.calibration = Calibration::kTypesafe; },
