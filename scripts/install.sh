@@ -9,7 +9,7 @@ REQS="$HERE/requirements.txt"
 
 DEB_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang-format
-  clang libclang-rt-14-dev valgrind
+  clang libclang-rt-14-dev valgrind procps
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
   prometheus-cpp-dev libcpp-httplib-dev catch2 libeigen3-dev nlohmann-json3-dev
   libyaml-cpp-dev libpcre2-dev libutf8proc-dev libcli11-dev libspdlog-dev libfmt-dev
