@@ -94,6 +94,9 @@ struct CallControl {
   TokenBudget* budget = nullptr;  // outlives the call when set
   int64_t max_prompt_tokens = 0;  // per prompt; 0: unbounded
   const char* max_prompt_tokens_name = "limits.max_prompt_tokens";
+  // The caller's mesa-anyjev-affinity key: a router passes it on with its
+  // own calls to a pool of daemons, so they follow the caller's routing.
+  std::string affinity;
   // Set when several callers' groups run as one call: a backend may drop a
   // part whose caller stopped and go on with the others (its results are
   // then unspecified; the caller answers with its own status).

@@ -14,7 +14,7 @@ DEB_PACKAGES=(
   prometheus-cpp-dev libcpp-httplib-dev catch2 libeigen3-dev nlohmann-json3-dev
   libyaml-cpp-dev libpcre2-dev libutf8proc-dev libcli11-dev libspdlog-dev libfmt-dev
   libcurl4-openssl-dev libssl-dev openssl python3-venv python3-dev curl
-  prometheus systemd
+  prometheus systemd nginx
 )
 
 log() { printf '[install] %s\n' "$*"; }
@@ -28,6 +28,15 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   log "Debian packages: installing ${missing[*]}"
   sudo_if_needed apt-get update -q
+  # Packages such as prometheus and nginx start a system service on install;
+  # the tests start their own on loopback ports, so a policy-rc.d refuses
+  # those starts for the length of this install (Debian's documented switch).
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | sudo_if_needed tee "$policy" >/dev/null
+    sudo_if_needed chmod 755 "$policy"
+    trap 'sudo_if_needed rm -f "$policy"' EXIT
+  fi
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   log "Debian packages: all ${#DEB_PACKAGES[@]} present"

@@ -17,14 +17,6 @@ absl::Status FromGrpc(const grpc::Status& status) {
                       status.error_message());
 }
 
-void Prepare(grpc::ClientContext& context, absl::Duration timeout,
-             const std::optional<std::string>& token) {
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  if (token.has_value()) {
-    context.AddMetadata("authorization", "Bearer " + *token);
-  }
-}
-
 template <typename Response>
 bundles::PointerMove Moved(const Response& response) {
   bundles::PointerMove moved;
@@ -39,7 +31,7 @@ absl::StatusOr<RemoteBundles> DaemonClient::ListBundles(
     const std::string& lock_sha) {
   auto stub = v1::Bundles::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
+  Prepare(context);
   v1::ListBundlesRequest request;
   request.set_lock_sha(lock_sha);
   v1::ListBundlesResponse response;
@@ -70,7 +62,7 @@ absl::StatusOr<int> DaemonClient::PutBundle(
     const nlohmann::ordered_json* observations) {
   auto stub = v1::Bundles::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
+  Prepare(context);
   v1::PutBundleRequest request;
   request.set_lock_sha(lock_sha);
   request.set_artifacts_json(artifacts.dump());
@@ -89,7 +81,7 @@ absl::StatusOr<bundles::PointerMove> DaemonClient::PromoteBundle(
     bool force) {
   auto stub = v1::Bundles::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
+  Prepare(context);
   v1::PromoteBundleRequest request;
   request.set_lock_sha(lock_sha);
   request.set_version(version);
@@ -105,7 +97,7 @@ absl::StatusOr<bundles::PointerMove> DaemonClient::RollbackBundle(
     const std::string& lock_sha, const std::string& question_id) {
   auto stub = v1::Bundles::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
+  Prepare(context);
   v1::RollbackBundleRequest request;
   request.set_lock_sha(lock_sha);
   request.set_question_id(question_id);

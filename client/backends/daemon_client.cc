@@ -98,32 +98,36 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   auto channel = grpc::CreateCustomChannel(target.target, credentials, args);
   return std::unique_ptr<DaemonClient>(
       new DaemonClient(std::move(channel), std::move(token),
-                       absl::Seconds(config.timeout_s), config.address));
+                       absl::Seconds(config.timeout_s), config.address,
+                       config.affinity_bytes));
 }
 
 DaemonClient::DaemonClient(std::shared_ptr<grpc::Channel> channel,
                            std::optional<std::string> token,
-                           absl::Duration timeout, std::string address)
+                           absl::Duration timeout, std::string address,
+                           int32_t affinity_bytes)
     : channel_(std::move(channel)),
       token_(std::move(token)),
       timeout_(timeout),
-      address_(std::move(address)) {}
+      address_(std::move(address)),
+      affinity_bytes_(affinity_bytes) {}
 
-namespace {
-
-void Prepare(grpc::ClientContext& context, absl::Duration timeout,
-             const std::optional<std::string>& token) {
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  if (token.has_value())
-    context.AddMetadata("authorization", "Bearer " + *token);
+void DaemonClient::Prepare(grpc::ClientContext& context,
+                           std::string_view first_text) const {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  if (token_.has_value())
+    context.AddMetadata("authorization", "Bearer " + *token_);
+  if (const std::string key = util::AffinityKey(first_text, affinity_bytes_);
+      !key.empty()) {
+    context.AddMetadata(util::kAffinityMetadata, key);
+  }
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> DaemonClient::Health(const std::string& service) {
   grpc::GenericStub stub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, std::nullopt);  // health is open, as probes expect
+  // Health is open, as probes expect: no token.
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   grpc::ByteBuffer reply;
   grpc::Status status;
   absl::Notification done;
@@ -141,7 +145,7 @@ absl::StatusOr<std::string> DaemonClient::Health(const std::string& service) {
 absl::StatusOr<DaemonInfo> DaemonClient::Info() {
   auto stub = v1::Inference::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
+  Prepare(context);
   v1::ModelInfo info;
   grpc::Status status =
       stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
@@ -172,7 +176,7 @@ absl::StatusOr<std::vector<std::vector<TokenId>>> DaemonClient::Tokenize(
     const std::vector<std::string>& texts) {
   auto stub = v1::Inference::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
+  Prepare(context, texts.empty() ? "" : texts.front());
   v1::TokenizeRequest request;
   for (const std::string& text : texts) request.add_texts(text);
   v1::TokenizeResponse response;
@@ -193,10 +197,11 @@ DaemonClient::Decide(const std::vector<std::string>& states,
                      const std::vector<decision::Question>& questions,
                      decision::Level level,
                      std::optional<decision::Level> require,
-                     const nlohmann::ordered_json* scratch_artifacts) {
+                     const nlohmann::ordered_json* scratch_artifacts,
+                     decision::PriorTable* carried) {
   auto stub = v1::Decisions::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
+  Prepare(context, states.empty() ? "" : states.front());
   v1::DecideRequest request;
   for (const std::string& state : states) {
     request.add_states()->set_text(state);
@@ -209,9 +214,14 @@ DaemonClient::Decide(const std::vector<std::string>& states,
   if (scratch_artifacts != nullptr) {
     request.set_artifacts_json(scratch_artifacts->dump());
   }
+  if (carried != nullptr) {
+    request.set_carry_priors(true);
+    ToProto(*carried, questions, &request);
+  }
   v1::DecideResponse response;
   grpc::Status status = stub->Decide(&context, request, &response);
   if (!status.ok()) return FromGrpc(status, "Decide");
+  if (carried != nullptr) RETURN_IF_ERROR(FromProto(response, carried));
   return FromProto(response, states.size(), questions);
 }
 
@@ -220,7 +230,7 @@ absl::StatusOr<nlohmann::ordered_json> DaemonClient::FitDryRun(
     const std::vector<int>& labels, decision::Level level) {
   auto stub = v1::Decisions::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
+  Prepare(context, states.empty() ? "" : states.front());
   v1::FitRequest request;
   ToProto(question, request.mutable_question());
   for (const std::string& state : states) {
@@ -244,7 +254,7 @@ absl::StatusOr<nlohmann::ordered_json> DaemonClient::FitDryRun(
 absl::Status DaemonClient::ResetPriors(const std::vector<std::string>& keys) {
   auto stub = v1::Decisions::NewStub(channel_);
   grpc::ClientContext context;
-  Prepare(context, timeout_, token_);
+  Prepare(context);
   v1::ResetPriorsRequest request;
   for (const std::string& key : keys) request.add_question_keys(key);
   v1::ResetPriorsResponse response;

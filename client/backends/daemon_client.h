@@ -57,11 +57,14 @@ class DaemonClient {
   // makes the daemon refuse (FAILED_PRECONDITION) a question it would serve
   // below that level, before any work. With `scratch_artifacts` (a
   // heads/export file) a scratch decider holding only those serves the call.
+  // With `carried` the batch priors are the caller's: the entries of the
+  // questions asked travel with the call and come back updated into it.
   absl::StatusOr<std::vector<std::vector<decision::Decision>>> Decide(
       const std::vector<std::string>& states,
       const std::vector<decision::Question>& questions, decision::Level level,
       std::optional<decision::Level> require = std::nullopt,
-      const nlohmann::ordered_json* scratch_artifacts = nullptr);
+      const nlohmann::ordered_json* scratch_artifacts = nullptr,
+      decision::PriorTable* carried = nullptr);
   // Fit (docs/rpc.md) with dry_run: an L1 temperature or an L2 head fit in
   // a scratch decider of the daemon; returns its heads/export file, and
   // installs nothing.
@@ -91,12 +94,17 @@ class DaemonClient {
  private:
   DaemonClient(std::shared_ptr<grpc::Channel> channel,
                std::optional<std::string> token, absl::Duration timeout,
-               std::string address);
+               std::string address, int32_t affinity_bytes);
+
+  // Deadline, token, and the affinity key of the call's first text.
+  void Prepare(grpc::ClientContext& context,
+               std::string_view first_text = "") const;
 
   std::shared_ptr<grpc::Channel> channel_;
   std::optional<std::string> token_;
   absl::Duration timeout_;
   std::string address_;
+  int32_t affinity_bytes_;
 };
 
 }  // namespace mesa_anyjev::client

@@ -26,8 +26,10 @@ absl::StatusOr<std::unique_ptr<DaemonProvider>> DaemonProvider::Create(
   // The daemon refuses more states per Decide than its limit; the client
   // splits under the default limit (GetModelInfo does not report it).
   const int32_t max_states = config::LimitsConfig{}.max_decide_states;
-  return std::unique_ptr<DaemonProvider>(new DaemonProvider(
-      std::move(client), *std::move(daemon), std::move(info), max_states));
+  return std::unique_ptr<DaemonProvider>(
+      new DaemonProvider(std::move(client), *std::move(daemon),
+                         std::move(info), max_states,
+                         config.client.priors == "run"));
 }
 
 absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::DecideBatch(
@@ -52,8 +54,25 @@ absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::Run(
     const size_t end = std::min(states.size(), begin + max_states_);
     const std::vector<std::string> chunk(states.begin() + begin,
                                          states.begin() + end);
-    ASSIGN_OR_RETURN(auto decided, client_->Decide(chunk, {question}, level,
-                                                   require, scratch_artifacts));
+    // A scratch decider (a fold's artifacts) starts its priors afresh, as
+    // the reference's fit_decider does; only serving calls carry the run's.
+    const bool carry = run_priors_ && scratch_artifacts == nullptr;
+    const decision::PriorTable before =
+        carry ? priors_.Table() : decision::PriorTable{};
+    decision::PriorTable after = before;
+    ASSIGN_OR_RETURN(auto decided,
+                     client_->Decide(chunk, {question}, level, require,
+                                     scratch_artifacts,
+                                     carry ? &after : nullptr));
+    for (const auto& [listing, acc] : after) {
+      const auto base = before.find(listing);
+      priors_.AddChange(listing,
+                        base == before.end()
+                            ? std::nullopt
+                            : std::optional<decision::PriorAccumulator>(
+                                  base->second),
+                        acc);
+    }
     for (auto& row : decided) {
       prompts_.fetch_add(row.front().diagnostics.prompts);
       out.push_back(std::move(row.front()));
@@ -80,6 +99,10 @@ absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::DecideWith(
 }
 
 absl::Status DaemonProvider::ResetRunningPriors() {
+  if (run_priors_) {
+    priors_.ResetAll();  // the daemon's are other callers' business
+    return absl::OkStatus();
+  }
   return client_->ResetPriors();
 }
 

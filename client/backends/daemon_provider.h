@@ -10,6 +10,7 @@
 
 #include "client/backends/daemon_client.h"
 #include "client/backends/provider.h"
+#include "common/decision/running_priors.h"
 
 namespace mesa_anyjev::client {
 
@@ -49,11 +50,12 @@ class DaemonProvider : public Provider {
 
  private:
   DaemonProvider(std::unique_ptr<DaemonClient> client, DaemonInfo daemon,
-                 ProviderInfo info, int32_t max_states)
+                 ProviderInfo info, int32_t max_states, bool run_priors)
       : client_(std::move(client)),
         daemon_(std::move(daemon)),
         info_(std::move(info)),
-        max_states_(max_states) {}
+        max_states_(max_states),
+        run_priors_(run_priors) {}
 
   absl::StatusOr<std::vector<decision::Decision>> Run(
       const std::vector<std::string>& states,
@@ -65,6 +67,10 @@ class DaemonProvider : public Provider {
   DaemonInfo daemon_;
   ProviderInfo info_;
   int32_t max_states_;
+  // client.priors=run: this run's batch priors, carried in every Decide so
+  // that whichever daemon answers, the decisions are the same.
+  bool run_priors_;
+  decision::RunningPriors priors_;
   std::atomic<int64_t> prompts_{0};
 };
 

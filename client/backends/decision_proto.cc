@@ -1,7 +1,9 @@
 #include "client/backends/decision_proto.h"
 
+#include <algorithm>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace mesa_anyjev::client {
@@ -97,6 +99,38 @@ absl::StatusOr<std::vector<std::vector<decision::Decision>>> FromProto(
     o.perms.assign(static_cast<size_t>(g.shifts_read()), {});
   }
   return out;
+}
+
+void ToProto(const decision::PriorTable& carried,
+             const std::vector<decision::Question>& questions,
+             ::mesa::anyjev::v1::DecideRequest* request) {
+  for (const auto& [listing, acc] : carried) {
+    const bool asked = std::any_of(
+        questions.begin(), questions.end(),
+        [&](const decision::Question& q) {
+          return absl::StartsWith(listing, absl::StrCat(q.key(), "|"));
+        });
+    if (!asked) continue;
+    auto* out = request->add_priors();
+    out->set_listing(listing);
+    out->set_shifts(static_cast<int32_t>(acc.sum.rows()));
+    out->set_k(static_cast<int32_t>(acc.sum.cols()));
+    out->mutable_sum()->Add(acc.sum.data(), acc.sum.data() + acc.sum.size());
+    out->set_n(acc.n);
+  }
+}
+
+absl::Status FromProto(const ::mesa::anyjev::v1::DecideResponse& response,
+                       decision::PriorTable* carried) {
+  for (int i = 0; i < response.priors_size(); ++i) {
+    const auto& p = response.priors(i);
+    auto acc = decision::MakePriorAccumulator(
+        absl::StrCat("Decide response priors[", i, "]"), p.shifts(), p.k(),
+        p.sum().data(), p.sum_size(), p.n());
+    if (!acc.ok()) return absl::InternalError(acc.status().message());
+    (*carried)[p.listing()] = *std::move(acc);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mesa_anyjev::client

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "common/decision/decision.h"
 #include "common/decision/question.h"
+#include "common/decision/running_priors.h"
 #include "mesa/anyjev/v1/decisions.pb.h"
 
 namespace mesa_anyjev::client {
@@ -23,5 +24,15 @@ void ToProto(const decision::Question& question,
 absl::StatusOr<std::vector<std::vector<decision::Decision>>> FromProto(
     const ::mesa::anyjev::v1::DecideResponse& response, size_t n_states,
     const std::vector<decision::Question>& questions);
+
+// The carried priors of `questions` (listings "<key>|...") into a request.
+void ToProto(const decision::PriorTable& carried,
+             const std::vector<decision::Question>& questions,
+             ::mesa::anyjev::v1::DecideRequest* request);
+
+// A response's priors into `carried`, replacing the listings it names;
+// INTERNAL when one is malformed (a daemon should never send it).
+absl::Status FromProto(const ::mesa::anyjev::v1::DecideResponse& response,
+                       decision::PriorTable* carried);
 
 }  // namespace mesa_anyjev::client

@@ -116,6 +116,14 @@ struct ClientConfig {
   std::string token_env;                    // as AuthConfig
   std::string token_file;
   std::string tls_ca;  // PEM of the CA that signed the daemon's cert; on = TLS
+  // Whose batch priors a run's Decide calls use: "run" (this client's,
+  // carried in each call, so any daemon of a pool gives the same decisions)
+  // or "daemon" (the daemon's running priors, shared by all its callers).
+  std::string priors = "run";
+  // Every call carries the metadata mesa-anyjev-affinity: a hash of the
+  // first this many bytes of its first state or prompt, for a balancer that
+  // hashes on it (deploy/nginx); 0 sends none.
+  int32_t affinity_bytes = 256;
 };
 
 // The CLI's backend (reference-system.md 4.2 `backend.*`, docs/cli.md):

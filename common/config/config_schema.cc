@@ -73,6 +73,7 @@ constexpr const char* kDtypes[] = {"float32", "bfloat16"};
 constexpr const char* kAttentions[] = {"eager", "sdpa"};
 constexpr const char* kCpuGemms[] = {"auto", "onednn", "aten"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
+constexpr const char* kClientPriors[] = {"run", "daemon"};
 constexpr const char* kModelBackends[] = {"local", "composite"};
 constexpr const char* kBackendKinds[] = {"fake", "gateway", "hf", "composite"};
 constexpr const char* kLevels[] = {"raw", "L0", "L1", "L2", "auto"};
@@ -145,6 +146,8 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(client, token_env),
     MESA_CONFIG_FIELD(client, token_file),
     MESA_CONFIG_FIELD(client, tls_ca),
+    MESA_CONFIG_ENUM(client, priors, kClientPriors),
+    MESA_CONFIG_FIELD(client, affinity_bytes),
 
     MESA_CONFIG_ENUM(backend, kind, kBackendKinds),
     MESA_CONFIG_FIELD(backend, gateway_base_url),

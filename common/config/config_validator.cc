@@ -102,6 +102,8 @@ class Validator {
 
     Positive("client.timeout_s", config_.client.timeout_s);
     if (config_.client.address.empty()) Error("client.address", "is empty");
+    Range<int64_t>("client.affinity_bytes", config_.client.affinity_bytes, 0,
+                   1 << 20);
     const BackendConfig& b = config_.backend;
     Positive("backend.timeout", b.timeout);
     Range<int64_t>("backend.workers", b.workers, 1, 256);

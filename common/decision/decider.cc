@@ -270,7 +270,14 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
     const std::string listing =
         ListingKey(questions[q], Perms(questions[q], served[q], eff));
     if (before.contains(listing)) continue;
-    before[listing] = priors_.Get(listing);
+    if (options.carried_priors != nullptr) {
+      const auto it = options.carried_priors->find(listing);
+      before[listing] = it == options.carried_priors->end()
+                            ? std::nullopt
+                            : std::optional<PriorAccumulator>(it->second);
+    } else {
+      before[listing] = priors_.Get(listing);
+    }
     if (before[listing].has_value()) staged.Merge(listing, *before[listing]);
   }
   // auto: one run per served level, in the reference's order L2, L1, L0.
@@ -292,18 +299,18 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
       }
     }
   }
-  // Deltas, so calls that ran side by side all count.
-  for (const auto& [listing, base] : before) {
-    const std::optional<PriorAccumulator> after = staged.Get(listing);
-    if (!after.has_value()) continue;
-    Matrix delta = after->sum;
-    int64_t n = after->n;
-    if (base.has_value() && base->sum.rows() == delta.rows() &&
-        base->sum.cols() == delta.cols()) {
-      delta -= base->sum;
-      n -= base->n;
+  if (options.carried_priors != nullptr) {
+    for (const auto& [listing, base] : before) {
+      if (auto after = staged.Get(listing); after.has_value()) {
+        (*options.carried_priors)[listing] = *std::move(after);
+      }
     }
-    if (n > 0) priors_.Add(listing, delta, n);
+  } else {
+    for (const auto& [listing, base] : before) {
+      if (const auto after = staged.Get(listing); after.has_value()) {
+        priors_.AddChange(listing, base, *after);
+      }
+    }
   }
   for (const auto& [key, features] : eff.features) {
     heads_.AddFeatures(key, features);

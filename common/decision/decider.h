@@ -92,6 +92,10 @@ struct DecideOptions {
   std::optional<Level> require;
   bool return_prompts = false;
   bool return_details = false;  // p_pos_raw and prior in diagnostics
+  // When set, the batch priors are the caller's: read from and written back
+  // to this table, and the decider's running priors are not touched. A call
+  // is then a function of its arguments, whichever daemon serves it.
+  PriorTable* carried_priors = nullptr;
 };
 
 struct FitHeadOptions {

@@ -1,7 +1,10 @@
 // Running batch-prior accumulators (see running_priors.h).
 #include "common/decision/running_priors.h"
 
+#include <cmath>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/decision/contextual.h"
 
 namespace mesa_anyjev::decision {
@@ -12,6 +15,44 @@ bool SameShape(const Matrix& a, const Matrix& b) {
 }
 
 }  // namespace
+
+absl::StatusOr<PriorAccumulator> MakePriorAccumulator(const std::string& field,
+                                                      int64_t shifts,
+                                                      int64_t k,
+                                                      const double* sum,
+                                                      int64_t size, int64_t n) {
+  auto invalid = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+  };
+  if (shifts < 1 || shifts > kMaxPriorDim) {
+    return invalid(absl::StrCat("shifts=", shifts, " is outside [1, ",
+                                kMaxPriorDim, "]"));
+  }
+  if (k < 1 || k > kMaxPriorDim) {
+    return invalid(
+        absl::StrCat("k=", k, " is outside [1, ", kMaxPriorDim, "]"));
+  }
+  if (size != shifts * k) {
+    return invalid(absl::StrCat("sum has ", size, " values; shifts * k = ",
+                                shifts * k));
+  }
+  // n bounds the sums, and doubles count states exactly up to 2^53.
+  if (n < 1 || n > (int64_t{1} << 53)) {
+    return invalid(absl::StrCat("n=", n, " is outside [1, 2^53]"));
+  }
+  PriorAccumulator out;
+  out.sum = Matrix(shifts, k);
+  out.n = n;
+  const double bound = static_cast<double>(n) * (1.0 + 1e-9);
+  for (int64_t i = 0; i < size; ++i) {
+    if (!std::isfinite(sum[i]) || sum[i] < 0.0 || sum[i] > bound) {
+      return invalid(absl::StrCat("sum[", i, "]=", sum[i],
+                                  " is not a sum of n=", n, " probabilities"));
+    }
+    out.sum(i / k, i % k) = sum[i];
+  }
+  return out;
+}
 
 std::optional<Matrix> RunningPriors::AddAndPrior(const std::string& key,
                                                  const Matrix& batch_sum,
@@ -66,6 +107,23 @@ void RunningPriors::Add(const std::string& key, const Matrix& delta_sum,
   }
   entry.sum += delta_sum;
   entry.n += delta_n;
+}
+
+void RunningPriors::AddChange(const std::string& key,
+                              const std::optional<PriorAccumulator>& before,
+                              const PriorAccumulator& after) {
+  Matrix delta = after.sum;
+  int64_t n = after.n;
+  if (before.has_value() && SameShape(before->sum, delta)) {
+    delta -= before->sum;
+    n -= before->n;
+  }
+  if (n > 0) Add(key, delta, n);
+}
+
+PriorTable RunningPriors::Table() const {
+  absl::MutexLock lock(&mu_);
+  return PriorTable(entries_.begin(), entries_.end());
 }
 
 void RunningPriors::Reset(const std::string& key) {

@@ -6,10 +6,12 @@
 // once.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/decision/numpy_ops.h"
@@ -20,6 +22,22 @@ struct PriorAccumulator {
   Matrix sum;  // [P, K]
   int64_t n = 0;
 };
+
+// A run's accumulators held by the caller instead of the decider, by listing
+// key ("<question key>|<listing>"): ordered, so it serialises the same way
+// every time (docs/operations.md, several daemons).
+using PriorTable = std::map<std::string, PriorAccumulator>;
+
+// An accumulator that came from outside (a request, a daemon's reply), with
+// its bounds checked: 1..kMaxPriorDim shifts and options, `sum` holding
+// shifts * k finite values in [0, n] (each is a sum of n probabilities), and
+// n >= 1. INVALID_ARGUMENT names `field` and the limit.
+inline constexpr int64_t kMaxPriorDim = 256;
+absl::StatusOr<PriorAccumulator> MakePriorAccumulator(const std::string& field,
+                                                      int64_t shifts,
+                                                      int64_t k,
+                                                      const double* sum,
+                                                      int64_t size, int64_t n);
 
 class RunningPriors {
  public:
@@ -39,6 +57,13 @@ class RunningPriors {
   void Merge(const std::string& key, const PriorAccumulator& other);
   // Adds delta_sum and delta_n; replaces an accumulator of another shape.
   void Add(const std::string& key, const Matrix& delta_sum, int64_t delta_n);
+  // Adds what a call added to its copy: `after` less `before` (the copy it
+  // started from), so calls that ran side by side on copies all count.
+  void AddChange(const std::string& key,
+                 const std::optional<PriorAccumulator>& before,
+                 const PriorAccumulator& after);
+  // Every accumulator, by key.
+  PriorTable Table() const;
   void Reset(const std::string& key);
   // Every key that starts with `prefix`.
   void ResetPrefix(const std::string& prefix);

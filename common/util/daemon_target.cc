@@ -72,4 +72,15 @@ absl::StatusOr<DaemonTarget> ParseDaemonTarget(const std::string& address) {
   return out;
 }
 
+std::string AffinityKey(std::string_view text, int32_t bytes) {
+  if (bytes <= 0) return "";
+  text = text.substr(0, static_cast<size_t>(bytes));
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset basis
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ULL;  // FNV prime
+  }
+  return absl::StrCat(absl::Hex(hash, absl::kZeroPad16));
+}
+
 }  // namespace mesa_anyjev::util

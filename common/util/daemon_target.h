@@ -6,7 +6,9 @@
 // another daemon, so stopping one does not fail a run.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -20,5 +22,14 @@ struct DaemonTarget {
 
 // INVALID_ARGUMENT naming client.address and the bad element.
 absl::StatusOr<DaemonTarget> ParseDaemonTarget(const std::string& address);
+
+// The request metadata a balancer in front of several daemons hashes on
+// (deploy/nginx), so the calls about one state reach the daemon whose
+// prefix cache holds it.
+inline constexpr char kAffinityMetadata[] = "mesa-anyjev-affinity";
+
+// 16 hex digits of FNV-1a over the first `bytes` bytes of `text` (the
+// state's beginning: what its prompts share); "" when `bytes` is 0.
+std::string AffinityKey(std::string_view text, int32_t bytes);
 
 }  // namespace mesa_anyjev::util

@@ -1,10 +1,12 @@
 // Decisions RPC conversion and limits (see decision_convert.h).
 #include "server/service/decision_convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
@@ -19,6 +21,10 @@ namespace v1 = ::mesa::anyjev::v1;
 using decision::Level;
 using decision::Question;
 using decision::QuestionKind;
+
+// A question has one listing per combination of shifts and order it was
+// asked under; a run rarely holds more than one.
+constexpr int64_t kPriorsPerQuestion = 4;
 
 absl::Status Invalid(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
@@ -169,6 +175,50 @@ absl::StatusOr<std::vector<std::string>> ParseStates(
   return out;
 }
 
+// A listing is "<question key>|...": one of this call's questions must own
+// each, so a request cannot plant accumulators for keys it does not ask.
+absl::Status ParseCarriedPriors(const v1::DecideRequest& request,
+                                const std::vector<Question>& questions,
+                                const config::LimitsConfig& limits,
+                                ParsedDecide* out) {
+  out->carry_priors = request.carry_priors();
+  if (!out->carry_priors) {
+    if (request.priors_size() > 0) {
+      return Invalid("priors", "given without carry_priors");
+    }
+    return absl::OkStatus();
+  }
+  const int64_t limit = kPriorsPerQuestion * limits.max_decide_questions;
+  if (request.priors_size() > limit) {
+    return Invalid("priors",
+                   absl::StrCat(request.priors_size(), " entries exceed ",
+                                kPriorsPerQuestion,
+                                " per question (limits.max_decide_questions=",
+                                limits.max_decide_questions, ")"));
+  }
+  for (int i = 0; i < request.priors_size(); ++i) {
+    const v1::PriorState& p = request.priors(i);
+    const std::string field = absl::StrCat("priors[", i, "]");
+    const bool owned = std::any_of(
+        questions.begin(), questions.end(), [&](const Question& q) {
+          return absl::StartsWith(p.listing(), absl::StrCat(q.key(), "|"));
+        });
+    if (!owned) {
+      return Invalid(field + ".listing",
+                     "is not a listing of a question in this call (send back "
+                     "the listings the daemon returned)");
+    }
+    ASSIGN_OR_RETURN(decision::PriorAccumulator acc,
+                     decision::MakePriorAccumulator(
+                         field, p.shifts(), p.k(), p.sum().data(),
+                         p.sum_size(), p.n()));
+    if (!out->priors.emplace(p.listing(), std::move(acc)).second) {
+      return Invalid(field + ".listing", "appears twice");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ParsedDecide> ParseDecideRequest(
@@ -212,6 +262,7 @@ absl::StatusOr<ParsedDecide> ParseDecideRequest(
     }
     out.questions.push_back(std::move(question));
   }
+  RETURN_IF_ERROR(ParseCarriedPriors(request, out.questions, limits, &out));
   const v1::DecideOptions& o = request.options();
   if (!o.prior().empty()) {
     auto prior = decision::ParsePriorMode(o.prior());
@@ -279,8 +330,19 @@ absl::StatusOr<ParsedFit> ParseFitRequest(const v1::FitRequest& request,
 
 void FillDecideResponse(
     const std::vector<std::vector<decision::Decision>>& decisions,
-    const std::string& model, v1::DecideResponse* response) {
+    const std::string& model, const decision::PriorTable* priors,
+    v1::DecideResponse* response) {
   response->set_model(model);
+  if (priors != nullptr) {
+    for (const auto& [listing, acc] : *priors) {
+      v1::PriorState* out = response->add_priors();
+      out->set_listing(listing);
+      out->set_shifts(static_cast<int32_t>(acc.sum.rows()));
+      out->set_k(static_cast<int32_t>(acc.sum.cols()));
+      out->mutable_sum()->Add(acc.sum.data(), acc.sum.data() + acc.sum.size());
+      out->set_n(acc.n);
+    }
+  }
   for (size_t s = 0; s < decisions.size(); ++s) {
     for (size_t q = 0; q < decisions[s].size(); ++q) {
       const decision::Decision& d = decisions[s][q];

@@ -20,6 +20,8 @@ struct ParsedDecide {
   std::vector<decision::Question> questions;
   decision::Level level = decision::Level::kAuto;
   decision::DecideOptions options;
+  bool carry_priors = false;     // the call's priors are `priors`, not the daemon's
+  decision::PriorTable priors;   // checked: listings of this call's questions
 };
 
 struct ParsedFit {
@@ -39,9 +41,11 @@ absl::StatusOr<ParsedFit> ParseFitRequest(
     const ::mesa::anyjev::v1::FitRequest& request,
     const config::LimitsConfig& limits);
 
-// decisions[state][question] -> response, state-major.
+// decisions[state][question] -> response, state-major; `priors` (a call
+// with carry_priors) go back as the response's priors.
 void FillDecideResponse(
     const std::vector<std::vector<decision::Decision>>& decisions,
-    const std::string& model, ::mesa::anyjev::v1::DecideResponse* response);
+    const std::string& model, const decision::PriorTable* priors,
+    ::mesa::anyjev::v1::DecideResponse* response);
 
 }  // namespace mesa_anyjev::service

@@ -1,15 +1,18 @@
 // The Decisions service (see decisions_service.h).
 #include "server/service/decisions_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/decision/py_format.h"
 #include "common/status/status_macros.h"
 #include "common/text/strict_json.h"
+#include "common/util/daemon_target.h"
 #include "common/util/files.h"
 #include "server/service/call_admission.h"
 #include "server/service/decision_convert.h"
@@ -118,6 +121,15 @@ CallControl DecisionsService::DecisionControl(
   control.deadline = Deadline(context);
   control.cancelled = call.cancelled();
   control.max_prompt_tokens = options_.limits.max_prompt_tokens;
+  // Passed on, never interpreted: only a short alphanumeric key (what our
+  // clients send) is kept, so nothing odd reaches another request's headers.
+  const auto& metadata = context.client_metadata();
+  if (const auto it = metadata.find(util::kAffinityMetadata);
+      it != metadata.end() && it->second.size() <= 64 &&
+      std::all_of(it->second.begin(), it->second.end(),
+                  [](char c) { return absl::ascii_isalnum(c); })) {
+    control.affinity.assign(it->second.data(), it->second.size());
+  }
   return control;
 }
 
@@ -183,10 +195,15 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
           }
           serving = scratch.get();
         }
+        decision::PriorTable carried = parsed.priors;
+        decision::DecideOptions options = parsed.options;
+        if (parsed.carry_priors) options.carried_priors = &carried;
         auto result = serving->Decide(parsed.states, parsed.questions,
-                                      parsed.level, parsed.options, bounded);
+                                      parsed.level, options, bounded);
         if (result.ok()) {
-          FillDecideResponse(*result, serving->model_name(), response);
+          FillDecideResponse(*result, serving->model_name(),
+                             parsed.carry_priors ? &carried : nullptr,
+                             response);
           for (const auto& row : *result) {
             for (const decision::Decision& d : row) {
               metrics->RecordDecisions(decision::LevelName(d.level),

@@ -23,11 +23,13 @@ absl::Status FromGrpc(const grpc::Status& status, const std::string& what) {
 }
 
 void Prepare(grpc::ClientContext& context, absl::Time deadline,
-             const std::optional<std::string>& token) {
+             const std::optional<std::string>& token,
+             const std::string& affinity = "") {
   context.set_deadline(absl::ToChronoTime(deadline));
   if (token.has_value()) {
     context.AddMetadata("authorization", "Bearer " + *token);
   }
+  if (!affinity.empty()) context.AddMetadata(util::kAffinityMetadata, affinity);
 }
 
 }  // namespace
@@ -55,7 +57,8 @@ absl::StatusOr<std::unique_ptr<RemoteHiddenStates>> RemoteHiddenStates::Create(
   args.SetServiceConfigJSON(target.service_config);
   auto channel = grpc::CreateCustomChannel(target.target, credentials, args);
   std::unique_ptr<RemoteHiddenStates> out(
-      new RemoteHiddenStates(channel, std::move(token), prompts));
+      new RemoteHiddenStates(channel, std::move(token), prompts,
+                             client.affinity_bytes));
 
   auto stub = v1::Inference::NewStub(channel);
   const absl::Time deadline = absl::Now() + absl::Seconds(client.timeout_s);
@@ -119,7 +122,15 @@ absl::StatusOr<HiddenStatesResult> RemoteHiddenStates::HiddenStates(
           control.deadline == absl::InfiniteFuture()
               ? absl::Now() + absl::Hours(1)
               : control.deadline,
-          token_);
+          token_,
+          // The caller's key keeps its calls on one daemon; without one
+          // (a merged call), the first prompt's beginning stands in.
+          !control.affinity.empty()
+              ? control.affinity
+              : util::AffinityKey(request.groups_size() > 0
+                                      ? request.groups(0).prefix().text()
+                                      : "",
+                                  affinity_bytes_));
   v1::HiddenStatesResponse response;
   grpc::Status status = stub->HiddenStates(&context, request, &response);
   if (!status.ok()) return FromGrpc(status, "HiddenStates");

@@ -37,14 +37,16 @@ class RemoteHiddenStates : public HiddenStatesSource {
  private:
   RemoteHiddenStates(std::shared_ptr<grpc::Channel> channel,
                      std::optional<std::string> token,
-                     const text::Tokenizer& prompts)
+                     const text::Tokenizer& prompts, int32_t affinity_bytes)
       : channel_(std::move(channel)),
         token_(std::move(token)),
-        prompts_(prompts) {}
+        prompts_(prompts),
+        affinity_bytes_(affinity_bytes) {}
 
   std::shared_ptr<grpc::Channel> channel_;
   std::optional<std::string> token_;
   const text::Tokenizer& prompts_;
+  int32_t affinity_bytes_;
   ModelIdentity identity_;
   Capabilities capabilities_;
 };
