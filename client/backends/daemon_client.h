@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,10 +17,12 @@
 #include "common/decision/decision.h"
 #include "common/decision/level.h"
 #include "common/decision/question.h"
+#include "common/decision/running_priors.h"
 #include "nlohmann/json.hpp"
 
 namespace grpc {
 class Channel;
+class ClientContext;
 }
 
 namespace mesa_anyjev::client {

@@ -73,7 +73,7 @@ absl::StatusOr<DaemonTarget> ParseDaemonTarget(const std::string& address) {
 }
 
 std::string AffinityKey(std::string_view text, int32_t bytes) {
-  if (bytes <= 0) return "";
+  if (bytes <= 0 || text.empty()) return "";
   text = text.substr(0, static_cast<size_t>(bytes));
   uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset basis
   for (const char c : text) {

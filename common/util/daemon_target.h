@@ -29,7 +29,8 @@ absl::StatusOr<DaemonTarget> ParseDaemonTarget(const std::string& address);
 inline constexpr char kAffinityMetadata[] = "mesa-anyjev-affinity";
 
 // 16 hex digits of FNV-1a over the first `bytes` bytes of `text` (the
-// state's beginning: what its prompts share); "" when `bytes` is 0.
+// state's beginning: what its prompts share); "" (no key) when `bytes` is
+// 0 or `text` is empty.
 std::string AffinityKey(std::string_view text, int32_t bytes);
 
 }  // namespace mesa_anyjev::util

@@ -117,7 +117,9 @@ class Nginx:
             if m:
                 ups = m.group(2).split(", ")
                 self.tried.append(ups)
-                out.append((m.group(1), ups[-1], m.group(3), m.group(4)))
+                trailer, header = m.group(3).split("/")
+                status = trailer if trailer != "-" else header
+                out.append((m.group(1), ups[-1], status, m.group(4)))
         return out
 
     def stop(self):
@@ -151,21 +153,31 @@ def checkpoint(tmp_path_factory):
 
 
 def annotate(address, card, *extra):
+    """Every decision of the run: what was asked about which state, at which
+    level and prior, and its probabilities."""
     r = run_cli("annotate", "--backend", "hf", "--card", str(ROOT / "data" / "cards" / f"{card}.md"),
                 "--candidates", str(ROOT / "data" / "candidates" / f"{card}.json"),
-                "--set", f"client.address={address}", *extra, timeout=600)
+                "--set", f"client.address={address}", "--json", *extra, timeout=600)
     assert r.returncode == 0, r.stderr
-    return avus(r.stdout)
+    return [((d["question_id"], d["state_sha256"], d["level"], d["diagnostics"].get("prior_method")),
+             d["probs"] or []) for d in json.loads(r.stdout)["decisions"]]  # rules: no probs
+
+
+def same_decisions(a, b):
+    # A prefix from the cache and one computed afresh agree to float32
+    # rounding, not bit for bit (the engine's exactness bound is 1e-5).
+    return len(a) == len(b) and all(
+        ka == kb and len(pa) == len(pb) and all(abs(x - y) <= 1e-6 for x, y in zip(pa, pb))
+        for (ka, pa), (kb, pb) in zip(a, b))
 
 
 def avus(out):
-    # The proposals with their probabilities and levels: the decisions.
+    # The proposals with their probabilities and levels.
     return [line for line in out.splitlines() if line.startswith("  ")]
 
 
 def counters(daemons):
-    names = {"prompt": "mesa_anyjev_prompt_tokens_total",
-             "computed": "mesa_anyjev_tokens_processed_total",
+    names = {"computed": "mesa_anyjev_tokens_processed_total",
              "reused": "mesa_anyjev_prefix_cache_reused_tokens_total"}
     rows = []
     for d in daemons:
@@ -196,18 +208,22 @@ def test_affinity_against_round_robin_and_equal_to_one_daemon(start_daemon, star
     hashed, hashed_work, hashed_calls = run_workload(start_daemon, start_nginx, checkpoint, True)
     rr, rr_work, rr_calls = run_workload(start_daemon, start_nginx, checkpoint, False)
 
-    # Routing changes where decisions are computed, not what they are.
+    # Routing changes where decisions are computed, not what they are; the
+    # batch prior is in play (a run counts more than 8 states per question).
     assert all(one[card] for card in CARDS)
-    assert hashed == one and rr == one
+    assert any(key[3] == "batch" for card in CARDS for key, _ in one[card])
+    for card in CARDS:
+        assert same_decisions(hashed[card], one[card]), card
+        assert same_decisions(rr[card], one[card]), card
 
-    # Affinity: every key reached one daemon; the keys spread over all three.
+    # Affinity: every key (here, one per card: its states begin alike)
+    # reached one daemon. How evenly keys spread is the added-daemon test's.
     decide = [(k, up) for k, up, _, uri in hashed_calls if uri.endswith("/Decide")]
     by_key = defaultdict(set)
     for key, up in decide:
         by_key[key].add(up)
     assert decide and all(key for key, _ in decide), "the CLI sent no affinity key"
     assert all(len(ups) == 1 for ups in by_key.values()), by_key
-    assert len({up for _, up in decide}) == 3
     # Round robin spread the same keys over several daemons.
     rr_by_key = defaultdict(set)
     for key, up, _, uri in rr_calls:
@@ -217,10 +233,12 @@ def test_affinity_against_round_robin_and_equal_to_one_daemon(start_daemon, star
 
     def totals(rows):
         t = {k: sum(r[k] for r in rows) for k in rows[0]}
-        t["hit_ratio"] = t["reused"] / t["prompt"]
+        t["positions"] = t["computed"] + t["reused"]  # every prompt position the model saw
+        t["hit_ratio"] = t["reused"] / t["positions"]
         return t
     h, r = totals(hashed_work), totals(rr_work)
-    assert h["prompt"] == r["prompt"]  # the same work was asked of the pool
+    # The same positions were asked of the pool (but for the warm-ups).
+    assert abs(h["positions"] - r["positions"]) <= 10
     assert h["hit_ratio"] > r["hit_ratio"] and h["computed"] < r["computed"]
     figures = {"cards": CARDS, "decide_calls": len(decide), "distinct_keys": len(by_key),
                "affinity": {"totals": h, "per_daemon": hashed_work},
@@ -311,5 +329,7 @@ def test_an_added_daemon_takes_only_its_share_of_keys(start_daemon, start_nginx)
     # Consistent hashing: a key moves only to the new daemon, and it takes
     # about a quarter of them.
     assert all(second[k] == added.address for k in moved)
+    print(json.dumps({"keys": len(keys), "share_of_three": sorted(share.values()),
+                      "moved_to_the_fourth": len(moved)}))
     assert 30 <= len(moved) <= 130, len(moved)
     assert metric(added.metrics(), "mesa_anyjev_requests_total", method="Tokenize", code="OK") == len(moved)

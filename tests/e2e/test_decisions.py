@@ -157,6 +157,65 @@ def test_batch_prior_and_reset(daemon):
     assert decide(daemon, texts[:1], [q]).decisions[0].diagnostics.prior_method == "none"
 
 
+def test_carried_priors_leave_the_daemon_alone_and_give_the_same_answer(start_daemon):
+    a, b = start_daemon(name="a"), start_daemon(name="b")
+    q = choice()
+    first = decide(a, [f"Record {i}" for i in range(5)], [q], carry_priors=True)
+    assert [p.n for p in first.priors] == [5]
+    (entry,) = first.priors
+    assert entry.listing.startswith(first.decisions[0].question_key + "|")
+    assert (entry.shifts, entry.k, len(entry.sum)) == (4, 4, 16)
+    # The daemon counted nothing: 7 states of its own are still below 8.
+    assert decide(a, [f"Own {i}" for i in range(7)], [q]).decisions[0] \
+        .diagnostics.prior_method == "none"
+    # The run's second call crosses 8 with the carried 5, on either daemon.
+    texts = [f"Later {i}" for i in range(3)]
+    on_a = decide(a, texts, [q], carry_priors=True, priors=first.priors)
+    on_b = decide(b, texts, [q], carry_priors=True, priors=first.priors)
+    assert on_a.decisions[0].diagnostics.prior_method == "batch"
+    assert [list(d.probs) for d in on_a.decisions] == [list(d.probs) for d in on_b.decisions]
+    assert [p.n for p in on_b.priors] == [8]
+    assert list(on_a.priors[0].sum) == list(on_b.priors[0].sum)
+
+
+def carried(**fields):
+    entry = dict(listing="", shifts=1, k=4, sum=[0.25] * 4, n=1)
+    entry.update(fields)
+    return dpb.PriorState(**entry)
+
+
+def test_bad_carried_priors(daemon):
+    q = choice()
+    listing = decide(daemon, ["x"], [q], carry_priors=True).priors[0].listing
+    cases = [
+        (dict(priors=[carried(listing=listing)]), "priors: given without carry_priors"),
+        (dict(carry_priors=True, priors=[carried(listing="other|x")]),
+         "priors[0].listing: is not a listing of a question in this call (send back the "
+         "listings the daemon returned)"),
+        (dict(carry_priors=True, priors=[carried(listing=listing)] * 2),
+         "priors[1].listing: appears twice"),
+        (dict(carry_priors=True, priors=[carried(listing=listing, sum=[0.5] * 3)]),
+         "priors[0]: sum has 3 values; shifts * k = 4"),
+        (dict(carry_priors=True, priors=[carried(listing=listing, sum=[2, 0, 0, 0])]),
+         "priors[0]: sum[0]=2 is not a sum of n=1 probabilities"),
+        (dict(carry_priors=True, priors=[carried(listing=listing, n=0)]),
+         "priors[0]: n=0 is outside [1, 2^53]"),
+        (dict(carry_priors=True, priors=[carried(listing=listing, shifts=0, sum=[])]),
+         "priors[0]: shifts=0 is outside [1, 256]"),
+        (dict(carry_priors=True, priors=[carried(listing=f"{listing}{i}") for i in range(129)]),
+         "priors: 129 entries exceed 4 per question (limits.max_decide_questions=32)"),
+    ]
+    for kwargs, message in cases:
+        code, details = code_of(lambda: decide(daemon, ["x"], [q], **kwargs))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+        assert details == message, details
+    # An accumulator of another shape than the call's listing is replaced,
+    # not read: the call starts that listing afresh.
+    odd = [carried(listing=listing, shifts=2, k=2, sum=[0.5] * 4, n=7)]
+    reply = decide(daemon, ["x"], [q], carry_priors=True, priors=odd)
+    assert [(p.listing, p.shifts, p.n) for p in reply.priors] == [(listing, 4, 1)]
+
+
 @pytest.mark.parametrize("request_kwargs, field", [
     ({"questions": [choice(options=[f"o{i}" for i in range(27)])]}, "questions[0].options"),
     ({"questions": [choice(options=[])]}, "questions[0].options"),

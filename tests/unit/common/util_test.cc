@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/util/daemon_target.h"
 #include "common/util/files.h"
 #include "common/util/host_port.h"
 #include "common/util/secret.h"
@@ -84,6 +85,16 @@ TEST_CASE("WriteFileAtomic replaces whole content and leaves no temp files",
   CHECK(absl::IsNotFound(ReadFile((dir / "nope").string()).status()));
   CHECK_FALSE(
       WriteFileAtomic((dir / "no" / "such" / "dir").string(), "x").ok());
+}
+
+TEST_CASE("AffinityKey is FNV-1a 64 over the first bytes", "[util]") {
+  // Published FNV-1a 64 test vectors.
+  CHECK(AffinityKey("a", 256) == "af63dc4c8601ec8c");
+  CHECK(AffinityKey("foobar", 256) == "85944171f73967e8");
+  // Only the first `bytes` count; 0 bytes or no text sends no key.
+  CHECK(AffinityKey("foobar and more", 6) == "85944171f73967e8");
+  CHECK(AffinityKey("foobar", 0).empty());
+  CHECK(AffinityKey("", 256).empty());
 }
 
 }  // namespace

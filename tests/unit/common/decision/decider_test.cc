@@ -488,5 +488,66 @@ TEST_CASE("running priors are kept per listing", "[decision]") {
   CHECK((*again)[0][0].diagnostics.prior_method == "none");
 }
 
+TEST_CASE("carried priors: the caller's table serves, the decider's is kept",
+          "[decision]") {
+  FakeBackend fake;
+  Decider carried_decider(&fake);
+  Decider shared(&fake);
+  const Question q = Topic();
+  PriorTable run;
+  DecideOptions carry;
+  carry.carried_priors = &run;
+  // Two calls of 5 states: the second crosses 8 and uses the batch prior,
+  // exactly as on a decider that keeps the priors itself.
+  for (const std::string tag : {"a", "b"}) {
+    const auto with = carried_decider.Decide(PlainStates(5, tag), {q},
+                                             Level::kL0, carry);
+    const auto own = shared.Decide(PlainStates(5, tag), {q}, Level::kL0);
+    REQUIRE(with.ok());
+    REQUIRE(own.ok());
+    for (size_t s = 0; s < with->size(); ++s) {
+      CHECK((*with)[s][0].probs == (*own)[s][0].probs);
+      CHECK((*with)[s][0].diagnostics.prior_method ==
+            (*own)[s][0].diagnostics.prior_method);
+    }
+  }
+  REQUIRE(run.size() == 1);
+  CHECK(absl::StartsWith(run.begin()->first, q.key() + "|"));
+  CHECK(run.begin()->second.n == 10);
+  CHECK_FALSE(carried_decider.RunningPrior(q).has_value());
+  // Another decider given the same table answers the same: routing-free.
+  Decider elsewhere(&fake);
+  PriorTable copy = run;
+  DecideOptions carry_copy;
+  carry_copy.carried_priors = &copy;
+  const auto there =
+      elsewhere.Decide(PlainStates(3, "c"), {q}, Level::kL0, carry_copy);
+  const auto here = shared.Decide(PlainStates(3, "c"), {q}, Level::kL0);
+  REQUIRE(there.ok());
+  REQUIRE(here.ok());
+  CHECK((*there)[0][0].probs == (*here)[0][0].probs);
+  CHECK((*there)[0][0].diagnostics.prior_method == "batch");
+}
+
+TEST_CASE("a carried accumulator is checked before it is used", "[decision]") {
+  const std::vector<double> ok = {1.0, 2.0, 0.5, 0.5};
+  CHECK(MakePriorAccumulator("p", 2, 2, ok.data(), 4, 3).ok());
+  auto message = [&](int64_t shifts, int64_t k, const std::vector<double>& v,
+                     int64_t n) {
+    return std::string(MakePriorAccumulator("priors[0]", shifts, k, v.data(),
+                                            static_cast<int64_t>(v.size()), n)
+                           .status()
+                           .message());
+  };
+  CHECK(message(2, 3, ok, 3) == "priors[0]: sum has 4 values; shifts * k = 6");
+  CHECK(message(0, 4, {}, 3) == "priors[0]: shifts=0 is outside [1, 256]");
+  CHECK(message(1, 300, ok, 3) == "priors[0]: k=300 is outside [1, 256]");
+  CHECK(message(2, 2, ok, 0) == "priors[0]: n=0 is outside [1, 2^53]");
+  CHECK(absl::StrContains(message(2, 2, {1, 5, 0, 0}, 3),
+                          "sum[1]=5 is not a sum of n=3 probabilities"));
+  CHECK(absl::StrContains(message(2, 2, {1, NAN, 0, 0}, 3), "sum[1]=nan"));
+  CHECK(absl::StrContains(message(2, 2, {-1, 0, 0, 0}, 3), "sum[0]=-1"));
+}
+
 }  // namespace
 }  // namespace mesa_anyjev::decision
