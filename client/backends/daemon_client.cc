@@ -96,10 +96,9 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   args.SetMaxReceiveMessageSize(-1);  // the daemon caps what it sends
   args.SetServiceConfigJSON(target.service_config);
   auto channel = grpc::CreateCustomChannel(target.target, credentials, args);
-  return std::unique_ptr<DaemonClient>(
-      new DaemonClient(std::move(channel), std::move(token),
-                       absl::Seconds(config.timeout_s), config.address,
-                       config.affinity_bytes));
+  return std::unique_ptr<DaemonClient>(new DaemonClient(
+      std::move(channel), std::move(token), absl::Seconds(config.timeout_s),
+      config.address, config.affinity_bytes));
 }
 
 DaemonClient::DaemonClient(std::shared_ptr<grpc::Channel> channel,

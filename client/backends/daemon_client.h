@@ -23,7 +23,7 @@
 namespace grpc {
 class Channel;
 class ClientContext;
-}
+}  // namespace grpc
 
 namespace mesa_anyjev::client {
 

@@ -27,9 +27,8 @@ absl::StatusOr<std::unique_ptr<DaemonProvider>> DaemonProvider::Create(
   // splits under the default limit (GetModelInfo does not report it).
   const int32_t max_states = config::LimitsConfig{}.max_decide_states;
   return std::unique_ptr<DaemonProvider>(
-      new DaemonProvider(std::move(client), *std::move(daemon),
-                         std::move(info), max_states,
-                         config.client.priors == "run"));
+      new DaemonProvider(std::move(client), *std::move(daemon), std::move(info),
+                         max_states, config.client.priors == "run"));
 }
 
 absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::DecideBatch(
@@ -60,18 +59,17 @@ absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::Run(
     const decision::PriorTable before =
         carry ? priors_.Table() : decision::PriorTable{};
     decision::PriorTable after = before;
-    ASSIGN_OR_RETURN(auto decided,
-                     client_->Decide(chunk, {question}, level, require,
-                                     scratch_artifacts,
-                                     carry ? &after : nullptr));
+    ASSIGN_OR_RETURN(auto decided, client_->Decide(chunk, {question}, level,
+                                                   require, scratch_artifacts,
+                                                   carry ? &after : nullptr));
     for (const auto& [listing, acc] : after) {
       const auto base = before.find(listing);
-      priors_.AddChange(listing,
-                        base == before.end()
-                            ? std::nullopt
-                            : std::optional<decision::PriorAccumulator>(
-                                  base->second),
-                        acc);
+      priors_.AddChange(
+          listing,
+          base == before.end()
+              ? std::nullopt
+              : std::optional<decision::PriorAccumulator>(base->second),
+          acc);
     }
     for (auto& row : decided) {
       prompts_.fetch_add(row.front().diagnostics.prompts);

@@ -106,8 +106,7 @@ void ToProto(const decision::PriorTable& carried,
              ::mesa::anyjev::v1::DecideRequest* request) {
   for (const auto& [listing, acc] : carried) {
     const bool asked = std::any_of(
-        questions.begin(), questions.end(),
-        [&](const decision::Question& q) {
+        questions.begin(), questions.end(), [&](const decision::Question& q) {
           return absl::StartsWith(listing, absl::StrCat(q.key(), "|"));
         });
     if (!asked) continue;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/backends/composite_provider.h"
 #include "client/backends/daemon_provider.h"
 #include "client/backends/local_provider.h"
@@ -23,13 +24,16 @@ absl::StatusOr<std::unique_ptr<LocalProvider>> MakeGateway(
     const config::Config& config, const std::string& canonical_model) {
   GatewayOptions options = GatewayOptionsFromConfig(config.backend);
   options.canonical_model = canonical_model;
-  ASSIGN_OR_RETURN(auto backend, GatewayBackend::Create(options));
+  // label_readout auto: one probe says whether labels can be read by id.
+  CallControl control;
+  control.deadline = absl::Now() + absl::Seconds(config.backend.timeout);
+  ASSIGN_OR_RETURN(auto backend, GatewayBackend::Connect(options, control));
   GatewayBackend* gateway = backend.get();
   ProviderInfo info;
   info.kind = "gateway";
   info.model = canonical_model;
   info.served_model = config.backend.served_model;
-  info.max_choice_k = config.backend.max_choice_k;
+  info.max_choice_k = gateway->capabilities().max_choice_k;
   info.hidden_states = false;
   info.logprob_top_k = config.backend.logprobs;
   return std::make_unique<LocalProvider>(

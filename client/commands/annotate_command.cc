@@ -17,6 +17,7 @@
 #include "client/cards/card.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
+#include "client/commands/missing_labels.h"
 #include "common/decision/py_json.h"
 #include "common/util/files.h"
 
@@ -93,6 +94,8 @@ int RunAnnotate(const config::Config& config,
   if (!run->skipped.empty()) {
     std::cerr << annotate::kNoCandidatesNotice << "\n";
   }
+  const int strict_exit =
+      ReportMissingLabels("annotate", run->missing_labels, options.strict);
   if (!options.out.empty()) {
     if (absl::Status s = WriteOut(options.out, annotate::EvalResult(*run));
         !s.ok()) {
@@ -103,7 +106,7 @@ int RunAnnotate(const config::Config& config,
     decision::PyJsonOptions json;
     json.indent = 1;
     std::cout << decision::PyJsonDumps(annotate::RunRecord(*run), json) << "\n";
-    return 0;
+    return strict_exit;
   }
   if (auto audit = annotate::AuditLine(*run); audit.has_value()) {
     std::cout << *audit << "\n";
@@ -112,7 +115,7 @@ int RunAnnotate(const config::Config& config,
   for (const std::string& line : annotate::ProposalLines(*run)) {
     std::cout << line << "\n";
   }
-  return 0;
+  return strict_exit;
 }
 
 }  // namespace mesa_anyjev::client

@@ -19,6 +19,7 @@
 #include "client/bench/task.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
+#include "client/commands/missing_labels.h"
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
 #include "client/questions/question_set.h"
@@ -172,6 +173,7 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options) {
 
   Json payload;
   payload["date"] = date;
+  payload["missing_labels"] = (*provider)->missing_label_events();
   payload["backend"] = info.kind;
   payload["environment"] = bench::Environment(info);
   payload["tasks"] = tasks;
@@ -186,7 +188,9 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options) {
     return Fail("run", std::string(s.message()), 1);
   }
   std::cout << *path << "\n" << bench::MarkdownTable(payload);
-  return 0;
+  // Each cell's count is in the results; the run's total is said here.
+  return ReportMissingLabels("bench run", (*provider)->missing_label_events(),
+                             options.strict);
 }
 
 int RunBenchTable(const BenchOptions& options) {

@@ -52,6 +52,7 @@ struct DecideCommandOptions {
   std::vector<std::string> question_ids;  // from the question set
   std::string questions_file;             // JSON list of questions
   bool json = false;
+  bool strict = false;  // a missing label logprob exits 1
 };
 
 // Decisions for one state; exit 0 decided, 1 refused or failed, 2 bad input.
@@ -65,6 +66,7 @@ struct AnnotateCommandOptions {
   std::string candidates;  // recorded searches; "" skips term search
   std::string out;         // the evaluation result (JSON), if given
   bool json = false;       // the whole run record on stdout
+  bool strict = false;     // a missing label logprob exits 1
 };
 
 // The annotate graph for one card; exit 0 decided, 1 the backend failed or
@@ -121,6 +123,7 @@ struct BenchOptions {
   std::string out = "bench/results";
   std::string date;     // "" = today (UTC)
   std::string results;  // table: the results JSON
+  bool strict = false;  // run: a missing label logprob exits 1
 };
 
 // bench run: tasks from the label store at each level; writes

@@ -14,6 +14,7 @@
 #include "client/backends/provider.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
+#include "client/commands/missing_labels.h"
 #include "client/policy/decision_record.h"
 #include "client/questions/question_set.h"
 #include "common/decision/py_json.h"
@@ -209,6 +210,7 @@ int RunDecide(const config::Config& config,
   const ProviderInfo& info = (*provider)->info();
   LoadPromotedBundle(config, info.kind, provider->get());
   std::vector<policy::DecisionRecord> records;
+  std::vector<int64_t> missing;  // label logprobs missing, per record
   for (const Question& question : *questions) {
     // The reference's CapabilityError: a wide choice below L2 is refused,
     // and its noul twin is the question to ask instead.
@@ -220,6 +222,7 @@ int RunDecide(const config::Config& config,
                 << "; ask the twin\n";
       return 1;
     }
+    const int64_t missing_before = (*provider)->missing_label_events();
     auto decided = (*provider)->DecideBatch({state_text}, question, *level);
     if (!decided.ok()) {
       std::cerr << "mesa-anyjev decide: " << question.id() << ": "
@@ -236,18 +239,27 @@ int RunDecide(const config::Config& config,
       return 1;
     }
     records.push_back(*std::move(record));
+    missing.push_back((*provider)->missing_label_events() - missing_before);
   }
+  int64_t missing_total = 0;
+  for (const int64_t n : missing) missing_total += n;
+  const int strict_exit =
+      ReportMissingLabels("decide", missing_total, options.strict);
 
   const bool table = !options.json && isatty(STDOUT_FILENO);
   if (!table && options.json) {
     nlohmann::ordered_json doc = {
         {"backend", info.kind},
         {"model", info.model},
+        {"missing_labels", missing_total},
         {"decisions", nlohmann::ordered_json::array()}};
-    for (const auto& record : records)
-      doc["decisions"].push_back(record.ToJson());
+    for (size_t i = 0; i < records.size(); ++i) {
+      nlohmann::ordered_json row = records[i].ToJson();
+      row["missing_labels"] = missing[i];
+      doc["decisions"].push_back(std::move(row));
+    }
     std::cout << doc.dump(1) << "\n";
-    return 0;
+    return strict_exit;
   }
   // Plain text: one line per decision; on a TTY aligned as a table.
   if (table) {
@@ -263,7 +275,7 @@ int RunDecide(const config::Config& config,
         policy::RecordLevelName(record.level), answer,
         record.confidence.value_or(0.0), ProbsText(record));
   }
-  return 0;
+  return strict_exit;
 }
 
 }  // namespace mesa_anyjev::client

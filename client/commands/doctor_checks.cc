@@ -135,7 +135,9 @@ class Doctor {
     }
     CallControl control;
     control.deadline = absl::Now() + absl::Seconds(5);
-    const absl::Status live = GatewayBackend::CheckLiveness(options, control);
+    std::string path;
+    const absl::Status live =
+        GatewayBackend::CheckLiveness(options, control, &path);
     if (!live.ok()) {
       // A transport failure (no answer at all) versus a non-200 answer.
       const bool transport =
@@ -146,7 +148,8 @@ class Doctor {
                     : absl::StrCat(*base, " -> ", live.message()));
       return;
     }
-    Add("gateway liveness", true, absl::StrCat(*base, " -> 200"));
+    // Which route answered says what the server is (LiteLLM or vLLM).
+    Add("gateway liveness", true, absl::StrCat(*base, path, " -> 200"));
     if (options.api_key_env.empty() && options.api_key_file.empty()) {
       Add("gateway key", false,
           absl::StrCat(kNativeApiKeyVariable, " or ", kMesaMcpApiKeyVariable,
@@ -154,7 +157,9 @@ class Doctor {
       return;
     }
     options.workers = 1;
-    auto backend = GatewayBackend::Create(options);
+    control.deadline = absl::Now() + absl::Seconds(config_.backend.timeout);
+    std::string readout;
+    auto backend = GatewayBackend::Connect(options, control, &readout);
     if (!Add("tokenizer", backend.ok(),
              backend.ok() ? options.tokenizer
                           : absl::StrCat(options.tokenizer, ": ",
@@ -163,17 +168,22 @@ class Doctor {
     }
     gateway_ = *std::move(backend);
     if (!LabelTokens(gateway_->tokenizer())) return;
+    Add("label readout", true,
+        readout.empty() ? config_.backend.label_readout : readout);
     if (!GatewayProbe(*gateway_)) return;
+    // backend.logprobs must be within the server's cap (vLLM's
+    // --max-logprobs, 20 unless raised); its refusal names the cap.
     control.deadline = absl::Now() + absl::Seconds(config_.backend.timeout);
-    const absl::Status cap = gateway_->CheckLogprobsCap(26, control);
+    const int32_t asked = config_.backend.logprobs;
+    const absl::Status cap = gateway_->CheckLogprobsCap(asked, control);
     if (cap.ok()) {
-      Add("logprobs cap", false,
-          "logprobs=26 was accepted; the doctor expected the vLLM default cap "
-          "of 20; re-verify max_choice_k");
-    } else if (cap.code() == absl::StatusCode::kInvalidArgument) {
-      Add("logprobs cap", true, "26 -> 400 (cap 20)");
+      Add("logprobs cap", true, absl::StrCat("logprobs=", asked, " accepted"));
     } else {
-      Add("logprobs cap", false, std::string(cap.message()));
+      Add("logprobs cap", false,
+          absl::StrCat("logprobs=", asked, " refused: ", cap.message(),
+                       cap.code() == absl::StatusCode::kInvalidArgument
+                           ? " (set backend.logprobs to the server's cap)"
+                           : ""));
     }
   }
 
@@ -187,6 +197,10 @@ class Doctor {
   // labels were in the top-k (no missing label) and the values are finite.
   bool GatewayProbe(GatewayBackend& backend) {
     const int64_t missing_before = backend.missing_label_events();
+    const std::string readout =
+        backend.label_readout() == gateway::LabelReadout::kTokenIds
+            ? std::string("token_ids")
+            : absl::StrCat("top_k=", config_.backend.logprobs);
     CountingBackend counting(&backend);
     decision::DeciderOptions options;
     options.prior = decision::PriorMode::kNone;
@@ -200,17 +214,15 @@ class Doctor {
                            .count();
     if (!decided.ok()) {
       return Add("gateway logprobs", false,
-                 absl::StrCat("top_k=", config_.backend.logprobs,
-                              " labels_present=false ", ms,
+                 absl::StrCat(readout, " labels_present=false ", ms,
                               " ms error=", decided.status().message()));
     }
     const bool present = backend.missing_label_events() == missing_before;
     bool finite = true;
     for (double p : (*decided)[0][0].probs) finite = finite && std::isfinite(p);
     return Add("gateway logprobs", present && finite,
-               absl::StrCat("top_k=", config_.backend.logprobs,
-                            " labels_present=", present ? "true" : "false", " ",
-                            ms, " ms"));
+               absl::StrCat(readout, " labels_present=",
+                            present ? "true" : "false", " ", ms, " ms"));
   }
 
   // reachable and SERVING, model, label tokens, answer mass, early stop,

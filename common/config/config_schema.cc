@@ -73,6 +73,7 @@ constexpr const char* kDtypes[] = {"float32", "bfloat16"};
 constexpr const char* kAttentions[] = {"eager", "sdpa"};
 constexpr const char* kCpuGemms[] = {"auto", "onednn", "aten"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
+constexpr const char* kLabelReadouts[] = {"auto", "token_ids", "top_k"};
 constexpr const char* kClientPriors[] = {"run", "daemon"};
 constexpr const char* kModelBackends[] = {"local", "composite"};
 constexpr const char* kBackendKinds[] = {"fake", "gateway", "hf", "composite"};
@@ -161,6 +162,8 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(backend, pinned_public_key),
     MESA_CONFIG_FIELD(backend, logprobs),
     MESA_CONFIG_FIELD(backend, max_choice_k),
+    MESA_CONFIG_ENUM(backend, label_readout, kLabelReadouts),
+    MESA_CONFIG_FIELD(backend, health_path),
     MESA_CONFIG_FIELD(backend, workers),
     MESA_CONFIG_FIELD(backend, timeout),
 

@@ -107,7 +107,10 @@ class Validator {
     const BackendConfig& b = config_.backend;
     Positive("backend.timeout", b.timeout);
     Range<int64_t>("backend.workers", b.workers, 1, 256);
-    Range<int64_t>("backend.logprobs", b.logprobs, 1, 20);
+    Range<int64_t>("backend.logprobs", b.logprobs, 1, 1024);
+    if (!b.health_path.empty() && b.health_path.front() != '/') {
+      Error("backend.health_path", "must start with '/' (or be empty: auto)");
+    }
     Range<int64_t>("backend.max_choice_k", b.max_choice_k, 2, 26);
     if (b.gateway_base_url.empty())
       Error("backend.gateway_base_url", "is empty");

@@ -17,24 +17,23 @@ bool SameShape(const Matrix& a, const Matrix& b) {
 }  // namespace
 
 absl::StatusOr<PriorAccumulator> MakePriorAccumulator(const std::string& field,
-                                                      int64_t shifts,
-                                                      int64_t k,
+                                                      int64_t shifts, int64_t k,
                                                       const double* sum,
                                                       int64_t size, int64_t n) {
   auto invalid = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
   };
   if (shifts < 1 || shifts > kMaxPriorDim) {
-    return invalid(absl::StrCat("shifts=", shifts, " is outside [1, ",
-                                kMaxPriorDim, "]"));
+    return invalid(
+        absl::StrCat("shifts=", shifts, " is outside [1, ", kMaxPriorDim, "]"));
   }
   if (k < 1 || k > kMaxPriorDim) {
     return invalid(
         absl::StrCat("k=", k, " is outside [1, ", kMaxPriorDim, "]"));
   }
   if (size != shifts * k) {
-    return invalid(absl::StrCat("sum has ", size, " values; shifts * k = ",
-                                shifts * k));
+    return invalid(
+        absl::StrCat("sum has ", size, " values; shifts * k = ", shifts * k));
   }
   // n bounds the sums, and doubles count states exactly up to 2^53.
   if (n < 1 || n > (int64_t{1} << 53)) {

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/status/statusor.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/decision/numpy_ops.h"
 
@@ -34,8 +34,7 @@ using PriorTable = std::map<std::string, PriorAccumulator>;
 // n >= 1. INVALID_ARGUMENT names `field` and the limit.
 inline constexpr int64_t kMaxPriorDim = 256;
 absl::StatusOr<PriorAccumulator> MakePriorAccumulator(const std::string& field,
-                                                      int64_t shifts,
-                                                      int64_t k,
+                                                      int64_t shifts, int64_t k,
                                                       const double* sum,
                                                       int64_t size, int64_t n);
 

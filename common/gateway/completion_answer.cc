@@ -2,7 +2,9 @@
 #include "common/gateway/completion_answer.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/text/strict_json.h"
 #include "common/text/utf8.h"
 #include "nlohmann/json.hpp"
@@ -43,6 +45,17 @@ std::optional<double> LookupLabel(const std::map<std::string, double>& top,
   if (auto it = top.find(decoded); it != top.end()) return it->second;
   if (auto it = top.find(raw); it != top.end()) return it->second;
   return std::nullopt;
+}
+
+std::string TokenIdKey(int32_t id) { return absl::StrCat("token_id:", id); }
+
+std::optional<int32_t> TokenIdOfKey(std::string_view key) {
+  // Debian's Abseil takes absl::string_view, not std::string_view.
+  absl::string_view rest(key.data(), key.size());
+  if (!absl::ConsumePrefix(&rest, "token_id:")) return std::nullopt;
+  int32_t id = -1;
+  if (!absl::SimpleAtoi(rest, &id) || id < 0) return std::nullopt;
+  return id;
 }
 
 }  // namespace mesa_anyjev::gateway

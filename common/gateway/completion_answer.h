@@ -1,6 +1,7 @@
 // Reading a /v1/completions answer: what the gateway backend takes from it.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,5 +22,10 @@ absl::StatusOr<std::map<std::string, double>> ParseTopLogprobs(
 std::optional<double> LookupLabel(const std::map<std::string, double>& top,
                                   const std::string& decoded,
                                   const std::string& raw);
+
+// A token's key in an answer with return_tokens_as_token_ids: "token_id:<id>".
+std::string TokenIdKey(int32_t id);
+// The id of such a key, or nullopt for any other key.
+std::optional<int32_t> TokenIdOfKey(std::string_view key);
 
 }  // namespace mesa_anyjev::gateway

@@ -8,8 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
@@ -196,10 +199,11 @@ HttpResult Perform(const GatewayOptions& options,
   return result;
 }
 
-// GET {base}/health/liveliness once, bounded by the deadline.
-absl::Status LivenessOf(const GatewayOptions& options, const std::string& base,
-                        const std::optional<std::string>& api_key,
-                        const CallControl& control) {
+// GET one liveness path once, bounded by the deadline.
+absl::Status GetLive(const GatewayOptions& options, const std::string& base,
+                     const std::optional<std::string>& api_key,
+                     const std::string& path, const CallControl& control,
+                     int64_t* http_status) {
   const absl::Time now = absl::Now();
   if (now >= control.deadline) {
     return absl::DeadlineExceededError(
@@ -207,10 +211,10 @@ absl::Status LivenessOf(const GatewayOptions& options, const std::string& base,
   }
   const absl::Duration limit =
       std::min(absl::Seconds(options.timeout_s), control.deadline - now);
-  const HttpResult result =
-      Perform(options, api_key, absl::StrCat(base, "/health/liveliness"),
-              /*post_body=*/nullptr,
-              std::max<int64_t>(1, absl::ToInt64Milliseconds(limit)), control);
+  const HttpResult result = Perform(
+      options, api_key, absl::StrCat(base, path), /*post_body=*/nullptr,
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(limit)), control);
+  *http_status = result.http_status;
   if (result.code == CURLE_OPERATION_TIMEDOUT) {
     return absl::DeadlineExceededError("gateway liveness: timed out");
   }
@@ -222,6 +226,23 @@ absl::Status LivenessOf(const GatewayOptions& options, const std::string& base,
     return HttpStatusToStatus(result.http_status, result.body);
   }
   return absl::OkStatus();
+}
+
+// The configured path, or LiteLLM's route and then vLLM's: which one a
+// server answers says what it is.
+absl::Status LivenessOf(const GatewayOptions& options, const std::string& base,
+                        const std::optional<std::string>& api_key,
+                        const CallControl& control, std::string* answered) {
+  std::vector<std::string> paths = {options.health_path};
+  if (options.health_path.empty()) paths = {"/health/liveliness", "/health"};
+  absl::Status status;
+  for (const std::string& path : paths) {
+    int64_t http_status = 0;
+    status = GetLive(options, base, api_key, path, control, &http_status);
+    if (answered != nullptr) *answered = path;
+    if (http_status != 404) break;
+  }
+  return status;
 }
 
 }  // namespace
@@ -241,6 +262,8 @@ GatewayOptions GatewayOptionsFromConfig(const config::BackendConfig& config) {
   options.pinned_public_key = config.pinned_public_key;
   options.logprobs = config.logprobs;
   options.max_choice_k = config.max_choice_k;
+  options.label_readout = config.label_readout;
+  options.health_path = config.health_path;
   options.workers = config.workers;
   options.timeout_s = config.timeout;
   return options;
@@ -330,6 +353,12 @@ absl::StatusOr<std::unique_ptr<GatewayBackend>> GatewayBackend::Create(
   if (options.served_model.empty()) {
     return absl::InvalidArgumentError("gateway served_model is empty");
   }
+  if (options.label_readout != "top_k" &&
+      options.label_readout != "token_ids") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gateway label_readout '", options.label_readout,
+                     "' (Create takes token_ids or top_k; Connect also auto)"));
+  }
   if (options.workers < 1 || options.attempts < 1 ||
       options.breaker_failures < 1 || options.logprobs < 1 ||
       !(options.timeout_s > 0) || !(options.connect_timeout_s > 0)) {
@@ -381,6 +410,7 @@ GatewayBackend::GatewayBackend(const GatewayOptions& options,
   capabilities_.max_choice_k = options.max_choice_k;
   capabilities_.logprob_top_k = options.logprobs;
   capabilities_.vocab_size = tokenizer_->vocab_size();
+  if (options.label_readout == "token_ids") UseTokenIds();
 }
 
 GatewayBackend::~GatewayBackend() = default;
@@ -546,14 +576,52 @@ void GatewayBackend::Failure() {
 }
 
 absl::Status GatewayBackend::Liveness(const CallControl& control) {
-  return LivenessOf(options_, base_url_, api_key_, control);
+  return LivenessOf(options_, base_url_, api_key_, control, nullptr);
 }
 
 absl::Status GatewayBackend::CheckLiveness(const GatewayOptions& options,
-                                           const CallControl& control) {
+                                           const CallControl& control,
+                                           std::string* answered) {
   GlobalInit();
   ASSIGN_OR_RETURN(const std::string base, ValidateBaseUrl(options));
-  return LivenessOf(options, base, std::nullopt, control);
+  return LivenessOf(options, base, std::nullopt, control, answered);
+}
+
+absl::StatusOr<std::unique_ptr<GatewayBackend>> GatewayBackend::Connect(
+    const GatewayOptions& options, const CallControl& control,
+    std::string* note) {
+  GatewayOptions fixed = options;
+  if (fixed.label_readout == "auto") fixed.label_readout = "top_k";
+  ASSIGN_OR_RETURN(std::unique_ptr<GatewayBackend> backend, Create(fixed));
+  if (options.label_readout != "auto") return backend;
+  const TokenId yes = backend->tokenizer_->TokenToId("Yes");
+  const TokenId no = backend->tokenizer_->TokenToId("No");
+  const nlohmann::json probe = {{"model", options.served_model},
+                                {"prompt", "Answer Yes or No."},
+                                {"max_tokens", 1},
+                                {"temperature", 0.0},
+                                {"logprobs", 1},
+                                {"logprob_token_ids", {yes, no}},
+                                {"return_tokens_as_token_ids", true}};
+  const auto answer = backend->Post(probe.dump(), control);
+  if (answer.ok() && answer->contains(TokenIdKey(yes)) &&
+      answer->contains(TokenIdKey(no))) {
+    backend->UseTokenIds();
+    if (note != nullptr) *note = "token_ids (the server answers label ids)";
+  } else if (note != nullptr) {
+    *note = answer.ok() ? "top_k (the server ignored logprob_token_ids)"
+            : absl::IsInvalidArgument(answer.status())
+                ? "top_k (the server refuses logprob_token_ids)"
+                : absl::StrCat("top_k (the probe failed: ",
+                               answer.status().message(), ")");
+  }
+  return backend;
+}
+
+void GatewayBackend::UseTokenIds() {
+  readout_ = LabelReadout::kTokenIds;
+  capabilities_.max_choice_k =
+      std::max(options_.max_choice_k, kTokenIdsMaxChoiceK);
 }
 
 absl::Status GatewayBackend::CheckLogprobsCap(int32_t logprobs,
@@ -572,11 +640,22 @@ absl::StatusOr<PromptLogprobs> GatewayBackend::One(
     const CallControl& control) {
   absl::StatusOr<std::string> prompt = tokenizer_->Decode(prompt_ids);
   if (!prompt.ok()) return prompt.status();
+  const bool by_id = readout_ == LabelReadout::kTokenIds;
   nlohmann::json request = {{"model", options_.served_model},
                             {"prompt", *prompt},
                             {"max_tokens", 1},
                             {"temperature", 0.0},
                             {"logprobs", options_.logprobs}};
+  if (by_id) {
+    request["return_tokens_as_token_ids"] = true;
+    // Asking for the labels by id replaces the natural top list, so a call
+    // that wants that list reads its labels from it, by id.
+    if (top_k == 0 && !label_ids.empty()) {
+      request["logprobs"] = 1;
+      request["logprob_token_ids"] =
+          std::set<TokenId>(label_ids.begin(), label_ids.end());
+    }
+  }
   absl::StatusOr<std::map<std::string, double>> top =
       Post(request.dump(), control);
   if (!top.ok()) return top.status();
@@ -585,11 +664,17 @@ absl::StatusOr<PromptLogprobs> GatewayBackend::One(
   out.n_tokens = static_cast<int32_t>(prompt_ids.size());
   out.label_logprobs.reserve(label_ids.size());
   for (TokenId id : label_ids) {
-    const TokenId single[] = {id};
-    absl::StatusOr<std::string> decoded = tokenizer_->Decode(single);
-    const std::string raw(tokenizer_->IdToToken(id));
-    std::optional<double> value =
-        LookupLabel(*top, decoded.ok() ? *decoded : raw, raw);
+    std::optional<double> value;
+    if (by_id) {
+      if (const auto it = top->find(TokenIdKey(id)); it != top->end()) {
+        value = it->second;
+      }
+    } else {
+      const TokenId single[] = {id};
+      absl::StatusOr<std::string> decoded = tokenizer_->Decode(single);
+      const std::string raw(tokenizer_->IdToToken(id));
+      value = LookupLabel(*top, decoded.ok() ? *decoded : raw, raw);
+    }
     if (!value.has_value()) {
       missing_label_events_.fetch_add(1);
       if (options_.observer != nullptr) {
@@ -602,6 +687,12 @@ absl::StatusOr<PromptLogprobs> GatewayBackend::One(
   if (top_k > 0) {
     // The top list back as ids: raw spelling first, else a one-id encoding.
     for (const auto& [key, logprob] : *top) {
+      if (by_id) {
+        if (const auto id = TokenIdOfKey(key); id.has_value()) {
+          out.top.push_back(TopToken{*id, logprob});
+        }
+        continue;
+      }
       TokenId id = tokenizer_->TokenToId(key);
       if (id < 0) {
         absl::StatusOr<std::vector<TokenId>> ids = tokenizer_->Encode(key);

@@ -1,7 +1,9 @@
 // The gateway backend (reference-system.md 5.6): an OpenAI-compatible server
-// (LiteLLM in front of vLLM) asked for the next-token top-20 logprobs of each
-// prompt over POST {base}/v1/completions. Label logprobs are looked up in
-// that top-20 list; a label outside it gets kMissingLogprob and is counted.
+// (LiteLLM in front of vLLM) asked for next-token logprobs of each prompt
+// over POST {base}/v1/completions. Where the server takes vLLM's
+// logprob_token_ids, each label's exact logprob is asked for by id;
+// elsewhere labels are looked up in the top-20 list, and a label outside it
+// gets kMissingLogprob and is counted.
 // Transport: libcurl, HTTPS with verification on (plain HTTP to loopback
 // only), the API key sent as a bearer header to the configured origin only,
 // 3 attempts with jittered backoff on 429/5xx/transport errors, a circuit
@@ -57,8 +59,11 @@ struct GatewayOptions {
   // Optional public-key pin: "sha256//<base64>;sha256//..." or a PEM/DER
   // key file (CURLOPT_PINNEDPUBLICKEY); a mismatch fails before any data.
   std::string pinned_public_key;
-  int32_t logprobs = 20;     // top-k asked for (the gateway caps it at 20)
+  int32_t logprobs = 20;     // top-k asked for (at most the server's cap)
   int32_t max_choice_k = 8;  // the decision layer refuses wider choices
+                             // (top-k readout; token_ids serves up to 26)
+  std::string label_readout = "top_k";  // token_ids | top_k | auto (Connect)
+  std::string health_path;  // "" = /health/liveliness, then /health on 404
   int32_t workers = 8;       // concurrent requests per Logprobs call
   double timeout_s = 120.0;  // per attempt, also bounded by the deadline
   double connect_timeout_s = 5.0;
@@ -99,6 +104,15 @@ bool IsRetryableHttpStatus(int64_t http_status);
 // 300 bytes) goes in the message.
 absl::Status HttpStatusToStatus(int64_t http_status, const std::string& body);
 
+// How label logprobs are read off an answer. kTokenIds: the request names
+// the labels (vLLM's logprob_token_ids) and answers are keyed
+// "token_id:<id>" (return_tokens_as_token_ids), so every label has its
+// exact value. kTopK: labels are looked up by text in the top `logprobs`.
+enum class LabelReadout { kTopK, kTokenIds };
+
+// The widest choice the token_ids readout serves: the letter labels A..Z.
+inline constexpr int32_t kTokenIdsMaxChoiceK = 26;
+
 class GatewayBackend : public Backend {
  public:
   // Validates the URL (http only to 127.0.0.1, localhost or ::1; no
@@ -107,6 +121,13 @@ class GatewayBackend : public Backend {
   static absl::StatusOr<std::unique_ptr<GatewayBackend>> Create(
       const GatewayOptions& options);
   ~GatewayBackend() override;
+  // Create, then for label_readout "auto" one probe completion naming two
+  // label ids: token_ids where the server answers them by id, else top_k.
+  // A probe that fails in transport keeps top_k and says so in `note`.
+  static absl::StatusOr<std::unique_ptr<GatewayBackend>> Connect(
+      const GatewayOptions& options, const CallControl& control,
+      std::string* note = nullptr);
+  LabelReadout label_readout() const { return readout_; }
 
   const ModelIdentity& identity() const override { return identity_; }
   const Capabilities& capabilities() const override { return capabilities_; }
@@ -124,13 +145,16 @@ class GatewayBackend : public Backend {
       const std::vector<PromptGroup>& groups,
       const std::vector<int32_t>& layers, const CallControl& control) override;
 
-  // GET {base}/health/liveliness (the reference probe's first step): one
-  // attempt, bounded by the deadline, outside the breaker. OK on HTTP 200.
+  // GET the liveness route (the reference probe's first step): health_path,
+  // or /health/liveliness (LiteLLM) and on a 404 /health (vLLM). One
+  // attempt each, bounded by the deadline, outside the breaker. OK on HTTP
+  // 200; `answered` receives the path that answered.
   absl::Status Liveness(const CallControl& control);
   // The same before a backend exists (no key, no tokenizer needed): the
   // doctor's order checks liveness first.
   static absl::Status CheckLiveness(const GatewayOptions& options,
-                                    const CallControl& control);
+                                    const CallControl& control,
+                                    std::string* answered = nullptr);
   // The base URL rules (https, or http to loopback; no trailing /v1): the
   // URL with trailing slashes removed, or INVALID_ARGUMENT saying why.
   static absl::StatusOr<std::string> ValidateBaseUrl(
@@ -153,6 +177,8 @@ class GatewayBackend : public Backend {
   absl::StatusOr<PromptLogprobs> One(const std::vector<TokenId>& prompt_ids,
                                      const std::vector<TokenId>& label_ids,
                                      int32_t top_k, const CallControl& control);
+  // The token_ids readout, with the widest choice it serves.
+  void UseTokenIds();
   // Reports one attempt's outcome to the observer, if any.
   void Observe(const char* outcome, absl::Duration took) const;
   // Counts a failure in the breaker and reports its state.
@@ -168,6 +194,7 @@ class GatewayBackend : public Backend {
   text::ChatTemplate chat_template_;
   ModelIdentity identity_;
   Capabilities capabilities_;
+  LabelReadout readout_ = LabelReadout::kTopK;  // set before any call
   CircuitBreaker breaker_;
   std::atomic<int64_t> missing_label_events_{0};
   std::atomic<int64_t> requests_{0};

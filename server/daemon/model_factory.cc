@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/composite_backend.h"
 #include "common/fake_backend.h"
 #include "common/status/status_macros.h"
@@ -26,7 +27,12 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadComposite(
   gateway::GatewayOptions options =
       gateway::GatewayOptionsFromConfig(config.backend);
   options.observer = observer;
-  ASSIGN_OR_RETURN(auto logprobs, gateway::GatewayBackend::Create(options));
+  CallControl control;
+  control.deadline = absl::Now() + absl::Seconds(config.backend.timeout);
+  std::string readout;
+  ASSIGN_OR_RETURN(auto logprobs,
+                   gateway::GatewayBackend::Connect(options, control, &readout));
+  if (!readout.empty()) spdlog::info("gateway label readout: {}", readout);
   ASSIGN_OR_RETURN(auto hidden, service::RemoteHiddenStates::Create(
                                     config.client, logprobs->tokenizer()));
   return std::unique_ptr<Backend>(std::make_unique<CompositeBackend>(

@@ -199,8 +199,8 @@ absl::Status ParseCarriedPriors(const v1::DecideRequest& request,
   for (int i = 0; i < request.priors_size(); ++i) {
     const v1::PriorState& p = request.priors(i);
     const std::string field = absl::StrCat("priors[", i, "]");
-    const bool owned = std::any_of(
-        questions.begin(), questions.end(), [&](const Question& q) {
+    const bool owned =
+        std::any_of(questions.begin(), questions.end(), [&](const Question& q) {
           return absl::StartsWith(p.listing(), absl::StrCat(q.key(), "|"));
         });
     if (!owned) {
@@ -208,10 +208,10 @@ absl::Status ParseCarriedPriors(const v1::DecideRequest& request,
                      "is not a listing of a question in this call (send back "
                      "the listings the daemon returned)");
     }
-    ASSIGN_OR_RETURN(decision::PriorAccumulator acc,
-                     decision::MakePriorAccumulator(
-                         field, p.shifts(), p.k(), p.sum().data(),
-                         p.sum_size(), p.n()));
+    ASSIGN_OR_RETURN(
+        decision::PriorAccumulator acc,
+        decision::MakePriorAccumulator(field, p.shifts(), p.k(), p.sum().data(),
+                                       p.sum_size(), p.n()));
     if (!out->priors.emplace(p.listing(), std::move(acc)).second) {
       return Invalid(field + ".listing", "appears twice");
     }

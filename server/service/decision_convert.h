@@ -20,8 +20,9 @@ struct ParsedDecide {
   std::vector<decision::Question> questions;
   decision::Level level = decision::Level::kAuto;
   decision::DecideOptions options;
-  bool carry_priors = false;     // the call's priors are `priors`, not the daemon's
-  decision::PriorTable priors;   // checked: listings of this call's questions
+  bool carry_priors =
+      false;  // the call's priors are `priors`, not the daemon's
+  decision::PriorTable priors;  // checked: listings of this call's questions
 };
 
 struct ParsedFit {

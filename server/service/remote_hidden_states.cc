@@ -56,9 +56,8 @@ absl::StatusOr<std::unique_ptr<RemoteHiddenStates>> RemoteHiddenStates::Create(
   args.SetMaxReceiveMessageSize(-1);
   args.SetServiceConfigJSON(target.service_config);
   auto channel = grpc::CreateCustomChannel(target.target, credentials, args);
-  std::unique_ptr<RemoteHiddenStates> out(
-      new RemoteHiddenStates(channel, std::move(token), prompts,
-                             client.affinity_bytes));
+  std::unique_ptr<RemoteHiddenStates> out(new RemoteHiddenStates(
+      channel, std::move(token), prompts, client.affinity_bytes));
 
   auto stub = v1::Inference::NewStub(channel);
   const absl::Time deadline = absl::Now() + absl::Seconds(client.timeout_s);

@@ -1,7 +1,12 @@
-"""A local HTTP server that answers as vLLM behind LiteLLM does: POST
-/v1/completions with top_logprobs dicts (token text -> logprob), HTTP 400
-when logprobs exceeds vLLM's cap of 20, GET /health/liveliness. Shared by the
-gateway, doctor and composite tests."""
+"""A local HTTP server that answers as an older vLLM behind LiteLLM does:
+POST /v1/completions with top_logprobs dicts (token text -> logprob), HTTP
+400 when logprobs exceeds vLLM's cap of 20 or the request names
+logprob_token_ids, GET /health/liveliness. The real chain (LiteLLM and vLLM
+0.32, tests/e2e/test_real_gateway.py) serves everything they can be made to
+do; this server stays for what they cannot be made to do on demand: 429 with
+Retry-After, 5xx, garbage bodies, resets, slow and gathered answers, TLS,
+redirects, missing labels on a chosen token. Shared by the gateway, doctor,
+router and composite tests."""
 import hashlib
 import http.server
 import json
@@ -39,6 +44,7 @@ class Gateway:
         self.redirect_to = redirect_to
         self.default = "ok"
         self.requests = []
+        self.probes = []  # label-readout probes (logprob_token_ids), refused
         self.gets = []
         self.barrier = None
         self.gathered = 0
@@ -65,6 +71,16 @@ class Gateway:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
+                if "logprob_token_ids" in body:
+                    # As a server without vLLM's logprob_token_ids (before
+                    # 0.32, or another OpenAI-compatible one) answers the
+                    # clients' start-up probe; kept apart from `requests`.
+                    with gateway.lock:
+                        gateway.probes.append(body)
+                    self._send(400, json.dumps({"object": "error", "message": (
+                        "1 validation error: logprob_token_ids: Extra inputs are "
+                        "not permitted")}))
+                    return
                 with gateway.lock:
                     gateway.requests.append(
                         {"path": self.path, "body": body,

@@ -149,11 +149,12 @@ def test_doctor_gateway_passes_against_a_vllm_like_server(gateway):
                 env={"MESA_LLM_API_KEY": KEY})
     assert r.returncode == 0, r.stdout + r.stderr
     assert check_names(r.stdout) == ["questions lock", "backend", "gateway liveness",
-                                     "tokenizer", "label tokens", "gateway logprobs",
-                                     "logprobs cap", "artifacts"]
-    assert f"[ok] gateway liveness: {server.url} -> 200" in r.stdout
+                                     "tokenizer", "label tokens", "label readout",
+                                     "gateway logprobs", "logprobs cap", "artifacts"]
+    assert f"[ok] gateway liveness: {server.url}/health/liveliness -> 200" in r.stdout
+    assert "[ok] label readout: top_k (the server refuses logprob_token_ids)" in r.stdout
     assert "[ok] gateway logprobs: top_k=20 labels_present=true " in r.stdout
-    assert "[ok] logprobs cap: 26 -> 400 (cap 20)" in r.stdout
+    assert "[ok] logprobs cap: logprobs=20 accepted" in r.stdout
     assert KEY not in r.stdout + r.stderr
     assert "(serving at L0)" in line_of(r.stdout, "artifacts")
     # The key went to the server, as a bearer header, on every POST.
@@ -161,7 +162,9 @@ def test_doctor_gateway_passes_against_a_vllm_like_server(gateway):
     probe = server.requests[0]["body"]
     assert probe["logprobs"] == 20 and probe["max_tokens"] == 1
     assert "Is the sky blue?" in probe["prompt"]
-    assert server.requests[-1]["body"]["logprobs"] == 26
+    assert server.requests[-1]["body"]["logprobs"] == 20
+    # The start-up probe named two label ids, and was refused.
+    assert [sorted(p["logprob_token_ids"]) for p in server.probes] == [[2753, 9454]]
 
 
 def test_doctor_gateway_failures(gateway):

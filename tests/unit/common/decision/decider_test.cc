@@ -500,8 +500,8 @@ TEST_CASE("carried priors: the caller's table serves, the decider's is kept",
   // Two calls of 5 states: the second crosses 8 and uses the batch prior,
   // exactly as on a decider that keeps the priors itself.
   for (const std::string tag : {"a", "b"}) {
-    const auto with = carried_decider.Decide(PlainStates(5, tag), {q},
-                                             Level::kL0, carry);
+    const auto with =
+        carried_decider.Decide(PlainStates(5, tag), {q}, Level::kL0, carry);
     const auto own = shared.Decide(PlainStates(5, tag), {q}, Level::kL0);
     REQUIRE(with.ok());
     REQUIRE(own.ok());
