@@ -211,9 +211,9 @@ absl::Status GetLive(const GatewayOptions& options, const std::string& base,
   }
   const absl::Duration limit =
       std::min(absl::Seconds(options.timeout_s), control.deadline - now);
-  const HttpResult result = Perform(
-      options, api_key, absl::StrCat(base, path), /*post_body=*/nullptr,
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(limit)), control);
+  const HttpResult result =
+      Perform(options, api_key, absl::StrCat(base, path), /*post_body=*/nullptr,
+              std::max<int64_t>(1, absl::ToInt64Milliseconds(limit)), control);
   *http_status = result.http_status;
   if (result.code == CURLE_OPERATION_TIMEDOUT) {
     return absl::DeadlineExceededError("gateway liveness: timed out");
@@ -609,11 +609,12 @@ absl::StatusOr<std::unique_ptr<GatewayBackend>> GatewayBackend::Connect(
     backend->UseTokenIds();
     if (note != nullptr) *note = "token_ids (the server answers label ids)";
   } else if (note != nullptr) {
-    *note = answer.ok() ? "top_k (the server ignored logprob_token_ids)"
-            : absl::IsInvalidArgument(answer.status())
-                ? "top_k (the server refuses logprob_token_ids)"
-                : absl::StrCat("top_k (the probe failed: ",
-                               answer.status().message(), ")");
+    *note =
+        answer.ok() ? "top_k (the server ignored logprob_token_ids)"
+        : absl::IsInvalidArgument(answer.status())
+            ? "top_k (the server refuses logprob_token_ids)"
+            : absl::StrCat(
+                  "top_k (the probe failed: ", answer.status().message(), ")");
   }
   return backend;
 }

@@ -63,7 +63,7 @@ struct GatewayOptions {
   int32_t max_choice_k = 8;  // the decision layer refuses wider choices
                              // (top-k readout; token_ids serves up to 26)
   std::string label_readout = "top_k";  // token_ids | top_k | auto (Connect)
-  std::string health_path;  // "" = /health/liveliness, then /health on 404
+  std::string health_path;   // "" = /health/liveliness, then /health on 404
   int32_t workers = 8;       // concurrent requests per Logprobs call
   double timeout_s = 120.0;  // per attempt, also bounded by the deadline
   double connect_timeout_s = 5.0;

@@ -30,8 +30,8 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadComposite(
   CallControl control;
   control.deadline = absl::Now() + absl::Seconds(config.backend.timeout);
   std::string readout;
-  ASSIGN_OR_RETURN(auto logprobs,
-                   gateway::GatewayBackend::Connect(options, control, &readout));
+  ASSIGN_OR_RETURN(auto logprobs, gateway::GatewayBackend::Connect(
+                                      options, control, &readout));
   if (!readout.empty()) spdlog::info("gateway label readout: {}", readout);
   ASSIGN_OR_RETURN(auto hidden, service::RemoteHiddenStates::Create(
                                     config.client, logprobs->tokenizer()));
