@@ -147,8 +147,8 @@ struct BackendConfig {
   std::string gateway_api_key_file;  // or a file with mode 0600 holding it
   std::string ca_file;               // PEM CA bundle for a private gateway
   std::string pinned_public_key;     // "sha256//<base64>;..." or a key file
-  int32_t logprobs = 20;  // top-k asked for: at most the server's cap
-                          // (vLLM's --max-logprobs, 20 by default)
+  int32_t logprobs = 20;     // top-k asked for: at most the server's cap
+                             // (vLLM's --max-logprobs, 20 by default)
   int32_t max_choice_k = 8;  // wider choices are refused below L2 (top-k)
   // How label logprobs are read: token_ids (vLLM's logprob_token_ids: the
   // exact value of each label whatever its rank; K up to 26), top_k (looked
@@ -158,8 +158,8 @@ struct BackendConfig {
   // The liveness route: "" asks /health/liveliness (LiteLLM) and, on a
   // 404, /health (vLLM); or a path of the server's.
   std::string health_path;
-  int32_t workers = 8;               // concurrent gateway requests
-  double timeout = 120.0;            // seconds per gateway request
+  int32_t workers = 8;     // concurrent gateway requests
+  double timeout = 120.0;  // seconds per gateway request
 };
 
 // The CLI's decider (reference-system.md 4.2 `decider.*`): the level asked
