@@ -12,7 +12,6 @@ namespace mesa_anyjev::client {
 // Prints the warning for `missing` > 0 label logprobs to stderr, as
 // "mesa-anyjev <command>: ...". Returns the exit code this asks for: 1 when
 // `strict` and any label was missing, else 0.
-int ReportMissingLabels(std::string_view command, int64_t missing,
-                        bool strict);
+int ReportMissingLabels(std::string_view command, int64_t missing, bool strict);
 
 }  // namespace mesa_anyjev::client
