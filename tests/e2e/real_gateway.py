@@ -17,9 +17,12 @@ VLLM_PYTHON = Path(os.environ.get("MESA_ANYJEV_VLLM_VENV", "/opt/mesa-anyjev/vll
 LITELLM = Path(os.environ.get("MESA_ANYJEV_LITELLM_VENV", "/opt/mesa-anyjev/litellm-venv")) / "bin" / "litellm"
 SERVED = "tiny-qwen3"
 MASTER_KEY = "sk-mesa-anyjev-test-master-key"
+HEAD_DIM = 32
 MAX_LOGPROBS = 40  # above vLLM's default 20: backend.logprobs follows the cap
 
-# The labels the tests' questions use: letters for K up to 26, Yes/No, 1..5.
+# Labels lifted into every top 20 (the top-k readout's tests); with
+# logprob_token_ids every label is read exactly, lifted or not. vLLM's CPU
+# attention takes head sizes of 32, 64, 80, 96, 112, 128, ...: HEAD_DIM.
 LIFTED_LABELS = [chr(ord("A") + i) for i in range(8)] + ["Yes", "No"]
 
 
@@ -74,7 +77,7 @@ class Server:
 def start_vllm(checkpoint: Path, log_dir: Path, threads=2):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MESA_", "VLLM_"))}
-    env.update({"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "all",
+    env.update({"VLLM_CPU_KVCACHE_SPACE": "2",
                 "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
                 "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
@@ -83,6 +86,18 @@ def start_vllm(checkpoint: Path, log_dir: Path, threads=2):
            "--max-logprobs", str(MAX_LOGPROBS), "--seed", "0"]
     server = Server("vllm", cmd, env, f"http://127.0.0.1:{port}/health", log_dir, timeout=900)
     server.url = f"http://127.0.0.1:{port}"
+    # /health answers before the engine has run anything: one completion
+    # proves it serves (and compiles what it compiles on first use).
+    body = json.dumps({"model": SERVED, "prompt": "warm up", "max_tokens": 1,
+                       "logprobs": 1}).encode()
+    request = urllib.request.Request(f"{server.url}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=600) as r:
+            assert r.status == 200
+    except (urllib.error.URLError, AssertionError) as e:
+        server.stop()
+        raise AssertionError(f"vllm did not complete a warm-up: {e}: {server.tail()}")
     return server
 
 
