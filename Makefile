@@ -84,6 +84,14 @@ bench-engine: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target qwen3_dump mesa-anyjevd
 	@$(PYTHON) bench/bench_engine.py --dump $(BUILD_DIR)/tests/qwen3_dump $(BENCH_ARGS)
 
+# The annotation workload through the daemon against the same prompts through
+# vLLM's CPU build (scripts/install.sh's vLLM environment), one run, same
+# checkpoint, threads, KV bytes and tokens a pass (docs/benchmarks.md).
+.PHONY: bench-gateway
+bench-gateway: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd
+	@MESA_ANYJEVD=$(BUILD_DIR)/server/mesa-anyjevd $(PYTHON) bench/bench_gateway.py $(BENCH_ARGS)
+
 # Not in CI: the reliability plan's long runs (tests/stress: sustained load,
 # overload, a 16-call drain, a 10-minute soak, memcheck, connection abuse,
 # 200 SIGKILLs during promote) against

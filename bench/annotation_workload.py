@@ -17,7 +17,9 @@ import grpc
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tools"))
 from conftest import Daemon, dpb  # noqa: E402
+from make_tiny_qwen3 import make  # noqa: E402
 from mesa.anyjev.v1 import decisions_pb2_grpc as dpb_grpc  # noqa: E402
 
 WORDS = ("data sample gene protein cell tissue patient cohort study measure assay sequence "
@@ -25,6 +27,16 @@ WORDS = ("data sample gene protein cell tissue patient cohort study measure assa
          "signal noise label annotation column value unit file record table source method "
          "species mouse human yeast plant soil water climate survey census income school "
          "city river forest model network graph node edge text corpus token sentence").split()
+
+
+def checkpoint(work, layers, hidden):
+    """The benchmarks' generated Qwen3 (bench-engine, bench-gateway), made
+    once under `work`. head_dim 64: vLLM's CPU attention takes it too."""
+    directory = Path(work) / f"qwen3-{layers}x{hidden}"
+    if not (directory / "config.json").exists():
+        make(directory, layers=layers, hidden=hidden, heads=8, kv_heads=4, head_dim=64,
+             intermediate=hidden * 3, tied=True, seed=7)
+    return directory
 
 
 def states(n, tokens, tokenizer, seed):

@@ -16,8 +16,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tools"))
-from make_tiny_qwen3 import make  # noqa: E402
 from transformers import Qwen3ForCausalLM  # noqa: E402
 
 import annotation_workload  # noqa: E402
@@ -248,10 +246,7 @@ def main():
                     help="leave out the annotation workload (the slowest rows)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    directory = Path(args.work) / f"qwen3-{args.layers}x{args.hidden}"
-    if not (directory / "config.json").exists():
-        make(directory, layers=args.layers, hidden=args.hidden, heads=8, kv_heads=4, head_dim=64,
-             intermediate=args.hidden * 3, tied=True, seed=7)
+    directory = annotation_workload.checkpoint(args.work, args.layers, args.hidden)
     model = Qwen3ForCausalLM.from_pretrained(directory, dtype=torch.float32,
                                              attn_implementation=args.attention).eval()
     ours = Ours(args.dump, directory, args.threads, args.attention, args.gemm)

@@ -3,10 +3,11 @@ POST /v1/completions with top_logprobs dicts (token text -> logprob), HTTP
 400 when logprobs exceeds vLLM's cap of 20 or the request names
 logprob_token_ids, GET /health/liveliness. The real chain (LiteLLM and vLLM
 0.32, tests/e2e/test_real_gateway.py) serves everything they can be made to
-do; this server stays for what they cannot be made to do on demand: 429 with
-Retry-After, 5xx, garbage bodies, resets, slow and gathered answers, TLS,
-redirects, missing labels on a chosen token. Shared by the gateway, doctor,
-router and composite tests."""
+do; this server stays for what they cannot be made to do on demand or
+cannot show: 429 with Retry-After, 5xx, garbage bodies, resets, slow and
+gathered answers, TLS, redirects, missing labels on a chosen token, a server
+that refuses logprob_token_ids, and what we put on the wire (the key header,
+request bodies). Shared by the gateway, doctor, router and composite tests."""
 import hashlib
 import http.server
 import json

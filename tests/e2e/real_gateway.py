@@ -74,16 +74,17 @@ class Server:
         self.log.close()
 
 
-def start_vllm(checkpoint: Path, log_dir: Path, threads=2):
+def start_vllm(checkpoint: Path, log_dir: Path, threads=2, kv_cache_gib=2, extra=()):
+    """`extra`: more api_server flags (the benchmark's batch size)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MESA_", "VLLM_"))}
-    env.update({"VLLM_CPU_KVCACHE_SPACE": "2",
+    env.update({"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
                 "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
                 "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
            "--model", str(checkpoint), "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", SERVED, "--max-model-len", "4096", "--dtype", "float32",
-           "--max-logprobs", str(MAX_LOGPROBS), "--seed", "0"]
+           "--max-logprobs", str(MAX_LOGPROBS), "--seed", "0", *extra]
     server = Server("vllm", cmd, env, f"http://127.0.0.1:{port}/health", log_dir, timeout=900)
     server.url = f"http://127.0.0.1:{port}"
     # /health answers before the engine has run anything: one completion

@@ -1,9 +1,11 @@
 """The CLI's backends end to end (issue 6): `doctor`, `decide` and
-`config show` over fake (in process), hf (the real daemon), gateway (a local
-server answering as vLLM does) and composite (both), with the reference's
-check lines and exit codes (reference-system.md 10), the composite's
-tokenizer agreement and its routing (L0 through the gateway, L2 through the
-daemon's head)."""
+`config show` over fake (in process), hf (the real daemon), gateway (our
+imitation server: what we put on the wire, a server without
+logprob_token_ids, faults) and composite (its tokenizer agreement), with the
+reference's check lines and exit codes (reference-system.md 10). The
+gateway and composite against the real LiteLLM and vLLM, and the
+composite's routing (L0 through the chain, L2 through the daemon's head),
+are in test_real_gateway.py."""
 import json
 import os
 import socket
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dpb, run_cli
+from conftest import run_cli
 from gateway_server import Gateway
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -282,44 +284,6 @@ def test_decide_gateway_caps_and_levels(gateway):
 
 
 # --- composite --------------------------------------------------------------
-
-def fit_head(daemon, question_text):
-    states = [f"Item {i}: the sky is {'blue' if i % 2 == 0 else 'grey'} over site {i}"
-              for i in range(40)]
-    labels = [i % 2 for i in range(40)]
-    daemon.decisions.Fit(dpb.FitRequest(
-        question=dpb.Question(id="probe", kind="noul", text=question_text.encode()),
-        states=[dpb.State(text=s.encode()) for s in states], labels=labels, level="L2"),
-        timeout=300)
-
-
-def test_composite_routes_l0_to_the_gateway_and_l2_to_the_daemon(
-        gateway, start_daemon, checkpoint, tmp_path):
-    daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3")
-    server = gateway()
-    env = {"MESA_LLM_API_KEY": KEY}
-    questions = tmp_path / "q.json"
-    questions.write_text(json.dumps([{"id": "probe", "kind": "noul", "text": NOUL}]))
-    args = ["decide", "--backend", "composite", "--json", "--questions-file", str(questions),
-            "--state", "The sky is blue today.", *gateway_args(server),
-            *daemon_args(daemon, "tiny/qwen3")]
-    r = run_cli(*args, "--level", "auto", env=env)
-    assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)["decisions"][0]
-    assert d["level"] == "L0"  # no head yet: the gateway's L0
-    assert d["model"] == "tiny/qwen3" and d["served_model"] == "carc-fast"
-    assert len(server.requests) == 2
-    r = run_cli(*args, "--level", "L2", env=env)
-    assert r.returncode == 1 and "probe" in r.stderr
-
-    fit_head(daemon, NOUL)
-    before = len(server.requests)
-    r = run_cli(*args, "--level", "auto", env=env)
-    assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)["decisions"][0]
-    assert d["level"] == "L2" and d["diagnostics"]["blocks_executed"] >= 1
-    assert len(server.requests) == before  # L2 never touches the gateway
-
 
 def test_composite_refuses_a_tokenizer_that_differs_on_one_label(
         gateway, start_daemon, checkpoint, tmp_path):

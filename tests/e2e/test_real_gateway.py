@@ -3,11 +3,14 @@ chain, LiteLLM in front of vLLM 0.32 (CPU), and against vLLM directly, all
 on loopback and on one tiny random Qwen3 that mesa-anyjevd also serves
 (real_gateway.py starts them). Decisions through the gateway equal the
 daemon's on the same weights: raw and L0 for K up to 26 (labels read by id,
-vLLM's logprob_token_ids), L1 fitted and served by a router. The top-k
-readout still works where labels are in the top list, and a label that is
-not is never silent."""
+vLLM's logprob_token_ids), L1 fitted and served by a router; the router
+and the composite CLI backend send L2 to the daemon and never to the chain
+(vLLM's own request counter); vLLM tokenizes every prompt as we do. The
+top-k readout still works where labels are in the top list, and a label
+that is not is never silent."""
 import json
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ from make_tiny_qwen3 import make  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 import real_gateway as rg  # noqa: E402
-from conftest import Daemon, dpb, run_cli  # noqa: E402
+from conftest import Daemon, dpb, metric, pb, run_cli  # noqa: E402
 
 TOL = 1e-5  # float32 in two engines
 STATE = "A survey of forest birds at three sites"
@@ -47,8 +50,8 @@ def chain(tmp_path_factory):
         daemon.stop()
 
 
-def gateway_args(checkpoint, url, *extra):
-    return ["--backend", "gateway", "--set", f"backend.gateway_base_url={url}",
+def gateway_args(checkpoint, url, *extra, backend="gateway"):
+    return ["--backend", backend, "--set", f"backend.gateway_base_url={url}",
             "--set", f"backend.served_model={rg.SERVED}", "--set", f"backend.tokenizer={checkpoint}",
             "--set", "backend.canonical_model=tiny/qwen3", *extra]
 
@@ -71,6 +74,49 @@ def decide(args, questions, level, *extra, env=None):
 
 def close(a, b):
     return all(abs(x - y) <= TOL for x, y in zip(a, b)) and len(a) == len(b)
+
+
+def url_of(chain, via):
+    return chain[3].url if via == "litellm" else chain[2].url
+
+
+def vllm_completions(vllm):
+    """Requests vLLM has finished, by its own counter."""
+    with urllib.request.urlopen(f"{vllm.url}/metrics", timeout=60) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total"))
+
+
+def fit_l2(served, question):
+    states = [f"Item {i}: the sky is {'blue' if i % 2 == 0 else 'grey'} over site {i}"
+              for i in range(40)]
+    served.decisions.Fit(dpb.FitRequest(question=question, labels=[i % 2 for i in range(40)],
+                                        states=[dpb.State(text=t.encode()) for t in states],
+                                        level="L2"), timeout=300)
+
+
+def test_vllm_tokenizes_every_prompt_as_we_do(chain):
+    checkpoint, daemon, vllm, _ = chain
+    questions = [dpb.Question(kind="choice", text=b"Which option fits?",
+                              options=[f"option {i}".encode() for i in range(k)])
+                 for k in (2, 8, 26)]
+    questions += [dpb.Question(kind="noul", text="Is it about birds, ja oder nein?".encode()),
+                  dpb.Question(kind="score", text=b"How sure is the record?")]
+    states = [STATE, "Ünïcode — ✓ 東京の鳥\ttabs  and\n\nnew lines 🐦 ", " leading space"]
+    reply = daemon.decisions.Decide(dpb.DecideRequest(
+        states=[dpb.State(text=t.encode()) for t in states], questions=questions, level="L0",
+        return_prompts=True), timeout=300)
+    prompts = [p for d in reply.decisions for p in d.diagnostics.prompt_texts]
+    assert len(prompts) > 100
+    ours = daemon.stub.Tokenize(pb.TokenizeRequest(texts=[p.encode() for p in prompts]),
+                                timeout=60)
+    for prompt, ids in zip(prompts, ours.items):
+        body = json.dumps({"model": rg.SERVED, "prompt": prompt}).encode()
+        request = urllib.request.Request(f"{vllm.url}/tokenize", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as r:
+            assert json.load(r)["tokens"] == list(ids.ids), prompt
 
 
 @pytest.mark.parametrize("via", ["litellm", "vllm"])
@@ -139,12 +185,42 @@ def test_top_k_readout_and_a_missing_label_is_never_silent(chain, tmp_path):
     assert r.returncode == 1 and "(--strict)" in r.stderr
 
 
-def test_router_fits_and_serves_l1_equal_to_the_daemon(chain, tmp_path):
-    checkpoint, daemon, _, litellm = chain
+@pytest.mark.parametrize("via", ["litellm", "vllm"])
+def test_composite_cli_routes_l0_to_the_chain_and_l2_to_the_daemon(chain, via, tmp_path):
+    checkpoint, daemon, vllm, _ = chain
+    composite = gateway_args(checkpoint, url_of(chain, via), "--set",
+                             f"client.address={daemon.address}", "--set",
+                             "backend.hf_model=tiny/qwen3", backend="composite")
+    r = run_cli("doctor", *composite, env=KEY_ENV, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[ok] tokenizer agreement" in r.stdout
+    text = f"Is the sky blue in this record ({via})?"
+    questions = tmp_path / "q.json"
+    questions.write_text(json.dumps([{"id": "probe", "kind": "noul", "text": text}]))
+    hf = ["--backend", "hf", "--set", f"client.address={daemon.address}",
+          "--set", "backend.hf_model=tiny/qwen3"]
+    ours, _ = decide(hf, questions, "L0")
+    theirs, _ = decide(composite, questions, "auto", "--strict", env=KEY_ENV)
+    d = theirs["decisions"][0]
+    assert d["level"] == "L0"  # no head yet: the chain's L0
+    assert d["served_model"] == rg.SERVED
+    assert close(d["probs"], ours["decisions"][0]["probs"])
+
+    fit_l2(daemon, dpb.Question(id="probe", kind="noul", text=text.encode()))
+    before = vllm_completions(vllm)
+    theirs, _ = decide(composite, questions, "auto", env=KEY_ENV)
+    d = theirs["decisions"][0]
+    assert d["level"] == "L2" and d["diagnostics"]["blocks_executed"] >= 1
+    assert vllm_completions(vllm) == before  # L2 never reaches the chain
+
+
+@pytest.mark.parametrize("via", ["litellm", "vllm"])
+def test_router_serves_l0_l1_from_the_chain_and_l2_from_the_daemon(chain, via, tmp_path):
+    checkpoint, daemon, vllm, _ = chain
     (tmp_path / "router").mkdir()
     router = Daemon(tmp_path / "router", env=KEY_ENV, args=(
         "--set", "model.backend=composite", "--set", f"client.address={daemon.address}",
-        "--set", f"backend.gateway_base_url={litellm.url}",
+        "--set", f"backend.gateway_base_url={url_of(chain, via)}",
         "--set", f"backend.served_model={rg.SERVED}", "--set", f"backend.tokenizer={checkpoint}",
         "--set", "backend.canonical_model=tiny/qwen3"), start_timeout=120)
     try:
@@ -169,5 +245,25 @@ def test_router_fits_and_serves_l1_equal_to_the_daemon(chain, tmp_path):
             for a, b in zip(got[0].decisions, got[1].decisions):
                 assert a.level == b.level == level
                 assert close(list(a.probs), list(b.probs)), (level, list(a.probs), list(b.probs))
+
+        # L2 is read off the daemon's hidden states, early-stopped, and
+        # never reaches the chain.
+        sky = dpb.Question(id="sky", kind="noul", text=f"Is the sky blue ({via})?".encode())
+        hidden_before = metric(daemon.metrics(), "mesa_anyjev_requests_total",
+                               method="HiddenStates", code="OK")
+        fit_l2(router, sky)
+        before = vllm_completions(vllm)
+        reply = router.decisions.Decide(dpb.DecideRequest(states=probe, questions=[sky],
+                                                          level="auto"), timeout=300)
+        assert [d.level for d in reply.decisions] == ["L2"] * 3
+        assert reply.decisions[0].diagnostics.early_stop
+        assert vllm_completions(vllm) == before
+        assert metric(daemon.metrics(), "mesa_anyjev_requests_total", method="HiddenStates",
+                      code="OK") > hidden_before
+        # The chain's calls show in the router's metrics.
+        text = router.metrics()
+        assert metric(text, "mesa_anyjev_gateway_requests_total", outcome="ok") >= 2
+        assert metric(text, "mesa_anyjev_gateway_missing_labels_total") == 0
+        assert metric(text, "mesa_anyjev_gateway_breaker_open") == 0
     finally:
         router.stop()

@@ -1,9 +1,9 @@
-"""Issue 8, router mode: `mesa-anyjevd --backend composite` serves the same
-Decisions API with raw/L0/L1 read from a gateway (a local server answering as
-vLLM does) and L2 from hidden states of a local mesa-anyjevd (a tiny Qwen3
-with the real tokenizer), so a pipeline calls one endpoint. Its gateway calls
-show in its metrics; a daemon whose tokenizer differs on a label is refused
-at start."""
+"""Issue 8, router mode (`mesa-anyjevd --backend composite`) against our
+imitation gateway, for what the real chain cannot be made to do: the key on
+the wire, a 503 retried and a missing label counted in the router's metrics.
+Serving raw/L0/L1 through LiteLLM and vLLM and L2 from the local daemon is
+in test_real_gateway.py. A daemon whose tokenizer differs on a label is
+refused at start."""
 import os
 import re
 import sys
@@ -19,8 +19,7 @@ DATA = Path(os.environ.get("MESA_ANYJEV_TEST_DATA", "tests/data"))
 TOKENIZER = DATA / "qwen3-tokenizer"
 KEY = "sk-router-7Yt"
 NOUL = dpb.Question(id="sky", kind="noul", text=b"Is the sky blue?")
-STATES = [f"Report {i}: the sky was {'blue' if i % 2 == 0 else 'grey'} at site {i}"
-          for i in range(40)]
+STATES = ["Report 0: the sky was blue at site 0"]
 
 
 def metric(text, name, labels=""):
@@ -41,8 +40,7 @@ def router(start_daemon, local, server, tokenizer=TOKENIZER, wait_serving=True):
         env={"MESA_LLM_API_KEY": KEY}, wait_serving=wait_serving, name="router")
 
 
-def test_router_serves_l0_from_the_gateway_and_l2_from_the_local_daemon(
-        start_daemon, tmp_path):
+def test_router_sends_the_key_and_counts_gateway_faults(start_daemon, tmp_path):
     checkpoint = make(tmp_path / "tiny-qwen3", layers=2)
     local = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3",
                          name="local")
@@ -60,22 +58,6 @@ def test_router_serves_l0_from_the_gateway_and_l2_from_the_local_daemon(
         assert reply.decisions[0].level == "L0"
         assert len(server.requests) - before == 2  # both phrasings through the gateway
         assert all(req["authorization"] == f"Bearer {KEY}" for req in server.requests)
-
-        local_hidden_before = metric(local.metrics(), "mesa_anyjev_requests_total",
-                                     'method="HiddenStates",code="OK"') or 0
-        r.decisions.Fit(dpb.FitRequest(question=NOUL,
-                                       states=[dpb.State(text=s.encode()) for s in STATES],
-                                       labels=[i % 2 for i in range(40)], level="L2"),
-                        timeout=300)
-        before = len(server.requests)
-        reply = r.decisions.Decide(dpb.DecideRequest(
-            states=[dpb.State(text=s.encode()) for s in STATES[:3]], questions=[NOUL],
-            level="auto"), timeout=60)
-        assert [d.level for d in reply.decisions] == ["L2"] * 3
-        assert reply.decisions[0].diagnostics.early_stop
-        assert len(server.requests) == before  # L2 never touches the gateway
-        assert metric(local.metrics(), "mesa_anyjev_requests_total",
-                      'method="HiddenStates",code="OK"') > local_hidden_before
 
         # The gateway's calls are visible in the router's metrics.
         text = r.metrics()
