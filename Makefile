@@ -50,7 +50,9 @@ test-asan: install
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
 
-demo: build
+# Builds only the two programs it runs, not the test suite.
+demo: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd mesa-anyjev
 	@bash scripts/demo.sh $(BUILD_DIR)
 
 where:

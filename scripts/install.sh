@@ -38,6 +38,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
     trap 'sudo_if_needed rm -f "$policy"' EXIT
   fi
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Nor are they left enabled for the next boot: only the services this
+  # install brought are disabled, never one the host had before.
+  for service in prometheus nginx; do
+    if printf '%s\n' "${missing[@]}" | grep -qx "$service"; then
+      sudo_if_needed systemctl disable --quiet "$service.service" 2>/dev/null || true
+    fi
+  done
 else
   log "Debian packages: all ${#DEB_PACKAGES[@]} present"
 fi

@@ -222,7 +222,9 @@ absl::Status Daemon::LoadAndWarmUp() {
   engine::Job job;
   job.deadline = absl::Now() + absl::Seconds(config_.server.max_deadline_s);
   job.run = [&](const CallControl& control) -> absl::Status {
-    PromptGroup group{ids, {{}}, {0}};
+    // The top token only: no label, so none can count as missing (a
+    // gateway's missing-label counter starts at 0).
+    PromptGroup group{ids, {{}}, {}};
     return backend_->Logprobs({group}, /*top_k=*/1, control).status();
   };
   job.done = [&](absl::Status status) {

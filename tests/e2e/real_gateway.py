@@ -26,6 +26,14 @@ MAX_LOGPROBS = 40  # above vLLM's default 20: backend.logprobs follows the cap
 LIFTED_LABELS = [chr(ord("A") + i) for i in range(8)] + ["Yes", "No"]
 
 
+def lifted(tokenizer):
+    """make_tiny_qwen3's `reachable`: Yes and No lifted most (most of the
+    mass on a yes/no prompt, as doctor's answer mass check wants of a real
+    model), A..H below them and still far above every other token."""
+    return {tokenizer.token_to_id(label): 2.5 if label in ("Yes", "No") else 1.5
+            for label in LIFTED_LABELS}
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -34,7 +34,7 @@ def chain(tmp_path_factory):
     tok = Tokenizer.from_file(str(Path(__file__).resolve().parents[1] / "data" / "qwen3-tokenizer"
                                   / "tokenizer.json"))
     checkpoint = make(tmp / "tiny-qwen3", head_dim=rg.HEAD_DIM,
-                      reachable=[tok.token_to_id(label) for label in rg.LIFTED_LABELS])
+                      reachable=rg.lifted(tok))
     (tmp / "daemon").mkdir()
     daemon = Daemon(tmp / "daemon", args=("--model", str(checkpoint),
                                           "--set", "model.name=tiny/qwen3"))

@@ -24,25 +24,30 @@ def copy_tokenizer(out):
         shutil.copy(TOKENIZER / name, Path(out) / name)
 
 
-def lift(model, token_ids, boost=1.5):
-    """Puts `token_ids` near the top of every next-token distribution while
-    their order still depends on the prompt: residual dimension 0 carries a
-    constant (every embedding sets it, no layer writes to it), and only the
-    lifted tokens' lm_head rows read it. A gateway that returns the top 20
-    then holds these labels, so decisions on a random model are not uniform."""
+def lift(model, boosts):
+    """Puts the tokens of `boosts` (id -> boost) near the top of every
+    next-token distribution while their order still depends on the prompt:
+    residual dimension 0 carries a constant (every embedding sets it, no
+    layer writes to it), and only the lifted tokens' lm_head rows read it,
+    each by its boost. A gateway that returns the top 20 then holds these
+    labels, so decisions on a random model are not uniform; a larger boost
+    for some (Yes and No) gives them most of the mass, as a doctor's answer
+    mass check expects of a real model."""
     with torch.no_grad():
         model.model.embed_tokens.weight[:, 0] = 30.0
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight[0, :] = 0.0
             layer.mlp.down_proj.weight[0, :] = 0.0
         model.lm_head.weight[:, 0] = 0.0
-        model.lm_head.weight[token_ids, 0] = boost
+        for token_id, boost in boosts.items():
+            model.lm_head.weight[token_id, 0] = boost
 
 
 def make(out, layers=3, hidden=64, heads=4, kv_heads=2, head_dim=24, intermediate=96,
          vocab=151936, tied=False, shards=1, dtype="float32", seed=0, scale=0.3, tokenizer=True,
          reachable=()):
-    """`reachable`: token ids lifted to the top of every distribution (lift)."""
+    """`reachable`: token ids lifted to the top of every distribution, a list
+    (boost 1.5 each) or a dict id -> boost (lift)."""
     torch.manual_seed(seed)
     config = Qwen3Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate,
                          num_hidden_layers=layers, num_attention_heads=heads,
@@ -58,7 +63,8 @@ def make(out, layers=3, hidden=64, heads=4, kv_heads=2, head_dim=24, intermediat
                 p.copy_(torch.randn_like(p) * scale / (p.shape[-1] ** 0.5) * 4)
     if reachable:
         assert not tied, "a lifted lm_head row would move its embedding too"
-        lift(model, list(reachable))
+        lift(model, dict(reachable) if isinstance(reachable, dict)
+             else {token_id: 1.5 for token_id in reachable})
     model = model.to(getattr(torch, dtype))
     out = Path(out)
     if out.exists():
