@@ -209,6 +209,9 @@ DaemonClient::Decide(const std::vector<std::string>& states,
     ToProto(question, request.add_questions());
   }
   request.set_level(decision::LevelName(level));
+  // The reference's provider refuses route() (A1): its records name the
+  // level of this exact key, so a reworded head never serves them.
+  request.mutable_options()->set_exact_heads(true);
   if (require.has_value()) request.set_require(decision::LevelName(*require));
   if (scratch_artifacts != nullptr) {
     request.set_artifacts_json(scratch_artifacts->dump());

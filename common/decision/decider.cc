@@ -187,6 +187,13 @@ absl::StatusOr<Level> Decider::ServedLevelFor(const Effective& eff,
                          backend_->identity().name, "' serves none"));
       }
       if (!RouteFor(eff, question).has_value()) {
+        if (heads_.Route(question).has_value()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "L2 needs a head for ", Describe(question),
+              " fit on this exact key (exact_heads); the only head is "
+              "routed from a rewording or its option set (fit one on this "
+              "key with Fit at level L2)"));
+        }
         return absl::FailedPreconditionError(absl::StrCat(
             "L2 needs a head for ", Describe(question),
             "; no head was fit on this key, a rewording of it or (random "
@@ -239,7 +246,11 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
   Effective eff = Resolve(options);
   for (const Question& question : questions) {
     eff.artifacts.emplace(question.key(), Artifact(question.key()));
-    eff.routes.emplace(question.key(), heads_.Route(question));
+    std::optional<RoutedHead> route = heads_.Route(question);
+    if (options.exact_heads && route.has_value() && !route->exact) {
+      route.reset();
+    }
+    eff.routes.emplace(question.key(), std::move(route));
   }
   std::vector<Level> served;
   for (const Question& question : questions) {

@@ -90,6 +90,10 @@ struct DecideOptions {
   std::optional<double> adaptive_margin;
   // Refuse (FAILED_PRECONDITION) any question that would be served below.
   std::optional<Level> require;
+  // L2 only from a head of this exact key (reference amendment A1): a head
+  // routed from a rewording or an option set counts as no head, so auto
+  // serves L1 or L0 and an explicit L2 is refused naming the key.
+  bool exact_heads = false;
   bool return_prompts = false;
   bool return_details = false;  // p_pos_raw and prior in diagnostics
   // When set, the batch priors are the caller's: read from and written back

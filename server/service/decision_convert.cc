@@ -285,6 +285,7 @@ absl::StatusOr<ParsedDecide> ParseDecideRequest(
   }
   if (o.has_adaptive_shifts())
     out.options.adaptive_shifts = o.adaptive_shifts();
+  out.options.exact_heads = o.exact_heads();
   if (o.has_adaptive_margin()) {
     if (!(o.adaptive_margin() >= 0.0)) {
       return Invalid("options.adaptive_margin", "must be >= 0");

@@ -206,7 +206,17 @@ def test_composite_cli_routes_l0_to_the_chain_and_l2_to_the_daemon(chain, via, t
     assert d["served_model"] == rg.SERVED
     assert close(d["probs"], ours["decisions"][0]["probs"])
 
+    # A head of a rewording (the other parametrisation's text, when it ran
+    # first) never serves this key: still L0, with L0's numbers.
+    fit_l2(daemon, dpb.Question(id="probe", kind="noul", text=f"{text} (reworded)".encode()))
+    theirs, _ = decide(composite, questions, "auto", env=KEY_ENV)
+    d = theirs["decisions"][0]
+    assert d["level"] == "L0" and "routed_refused" not in d["diagnostics"]
+    assert close(d["probs"], ours["decisions"][0]["probs"])
+
     fit_l2(daemon, dpb.Question(id="probe", kind="noul", text=text.encode()))
+    # The readout named, so the CLI sends the chain no start-up probe.
+    composite += ["--set", "backend.label_readout=token_ids"]
     before = vllm_completions(vllm)
     theirs, _ = decide(composite, questions, "auto", env=KEY_ENV)
     d = theirs["decisions"][0]

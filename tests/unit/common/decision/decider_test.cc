@@ -277,6 +277,27 @@ TEST_CASE("an L2 head beats L0 on classes planted in the hidden state",
   const auto l0_served = strict.Decide({test[0]}, {reworded}, Level::kAuto);
   REQUIRE(l0_served.ok());
   CHECK((*l0_served)[0][0].level == Level::kL0);
+  // A call asking for exact heads (the CLI's, A1) gets the same from the
+  // routing decider: auto is L0 with L0's own numbers, L2 is refused by
+  // name, and the exact key is still served at L2.
+  DecideOptions exact_call;
+  exact_call.exact_heads = true;
+  const auto plain_l0 = decider.Decide({test[0]}, {reworded}, Level::kL0);
+  const auto auto_exact =
+      decider.Decide({test[0]}, {reworded}, Level::kAuto, exact_call);
+  REQUIRE(plain_l0.ok());
+  REQUIRE(auto_exact.ok());
+  CHECK((*auto_exact)[0][0].level == Level::kL0);
+  CHECK((*auto_exact)[0][0].diagnostics.routed_from.empty());
+  CHECK((*auto_exact)[0][0].probs == (*plain_l0)[0][0].probs);
+  const auto l2_exact =
+      decider.Decide({test[0]}, {reworded}, Level::kL2, exact_call);
+  CHECK(absl::IsFailedPrecondition(l2_exact.status()));
+  CHECK(l2_exact.status().message().find("exact key") != std::string::npos);
+  const auto own =
+      decider.Decide({test[0]}, {q}, Level::kAuto, exact_call);
+  REQUIRE(own.ok());
+  CHECK((*own)[0][0].level == Level::kL2);
 }
 
 TEST_CASE("refusals name what is wrong", "[decision]") {
