@@ -60,6 +60,8 @@ def daemon_rounds(directory, args, tokenizer, request_questions):
                     questions=request_questions, level="L0", return_prompts=True), timeout=3600)
                 seconds.append(time.perf_counter() - start)
                 passes.append(aw.pass_counters(daemon)[0] - before[0])
+                print(f"daemon round {r}: {seconds[-1]:.1f} s, {passes[-1]:.0f} passes",
+                      flush=True)
                 per_state = [[] for _ in texts]
                 for i, d in enumerate(reply.decisions):  # states x questions
                     per_state[i // len(request_questions)].extend(d.diagnostics.prompt_texts)
@@ -69,10 +71,11 @@ def daemon_rounds(directory, args, tokenizer, request_questions):
             first = prompts[0][0]
             label_ids = labels(tokenizer)
             inference = inference_pb2_grpc.InferenceStub(channel)
+            chunks = [first[i:i + 16] for i in range(0, len(first), 16)]  # max_suffixes
             answer = inference.Logprobs(ipb.LogprobsRequest(groups=[ipb.PromptGroup(
-                suffixes=[ipb.Segment(text=p.encode()) for p in first],
-                label_ids=label_ids)]), timeout=3600)
-            oracle = [list(p.label_logprobs) for p in answer.groups[0].prompts]
+                suffixes=[ipb.Segment(text=p.encode()) for p in chunk], label_ids=label_ids)
+                for chunk in chunks]), timeout=3600)
+            oracle = [list(p.label_logprobs) for g in answer.groups for p in g.prompts]
         finally:
             channel.close()
             daemon.stop()
@@ -108,6 +111,7 @@ def vllm_rounds(directory, args, prompts, label_ids, log_dir):
             with ThreadPoolExecutor(len(per_state)) as pool:
                 got = list(pool.map(lambda p: vllm_request(server.url, p, label_ids), per_state))
             seconds.append(time.perf_counter() - start)
+            print(f"vLLM round {len(seconds) - 1}: {seconds[-1]:.1f} s", flush=True)
             answers = answers or got
     finally:
         server.stop()
