@@ -294,8 +294,7 @@ TEST_CASE("an L2 head beats L0 on classes planted in the hidden state",
       decider.Decide({test[0]}, {reworded}, Level::kL2, exact_call);
   CHECK(absl::IsFailedPrecondition(l2_exact.status()));
   CHECK(l2_exact.status().message().find("exact key") != std::string::npos);
-  const auto own =
-      decider.Decide({test[0]}, {q}, Level::kAuto, exact_call);
+  const auto own = decider.Decide({test[0]}, {q}, Level::kAuto, exact_call);
   REQUIRE(own.ok());
   CHECK((*own)[0][0].level == Level::kL2);
 }
