@@ -104,6 +104,9 @@ def vllm_rounds(directory, args, prompts, label_ids, log_dir):
     server = rg.start_vllm(directory, log_dir, threads=args.threads, kv_cache_gib=KV_GIB,
                            extra=["--max-num-batched-tokens", str(args.batch_tokens),
                                   "--max-num-seqs", "256"])
+    binding = [line.split("]", 1)[-1].strip() for line in server.tail(200000).splitlines()
+               if "core ids" in line]
+    print(f"vLLM OpenMP binding: {binding[-1] if binding else 'not logged'}", flush=True)
     try:
         answers = None
         for per_state in prompts:

@@ -86,7 +86,12 @@ def start_vllm(checkpoint: Path, log_dir: Path, threads=2, kv_cache_gib=2, extra
     """`extra`: more api_server flags (the benchmark's batch size)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MESA_", "VLLM_"))}
+    # Its "auto" binding keeps one core for the frontend and computes on
+    # the rest (one thread on a 2-core host): bind `threads` cores, as our
+    # model.threads does.
     env.update({"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+                "VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}",
+                "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
                 "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
                 "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
