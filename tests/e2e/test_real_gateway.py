@@ -237,21 +237,23 @@ def test_router_serves_l0_l1_from_the_chain_and_l2_from_the_daemon(chain, via, t
         assert "gateway label readout: token_ids" in router.output()
         q = dpb.Question(kind="choice", id="topic", text=b"What is it about?",
                          options=[b"birds", b"beetles", b"mammals", b"plants", b"soil", b"water"])
+        # K=26: every letter, most of them outside any top 20, read by id.
+        wide = dpb.Question(kind="choice", id="wide", text=b"Which site is it?",
+                            options=[f"site {i}".encode() for i in range(26)])
         texts = [f"Record {i}: counts of {['birds', 'beetles', 'mammals'][i % 3]} at site {i}"
                  for i in range(24)]
         states = [dpb.State(text=t.encode()) for t in texts]
         labels = [i % 3 for i in range(24)]
         for served in (router, daemon):
-            served.decisions.Fit(dpb.FitRequest(question=q, states=states, labels=labels,
-                                                level="L1"), timeout=300)
+            for question in (q, wide):
+                served.decisions.Fit(dpb.FitRequest(question=question, states=states,
+                                                    labels=labels, level="L1"), timeout=300)
         probe = [dpb.State(text=f"New record {i} about birds".encode()) for i in range(3)]
         for level in ("raw", "L0", "L1"):
-            got = [router.decisions.Decide(dpb.DecideRequest(states=probe, questions=[q],
-                                                             level=level, carry_priors=True),
-                                           timeout=300),
-                   daemon.decisions.Decide(dpb.DecideRequest(states=probe, questions=[q],
-                                                             level=level, carry_priors=True),
-                                           timeout=300)]
+            got = [served.decisions.Decide(dpb.DecideRequest(
+                states=probe, questions=[q, wide], level=level, carry_priors=True), timeout=300)
+                for served in (router, daemon)]
+            assert len(got[0].decisions) == len(got[1].decisions) == 2 * len(probe)
             for a, b in zip(got[0].decisions, got[1].decisions):
                 assert a.level == b.level == level
                 assert close(list(a.probs), list(b.probs)), (level, list(a.probs), list(b.probs))
