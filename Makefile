@@ -6,14 +6,18 @@ PYTHON    := $(VENV)/bin/python
 JOBS      ?= $(shell nproc)
 CMAKE_BUILD_TYPE ?= Release
 
-.PHONY: all install configure build test test-asan demo where lint format clean
+.PHONY: all install install-core configure build test test-asan demo where lint format clean
 
 all: build
 
 install:
 	@bash scripts/install.sh
 
-$(BUILD_DIR)/build.ninja: | install
+# What configuring, building and the demo need (no vLLM, no LiteLLM).
+install-core:
+	@bash scripts/install.sh --core
+
+$(BUILD_DIR)/build.ninja: | install-core
 	@TORCH_PREFIX=$$($(PYTHON) -c 'import torch; print(torch.utils.cmake_prefix_path)') && \
 	cmake -S . -B $(BUILD_DIR) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) \
@@ -21,12 +25,12 @@ $(BUILD_DIR)/build.ninja: | install
 	  -DCMAKE_CUDA_COMPILER=$${CUDACXX:-/usr/local/cuda/bin/nvcc} \
 	  -DMESA_ANYJEV_PYTHON=$(PYTHON)
 
-configure: install $(BUILD_DIR)/build.ninja
+configure: install-core $(BUILD_DIR)/build.ninja
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build
+test: install build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The same code under ASan and UBSan (gcc) in $(ASAN_DIR): the unit tests,
@@ -50,10 +54,10 @@ test-asan: install
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '$(ASAN_TESTS)'
 
-# Builds only the two programs it runs, not the test suite.
+# Builds only what it runs, the CLI first (no libtorch: minutes) and the
+# daemon while the first half shows; not the test suite.
 demo: configure
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd mesa-anyjev
-	@bash scripts/demo.sh $(BUILD_DIR)
+	@bash scripts/demo.sh $(BUILD_DIR) $(JOBS)
 
 where:
 	@echo "build directory: $(abspath $(BUILD_DIR))"

@@ -1,46 +1,171 @@
-// mesa-anyjev: the thin CLI. Global flags and subcommand dispatch; each
-// command lives in client/commands/. Exit codes: 0 ok, 1 a check failed,
-// 2 usage or configuration error.
+// mesa-anyjev: the thin CLI. Flags and subcommand dispatch; each command
+// lives in client/commands/. Exit codes: 0 ok, 1 a check failed, 2 usage or
+// configuration error.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "client/commands/commands.h"
+#include "client/ui/terminal.h"
 #include "common/config/config_loader.h"
 #include "common/config/set_flag.h"
 #include "common/util/build_info.h"
+#include "common/util/suggest.h"
 
 namespace {
 
 using mesa_anyjev::config::Override;
+namespace cli = mesa_anyjev::client;
+
+const std::vector<std::string> kKinds = {"fake", "gateway", "hf", "composite"};
+const std::vector<std::string> kLevels = {"raw", "L0", "L1", "L2", "auto"};
+
+// The connection flags: the same on every command that talks to a daemon
+// or a gateway, each an override of one configuration key.
+struct Connection {
+  std::string address, token_file, tls_ca;
+  std::string gateway_url, gateway_key_file, gateway_ca;
+
+  struct Given {
+    const char* flag;
+    const char* key;
+    const std::string& value;
+  };
+  std::vector<Given> Flags() const {
+    std::vector<Given> all = {
+        {"--address", "client.address", address},
+        {"--token-file", "client.token_file", token_file},
+        {"--tls-ca", "client.tls_ca", tls_ca},
+        {"--gateway-url", "backend.gateway_base_url", gateway_url},
+        {"--gateway-key-file", "backend.gateway_api_key_file",
+         gateway_key_file},
+        {"--gateway-ca", "backend.ca_file", gateway_ca}};
+    std::vector<Given> given;
+    for (const Given& g : all) {
+      if (!g.value.empty()) given.push_back(g);
+    }
+    return given;
+  }
+};
+
+void AddDaemonFlags(CLI::App* command, Connection* c) {
+  command->add_option("--address", c->address,
+                      "mesa-anyjevd host:port (client.address)");
+  command->add_option("--token-file", c->token_file,
+                      "file (mode 0600) with the daemon's bearer token");
+  command->add_option("--tls-ca", c->tls_ca,
+                      "PEM CA of the daemon's certificate (turns TLS on)");
+}
+
+void AddGatewayFlags(CLI::App* command, Connection* c) {
+  command->add_option("--gateway-url", c->gateway_url,
+                      "gateway base URL, without /v1 "
+                      "(backend.gateway_base_url)");
+  command->add_option("--gateway-key-file", c->gateway_key_file,
+                      "file (mode 0600) with the gateway's API key");
+  command->add_option("--gateway-ca", c->gateway_ca,
+                      "PEM CA bundle of a private gateway");
+}
+
+// --backend, and the connection flags of every kind it can name.
+void AddBackendFlags(CLI::App* command, std::string* backend, Connection* c) {
+  command->add_option("--backend", *backend, "fake | gateway | hf | composite")
+      ->check(CLI::IsMember(kKinds));
+  AddDaemonFlags(command, c);
+  AddGatewayFlags(command, c);
+}
+
+void AddJson(CLI::App* command, bool* json) {
+  command->add_flag("--json", *json, "print one JSON document for machines");
+}
+
+// The innermost subcommand the arguments chose (the app itself if none).
+const CLI::App* Leaf(const CLI::App& app) {
+  const CLI::App* leaf = &app;
+  for (bool deeper = true; deeper;) {
+    deeper = false;
+    for (const CLI::App* sub : leaf->get_subcommands()) {
+      leaf = sub;
+      deeper = true;
+      break;
+    }
+  }
+  return leaf;
+}
+
+// Arguments no command or flag took: usage error, with the closest command
+// or flag when one is near.
+int ReportUnexpected(const CLI::App& app) {
+  const CLI::App* leaf = Leaf(app);
+  std::vector<std::string> extras;
+  for (const CLI::App* at = leaf; at != nullptr; at = at->get_parent()) {
+    for (const std::string& arg : at->remaining()) extras.push_back(arg);
+  }
+  if (extras.empty()) return 0;
+  const std::string& first = extras.front();
+  std::vector<std::string> names;
+  std::string what = "argument";
+  if (first.rfind("-", 0) == 0) {
+    what = "flag";
+    for (const CLI::App* at = leaf; at != nullptr; at = at->get_parent()) {
+      for (const CLI::Option* option : at->get_options()) {
+        for (const std::string& name : option->get_lnames()) {
+          names.push_back("--" + name);
+        }
+      }
+    }
+  } else {
+    what = leaf == &app ? "command" : "argument";
+    for (const CLI::App* sub :
+         leaf->get_subcommands([](const CLI::App*) { return true; })) {
+      names.push_back(sub->get_name());
+    }
+  }
+  const std::string flag = first.substr(0, first.find('='));
+  std::string path;
+  for (const CLI::App* at = leaf; at != nullptr; at = at->get_parent()) {
+    path = path.empty() ? at->get_name() : at->get_name() + " " + path;
+  }
+  std::cerr << "mesa-anyjev: unknown " << what << " '" << flag << "'"
+            << mesa_anyjev::util::DidYouMean(flag, names) << "; see '" << path
+            << " --help'\n";
+  return 2;
+}
 
 int Main(int argc, char** argv) {
   CLI::App app{"mesa-anyjev: typed decisions with probabilities from an LLM"};
+  app.name("mesa-anyjev");
   app.require_subcommand(0, 1);
-  app.fallthrough();  // global flags may follow the subcommand
+  app.fallthrough();  // --config and --set may follow the subcommand
+  app.allow_extras();
   std::string config_path;
   std::vector<std::string> sets;
-  bool version = false, json = false;
+  bool version = false;
   app.add_option("--config", config_path, "YAML configuration file");
   app.add_option("--set", sets,
                  "override any key: section.field=value (repeatable)");
   app.add_flag("--version", version, "print the version and exit");
 
-  std::string address;
-  auto add_address = [&](CLI::App* command) {
-    command->add_option("--address", address,
-                        "daemon host:port (default: client.address)");
-    command->add_flag("--json", json, "print JSON for machines");
+  Connection connection;
+  bool json = false;
+  auto command = [&](CLI::App* parent, const char* name, const char* help) {
+    CLI::App* sub = parent->add_subcommand(name, help);
+    sub->allow_extras();
+    return sub;
   };
+
   CLI::App* health =
-      app.add_subcommand("health", "is the daemon SERVING? exit 0 if so");
-  add_address(health);
-  CLI::App* info = app.add_subcommand("info", "what the daemon serves");
-  add_address(info);
-  mesa_anyjev::client::TokenizeOptions tokenize_options;
-  CLI::App* tokenize = app.add_subcommand(
-      "tokenize",
+      command(&app, "health", "is the daemon SERVING? exit 0 if so");
+  AddDaemonFlags(health, &connection);
+  AddJson(health, &json);
+  CLI::App* info = command(&app, "info", "what the daemon serves");
+  AddDaemonFlags(info, &connection);
+  AddJson(info, &json);
+
+  cli::TokenizeOptions tokenize_options;
+  CLI::App* tokenize = command(
+      &app, "tokenize",
       "JSON lines {\"text\": ...} on stdin -> {\"ids\": [...]} on stdout "
       "(offline, with a checkpoint's tokenizer.json)");
   tokenize
@@ -49,9 +174,12 @@ int Main(int argc, char** argv) {
       ->required();
   tokenize->add_flag("--decode", tokenize_options.decode,
                      "read {\"ids\": [...]} lines, write {\"text\": ...}");
-  mesa_anyjev::client::QuestionsOptions questions_options;
-  CLI::App* questions = app.add_subcommand(
-      "questions", "the fixed-key questions and questions.lock.json");
+
+  cli::QuestionsOptions questions_options;
+  CLI::App* questions = command(
+      &app, "questions",
+      "the served questions (a table with text and options); --check the "
+      "lock");
   questions->add_flag("--check", questions_options.check,
                       "exit 0 if the lock matches the code, else 1 with "
                       "DRIFT lines on stderr");
@@ -59,81 +187,90 @@ int Main(int argc, char** argv) {
                       "rewrite the lock from the code");
   questions->add_option("--lock", questions_options.lock_path,
                         "lock file (default: ./questions.lock.json)");
-  questions->add_flag("--json", questions_options.json,
-                      "print JSON for machines");
+  AddJson(questions, &questions_options.json);
+  CLI::App* questions_show =
+      command(questions, "show", "one question: its text, options and key");
+  questions_show->add_option("id", questions_options.show_id, "question id")
+      ->required();
+  AddJson(questions_show, &questions_options.json);
 
   std::string doctor_backend;
-  CLI::App* doctor = app.add_subcommand(
-      "doctor", "check the backend end to end; exit 0 when every check passes");
-  const std::vector<std::string> kinds = {"fake", "gateway", "hf", "composite"};
-  doctor
-      ->add_option("--backend", doctor_backend,
-                   "backend kind for the checks (default: backend.kind)")
-      ->check(CLI::IsMember(kinds));
-  doctor->add_flag("--json", json, "print JSON for machines");
+  CLI::App* doctor = command(
+      &app, "doctor", "check the backend end to end; exit 0 when all pass");
+  AddBackendFlags(doctor, &doctor_backend, &connection);
+  AddJson(doctor, &json);
 
-  mesa_anyjev::client::DecideCommandOptions decide_options;
-  CLI::App* decide = app.add_subcommand(
-      "decide", "decisions for one state: --question ID ... at --level");
-  decide->add_option("--backend", decide_options.backend, "backend kind")
-      ->check(CLI::IsMember(kinds));
+  cli::DecideCommandOptions decide_options;
+  CLI::App* decide = command(
+      &app, "decide",
+      "decisions for a state (or, with --states-file, JSON lines of states)");
+  AddBackendFlags(decide, &decide_options.backend, &connection);
   decide
       ->add_option("--level", decide_options.level,
                    "raw | L0 | L1 | L2 | auto (default: decider.level)")
-      ->check(CLI::IsMember({"raw", "L0", "L1", "L2", "auto"}));
+      ->check(CLI::IsMember(kLevels));
+  decide->add_option("--question", decide_options.question_ids,
+                     "a question id (repeatable; see `mesa-anyjev questions`)");
+  decide->add_option("--questions-file", decide_options.questions_file,
+                     "a JSON list of {id, kind, text, options}");
   decide->add_option("--state", decide_options.state, "the state text");
   decide->add_option("--state-file", decide_options.state_file,
-                     "read the state from a file (- = stdin; default stdin)");
+                     "read one state from a file (- or none: stdin); its "
+                     "final line ending is dropped");
   decide->add_flag("--state-json", decide_options.state_json,
                    "the state is JSON, rendered as the reference renders "
                    "dict states");
-  decide->add_option("--question", decide_options.question_ids,
-                     "a question id of the question set (repeatable)");
-  decide->add_option("--questions-file", decide_options.questions_file,
-                     "a JSON list of {id, kind, text, options}");
-  decide->add_flag("--json", decide_options.json, "print JSON for machines");
+  decide->add_option(
+      "--states-file", decide_options.states_file,
+      "JSON lines of states (- = stdin): a string, or {\"text\"|\"json\", "
+      "\"id\"}; writes one JSON line per state");
+  AddJson(decide, &decide_options.json);
   decide->add_flag("--strict", decide_options.strict,
                    "exit 1 when a label logprob was missing");
 
-  mesa_anyjev::client::AnnotateCommandOptions annotate_options;
-  CLI::App* annotate = app.add_subcommand(
-      "annotate", "decide and propose AVUs for one dataset card");
-  annotate->add_option("--card", annotate_options.card, "dataset card")
+  cli::AnnotateCommandOptions annotate_options;
+  CLI::App* annotate =
+      command(&app, "annotate", "decide and propose AVUs for dataset cards");
+  annotate
+      ->add_option("--card", annotate_options.cards,
+                   "dataset card, or a directory of *.md cards (repeatable)")
       ->required();
-  annotate->add_option("--backend", annotate_options.backend, "backend kind")
-      ->check(CLI::IsMember(kinds));
+  AddBackendFlags(annotate, &annotate_options.backend, &connection);
   annotate
       ->add_option("--level", annotate_options.level,
                    "raw | L0 | L1 | L2 | auto (default: decider.level)")
-      ->check(CLI::IsMember({"raw", "L0", "L1", "L2", "auto"}));
+      ->check(CLI::IsMember(kLevels));
   annotate->add_option("--candidates", annotate_options.candidates,
                        "recorded term searches (docs/annotate.md)");
   annotate->add_option("--out", annotate_options.out,
                        "write the evaluation result (JSON) here");
-  annotate->add_flag("--json", annotate_options.json,
-                     "print the whole run record as JSON");
+  AddJson(annotate, &annotate_options.json);
   annotate->add_flag("--strict", annotate_options.strict,
                      "exit 1 when a label logprob was missing");
 
   CLI::App* config_command =
-      app.add_subcommand("config", "the effective configuration");
-  config_command->require_subcommand(1);
-  CLI::App* config_show = config_command->add_subcommand(
-      "show", "print the merged configuration as YAML (secrets masked)");
+      command(&app, "config", "the effective configuration");
+  CLI::App* config_show =
+      command(config_command, "show",
+              "print the merged configuration as YAML (secrets masked)");
+  AddDaemonFlags(config_show, &connection);
+  AddGatewayFlags(config_show, &connection);
+  AddJson(config_show, &json);
 
-  // learn {ingest|fit} and bench {run|table} (docs/learning.md, docs/cli.md).
-  mesa_anyjev::client::LearnOptions learn_options;
-  CLI::App* learn = app.add_subcommand(
-      "learn", "labels and fitting: ingest a labels file, fit L1 or L2");
-  learn->require_subcommand(1);
-  CLI::App* learn_ingest = learn->add_subcommand(
-      "ingest", "validate a JSON-lines labels file and add it to the store");
+  // learn {ingest|fit|promote} and bench {run|table} (docs/learning.md).
+  cli::LearnOptions learn_options;
+  CLI::App* learn = command(
+      &app, "learn", "labels and fitting: ingest, fit L1 or L2, promote");
+  CLI::App* learn_ingest = command(
+      learn, "ingest", "validate a JSON-lines labels file and store it");
   learn_ingest->add_option("--labels", learn_options.labels_file,
                            "the labels file (JSON lines; docs/learning.md)");
-  CLI::App* learn_fit = learn->add_subcommand(
-      "fit", "fit one question with leave-one-card-out; exit 0 iff fitted");
-  learn_fit->add_option("--backend", learn_options.backend, "backend kind")
-      ->check(CLI::IsMember(kinds));
+  AddJson(learn_ingest, &learn_options.json);
+  CLI::App* learn_fit =
+      command(learn, "fit",
+              "fit one question with leave-one-card-out; exit 0 iff "
+              "fitted");
+  AddBackendFlags(learn_fit, &learn_options.backend, &connection);
   learn_fit->add_option("--question", learn_options.question_id,
                         "question id (default term.fits)");
   learn_fit->add_option("--level", learn_options.level, "L1 | L2 (default L1)")
@@ -141,17 +278,25 @@ int Main(int argc, char** argv) {
   learn_fit->add_flag("--no-loco", learn_options.no_loco,
                       "skip leave-one-card-out (exploratory only)");
   learn_fit->add_option("--out", learn_options.out,
-                        "write artifacts.json, manifest.json and report.json "
-                        "here");
-  mesa_anyjev::client::BenchOptions bench_options;
-  CLI::App* bench = app.add_subcommand(
-      "bench", "bench tasks from the label store, and their table");
-  bench->require_subcommand(1);
-  CLI::App* bench_run = bench->add_subcommand(
-      "run",
+                        "also write artifacts.json, manifest.json and "
+                        "report.json here");
+  AddJson(learn_fit, &learn_options.json);
+
+  cli::BundlesCommandOptions bundle_options;
+  CLI::App* learn_promote =
+      command(learn, "promote", "make --version the CURRENT one of --question");
+  learn_promote->add_option("--version", bundle_options.version)->required();
+  learn_promote->add_option("--question", bundle_options.question)->required();
+  learn_promote->add_flag("--force", bundle_options.force,
+                          "skip the LOCO gate (not checksums or binding)");
+
+  cli::BenchOptions bench_options;
+  CLI::App* bench =
+      command(&app, "bench", "bench tasks from the label store, and tables");
+  CLI::App* bench_run = command(
+      bench, "run",
       "every task at each level; writes <out>/<date>/<slug>.<backend>.*");
-  bench_run->add_option("--backend", bench_options.backend, "backend kind")
-      ->check(CLI::IsMember(kinds));
+  AddBackendFlags(bench_run, &bench_options.backend, &connection);
   bench_run->add_option("--tasks", bench_options.tasks,
                         "task names a,b (default: every task with items)");
   bench_run->add_option("--levels", bench_options.levels,
@@ -167,43 +312,29 @@ int Main(int argc, char** argv) {
   bench_run->add_option("--date", bench_options.date,
                         "results directory name YYYY-MM-DD (default today, "
                         "UTC)");
-  CLI::App* bench_table = bench->add_subcommand(
-      "table", "print the Markdown table of a results file");
+  AddJson(bench_run, &bench_options.json);
+  CLI::App* bench_table =
+      command(bench, "table", "print the table of a results file");
   bench_table->add_option("--results", bench_options.results,
                           "a bench run's JSON file");
+  AddJson(bench_table, &bench_options.json);
 
   // Bundles (docs/bundles.md): bundles list|rollback, learn promote.
-  mesa_anyjev::client::BundlesCommandOptions bundle_options;
   CLI::App* bundles_command =
-      app.add_subcommand("bundles", "versioned L1/L2 bundles");
-  bundles_command->require_subcommand(1);
-  CLI::App* bundles_list = bundles_command->add_subcommand(
-      "list", "every version; * marks the current one of --question");
-  CLI::App* bundles_rollback = bundles_command->add_subcommand(
-      "rollback", "move --question's CURRENT back to the one before");
-  CLI::App* learn_command = nullptr;
-  try {  // `learn` may already carry other verbs
-    learn_command = app.get_subcommand("learn");
-  } catch (const CLI::OptionNotFound&) {
-    learn_command = app.add_subcommand("learn", "fit and promote bundles");
-    learn_command->require_subcommand(1);
-  }
-  CLI::App* learn_promote = learn_command->add_subcommand(
-      "promote", "make --version the CURRENT one of --question (LOCO gate)");
-  for (CLI::App* command : {bundles_list, bundles_rollback, learn_promote}) {
-    command->add_option("--backend", bundle_options.backend, "backend kind")
-        ->check(CLI::IsMember(kinds));
+      command(&app, "bundles", "versioned L1/L2 bundles");
+  CLI::App* bundles_list = command(
+      bundles_command, "list", "every version and which question serves it");
+  CLI::App* bundles_rollback =
+      command(bundles_command, "rollback",
+              "move --question's CURRENT back to the one before");
+  for (CLI::App* sub : {bundles_list, bundles_rollback, learn_promote}) {
+    AddBackendFlags(sub, &bundle_options.backend, &connection);
+    AddJson(sub, &bundle_options.json);
   }
   bundles_list->add_option("--question", bundle_options.question,
-                           "question id whose CURRENT version is marked");
-  bundles_list->add_flag("--json", bundle_options.json,
-                         "print JSON for machines");
+                           "only this question's versions");
   bundles_rollback->add_option("--question", bundle_options.question)
       ->required();
-  learn_promote->add_option("--version", bundle_options.version)->required();
-  learn_promote->add_option("--question", bundle_options.question)->required();
-  learn_promote->add_flag("--force", bundle_options.force,
-                          "skip the LOCO gate (not checksums or binding)");
 
   try {
     app.parse(argc, argv);
@@ -214,6 +345,15 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  }
+  if (const int code = ReportUnexpected(app); code != 0) return code;
+  // A group needs one of its verbs.
+  for (const CLI::App* group :
+       {config_command, learn, bench, bundles_command}) {
+    if (group->parsed() && group->get_subcommands().empty()) {
+      std::cerr << group->help();
+      return 2;
+    }
   }
   if (version) {
     std::cout << "mesa-anyjev " << mesa_anyjev::util::kVersion << " ("
@@ -236,55 +376,56 @@ int Main(int argc, char** argv) {
     }
     options.flags.push_back(*std::move(parsed));
   }
-  if (!address.empty()) {
+  for (const Connection::Given& g : connection.Flags()) {
     options.flags.push_back(
-        Override{"client.address", address, "flag --address"});
+        Override{g.key, g.value, std::string("flag ") + g.flag});
   }
   auto config = mesa_anyjev::config::LoadConfig(options);
   if (!config.ok()) {
     std::cerr << "mesa-anyjev: " << config.status().message() << "\n";
     return 2;
   }
-  const mesa_anyjev::client::OutputOptions output{json};
-  if (health->parsed()) return mesa_anyjev::client::RunHealth(*config, output);
-  if (info->parsed()) return mesa_anyjev::client::RunInfo(*config, output);
-  if (tokenize->parsed()) {
-    return mesa_anyjev::client::RunTokenize(tokenize_options);
-  }
-  if (doctor->parsed()) {
-    return mesa_anyjev::client::RunDoctor(*config, doctor_backend, output);
-  }
-  if (decide->parsed()) {
-    return mesa_anyjev::client::RunDecide(*config, decide_options);
-  }
-  if (annotate->parsed()) {
-    return mesa_anyjev::client::RunAnnotate(*config, annotate_options);
-  }
-  if (config_show->parsed()) return mesa_anyjev::client::RunConfigShow(*config);
+  // The flags that say where to decide and where bundles live, for the
+  // commands a command advises next (learn fit's promote, a level remedy).
+  auto replay = [&](const std::string& backend) {
+    std::vector<std::string> words;
+    if (!config_path.empty())
+      words.insert(words.end(), {"--config", config_path});
+    for (const std::string& set : sets)
+      words.insert(words.end(), {"--set", set});
+    if (!backend.empty()) words.insert(words.end(), {"--backend", backend});
+    for (const Connection::Given& g : connection.Flags()) {
+      words.insert(words.end(), {g.flag, g.value});
+    }
+    return mesa_anyjev::client::ui::ShellQuoted(words);
+  };
+  decide_options.replay_flags = replay(decide_options.backend);
+  annotate_options.replay_flags = replay(annotate_options.backend);
+  learn_options.replay_flags = replay(learn_options.backend);
+  const cli::OutputOptions output{json};
+  if (health->parsed()) return cli::RunHealth(*config, output);
+  if (info->parsed()) return cli::RunInfo(*config, output);
+  if (tokenize->parsed()) return cli::RunTokenize(tokenize_options);
+  if (doctor->parsed()) return cli::RunDoctor(*config, doctor_backend, output);
+  if (decide->parsed()) return cli::RunDecide(*config, decide_options);
+  if (annotate->parsed()) return cli::RunAnnotate(*config, annotate_options);
+  if (config_show->parsed()) return cli::RunConfigShow(*config, output);
   if (bundles_list->parsed()) {
-    return mesa_anyjev::client::RunBundlesList(*config, bundle_options);
+    return cli::RunBundlesList(*config, bundle_options);
   }
   if (bundles_rollback->parsed()) {
-    return mesa_anyjev::client::RunBundlesRollback(*config, bundle_options);
+    return cli::RunBundlesRollback(*config, bundle_options);
   }
   if (learn_promote->parsed()) {
-    return mesa_anyjev::client::RunLearnPromote(*config, bundle_options);
+    return cli::RunLearnPromote(*config, bundle_options);
   }
-  if (questions->parsed()) {
-    return mesa_anyjev::client::RunQuestions(questions_options);
-  }
+  if (questions->parsed()) return cli::RunQuestions(questions_options);
   if (learn_ingest->parsed()) {
-    return mesa_anyjev::client::RunLearnIngest(*config, learn_options);
+    return cli::RunLearnIngest(*config, learn_options);
   }
-  if (learn_fit->parsed()) {
-    return mesa_anyjev::client::RunLearnFit(*config, learn_options);
-  }
-  if (bench_run->parsed()) {
-    return mesa_anyjev::client::RunBenchRun(*config, bench_options);
-  }
-  if (bench_table->parsed()) {
-    return mesa_anyjev::client::RunBenchTable(bench_options);
-  }
+  if (learn_fit->parsed()) return cli::RunLearnFit(*config, learn_options);
+  if (bench_run->parsed()) return cli::RunBenchRun(*config, bench_options);
+  if (bench_table->parsed()) return cli::RunBenchTable(bench_options);
   return 2;
 }
 

@@ -1,46 +1,82 @@
 #!/usr/bin/env bash
-# make demo: start mesa-anyjevd on its embedded fake model, drive it with the
-# CLI, show what came back, and stop it with SIGTERM (a clean drain, exit 0).
+# make demo: the README's path, end to end. First the CLI alone on the fake
+# model in this process (it builds in minutes, without libtorch): labels in,
+# decide at L0, fit and promote an L1 calibration, decide again at L1. Then
+# mesa-anyjevd on its fake model (built meanwhile): the same loop through
+# the daemon with an L2 head, annotate before and after, the bench table,
+# and a graceful stop (SIGTERM: drain, exit 0).
+#
+# Every store lives under a temporary HOME, so the demo leaves nothing
+# behind and the commands shown are exactly the README's.
 set -euo pipefail
 BUILD_DIR="${1:-build}"
+JOBS="${2:-$(nproc)}"
 DAEMON="$BUILD_DIR/server/mesa-anyjevd"
 CLI="$BUILD_DIR/client/mesa-anyjev"
 WORK="$(mktemp -d)"
-trap 'kill "$PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+PID=""
+BUILD_PID=""
+cleanup() {
+  [ -n "$PID" ] && kill "$PID" 2>/dev/null || true
+  [ -n "$BUILD_PID" ] && kill "$BUILD_PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+export HOME="$WORK/home" XDG_STATE_HOME="$WORK/home/.local/state"
+mkdir -p "$HOME"
+unset STATE_DIRECTORY
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+say() { printf '\n\033[1;34m== %s\033[0m\n' "$*"; }
+mesa-anyjev() { "$CLI" "$@"; }
 
-step "$DAEMON --model fake --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 &"
-"$DAEMON" --model fake --listen 127.0.0.1:0 --port-file "$WORK/port" \
-  --metrics-listen 127.0.0.1:0 --set server.metrics_port_file="$WORK/metrics-port" \
-  --set decisions.bundles_dir="$WORK/bundles" \
-  2> >(sed 's/^/  [daemon] /' >&2) &
-PID=$!
-for _ in $(seq 1 300); do [ -s "$WORK/port" ] && [ -s "$WORK/metrics-port" ] && break; sleep 0.1; done
-ADDRESS="127.0.0.1:$(cat "$WORK/port")"
-for _ in $(seq 1 300); do "$CLI" health --address "$ADDRESS" >/dev/null 2>&1 && break; sleep 0.1; done
+say "building the CLI ($CLI)"
+cmake --build "$BUILD_DIR" -j "$JOBS" --target mesa-anyjev | tail -n 1
+say "building mesa-anyjevd in the background (log: $WORK/daemon-build.log)"
+cmake --build "$BUILD_DIR" -j "$JOBS" --target mesa-anyjevd \
+  >"$WORK/daemon-build.log" 2>&1 &
+BUILD_PID=$!
 
-step "$CLI --version"
-"$CLI" --version
-step "$CLI health --address $ADDRESS"
-"$CLI" health --address "$ADDRESS"
-step "$CLI info --address $ADDRESS"
-"$CLI" info --address "$ADDRESS"
-step "$CLI info --address $ADDRESS --json"
-"$CLI" info --address "$ADDRESS" --json
-step "curl -s http://127.0.0.1:$(cat "$WORK/metrics-port")/metrics | grep -E '^mesa_anyjev_(build_info|requests_total|model_loaded|queue_depth)'"
-curl -s "http://127.0.0.1:$(cat "$WORK/metrics-port")/metrics" |
-  grep -E '^mesa_anyjev_(build_info|requests_total|model_loaded|queue_depth)' | grep -v ' 0$' || true
-
-# The learning loop through the daemon (docs/learning.md, docs/bundles.md):
-# labels into a store, annotate at auto (L0: nothing fit yet), fit an L2
-# head with leave-one-card-out (a new bundle version in the daemon's store),
-# promote it (the daemon picks it up live), annotate again (column.aspect now
-# at L2), bench. Everything lives under $WORK.
-HF=(--backend hf --set "client.address=$ADDRESS" --set backend.hf_model=fake)
-LABELS=(--set "labels.dir=$WORK/labels")
+say "the learning loop on the fake model, in this process (--backend fake, the default)"
 CARD=data/cards/DP1.10022.001.bet_sorting.md
 CANDIDATES=data/candidates/DP1.10022.001.bet_sorting.json
+STATE="Column 'bet_count': number of ground beetles per trap, by species"
+step "mesa-anyjev --version"
+mesa-anyjev --version
+step "mesa-anyjev questions show term.fits"
+mesa-anyjev questions show term.fits
+step "mesa-anyjev learn ingest --labels data/bench/labels.jsonl"
+mesa-anyjev learn ingest --labels data/bench/labels.jsonl
+step "mesa-anyjev decide --question term.fits --state \"$STATE\"   # nothing promoted: L0"
+mesa-anyjev decide --question term.fits --state "$STATE"
+step "mesa-anyjev learn fit --question term.fits --level L1"
+mesa-anyjev learn fit --question term.fits --level L1
+step "mesa-anyjev learn promote --version 1 --question term.fits"
+mesa-anyjev learn promote --version 1 --question term.fits
+step "mesa-anyjev decide --question term.fits --state \"$STATE\"   # now L1"
+mesa-anyjev decide --question term.fits --state "$STATE"
+step "mesa-anyjev bundles list"
+mesa-anyjev bundles list
+
+say "waiting for the mesa-anyjevd build"
+if ! wait "$BUILD_PID"; then
+  BUILD_PID=""
+  tail -n 30 "$WORK/daemon-build.log"
+  exit 1
+fi
+BUILD_PID=""
+tail -n 1 "$WORK/daemon-build.log"
+
+say "the same loop through the daemon (--backend hf), an L2 head this time"
+step "mesa-anyjevd --model fake --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 &"
+"$DAEMON" --model fake --listen 127.0.0.1:0 --port-file "$WORK/port" \
+  --metrics-listen 127.0.0.1:0 --set server.metrics_port_file="$WORK/metrics-port" \
+  2> >(sed 's/^/  [daemon] /' >&2) &
+PID=$!
+for _ in $(seq 1 600); do [ -s "$WORK/port" ] && [ -s "$WORK/metrics-port" ] && break; sleep 0.1; done
+ADDRESS="127.0.0.1:$(cat "$WORK/port")"
+for _ in $(seq 1 600); do mesa-anyjev health --address "$ADDRESS" >/dev/null 2>&1 && break; sleep 0.1; done
+HF=(--backend hf --address "$ADDRESS")
 levels() {  # decisions of a run record by question and level
   python3 -c 'import collections, json, sys
 run = json.load(open(sys.argv[1]))
@@ -48,30 +84,28 @@ counts = collections.Counter((d["question_id"], d["level"]) for d in run["decisi
 for (q, level), n in sorted(counts.items()):
     print(f"    {q:26s} {level:5s} {n}")' "$1"
 }
-step "$CLI learn ingest --labels data/bench/labels.jsonl"
-"$CLI" learn ingest --labels data/bench/labels.jsonl "${LABELS[@]}"
-step "$CLI annotate --backend hf --card $CARD --candidates $CANDIDATES --level auto   # levels served:"
-"$CLI" annotate "${HF[@]}" --card "$CARD" --candidates "$CANDIDATES" --level auto \
-  --json >"$WORK/run1.json"
+step "mesa-anyjev health --address $ADDRESS"
+mesa-anyjev health --address "$ADDRESS"
+step "mesa-anyjev info --address $ADDRESS"
+mesa-anyjev info --address "$ADDRESS"
+step "mesa-anyjev annotate --backend hf --address $ADDRESS --card $CARD --candidates $CANDIDATES --json   # levels served:"
+mesa-anyjev annotate "${HF[@]}" --card "$CARD" --candidates "$CANDIDATES" --json >"$WORK/run1.json"
 levels "$WORK/run1.json"
-step "$CLI learn fit --backend hf --question column.aspect --level L2   # first lines"
-"$CLI" learn fit "${HF[@]}" --question column.aspect --level L2 "${LABELS[@]}" >"$WORK/fit.json"
-head -n 12 "$WORK/fit.json"
-VERSION="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$WORK/fit.json")"
-step "$CLI learn promote --backend hf --version $VERSION --question column.aspect"
-"$CLI" learn promote "${HF[@]}" --version "$VERSION" --question column.aspect
-step "$CLI bundles list --backend hf --question column.aspect"
-"$CLI" bundles list "${HF[@]}" --question column.aspect
-step "$CLI annotate --backend hf --card $CARD --candidates $CANDIDATES --level auto   # again"
-"$CLI" annotate "${HF[@]}" --card "$CARD" --candidates "$CANDIDATES" --level auto \
-  --json >"$WORK/run2.json"
+step "mesa-anyjev learn fit --backend hf --address $ADDRESS --question column.aspect --level L2"
+mesa-anyjev learn fit "${HF[@]}" --question column.aspect --level L2
+step "mesa-anyjev learn promote --version 1 --question column.aspect --backend hf --address $ADDRESS"
+mesa-anyjev learn promote --version 1 --question column.aspect "${HF[@]}"
+step "mesa-anyjev annotate --backend hf --address $ADDRESS --card $CARD --candidates $CANDIDATES --json   # again"
+mesa-anyjev annotate "${HF[@]}" --card "$CARD" --candidates "$CANDIDATES" --json >"$WORK/run2.json"
 levels "$WORK/run2.json"
-step "$CLI bench run --backend fake --levels raw,L0,L2 --out \$WORK/bench --date 2026-01-02"
-"$CLI" bench run --backend fake --levels raw,L0,L2 --out "$WORK/bench" --date 2026-01-02 \
-  "${LABELS[@]}" >"$WORK/bench.txt"
-head -n 1 "$WORK/bench.txt"
-step "$CLI bench table --results \$WORK/bench/2026-01-02/fake.fake.json"
-"$CLI" bench table --results "$WORK/bench/2026-01-02/fake.fake.json"
+step "mesa-anyjev bundles list --backend hf --address $ADDRESS"
+mesa-anyjev bundles list "${HF[@]}"
+step "curl -s http://127.0.0.1:$(cat "$WORK/metrics-port")/metrics | grep -E '^mesa_anyjev_(decisions_total|bundle_version)'"
+curl -s "http://127.0.0.1:$(cat "$WORK/metrics-port")/metrics" |
+  grep -E '^mesa_anyjev_(decisions_total|bundle_version)' | grep -v ' 0$' || true
+step "mesa-anyjev bench run --levels raw,L0,L2 --out \$WORK/bench --date 2026-01-02"
+mesa-anyjev bench run --levels raw,L0,L2 --out "$WORK/bench" --date 2026-01-02 >/dev/null
+mesa-anyjev bench table --results "$WORK/bench/2026-01-02/fake.fake.json"
 
 step "kill -TERM $PID   # graceful drain"
 kill -TERM "$PID"
@@ -79,5 +113,6 @@ set +e
 wait "$PID"
 CODE=$?
 set -e
+PID=""
 echo "mesa-anyjevd exited with code $CODE"
 [ "$CODE" -eq 0 ]

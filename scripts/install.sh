@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything mesa-anyjev needs into machine-wide places, so any clone reuses it.
 # Safe to run again: each step checks first and a second run finishes in seconds.
+# --core: only what building and the demo need (not the vLLM and LiteLLM
+# environments that the gateway tests start).
 set -euo pipefail
+CORE=0
+[ "${1:-}" = "--core" ] && CORE=1
 
 VENV="${MESA_ANYJEV_VENV:-/opt/mesa-anyjev/venv}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -74,6 +78,7 @@ install_venv() {
 }
 
 install_venv "$VENV" "$REQS"
+[ "$CORE" -eq 1 ] && exit 0
 # The real gateway chain the gateway tests start (issue 17): vLLM's CPU
 # build and the LiteLLM proxy, each in its own environment (their pins
 # conflict with ours and with each other).

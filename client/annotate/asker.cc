@@ -7,8 +7,8 @@
 
 namespace mesa_anyjev::annotate {
 
-Asker::Asker(client::Provider* provider, decision::Level level)
-    : provider_(provider), level_(level) {
+Asker::Asker(client::Provider* provider, decision::Level level, OnAsk on_ask)
+    : provider_(provider), level_(level), on_ask_(std::move(on_ask)) {
   source_.model = provider_->info().model;
   if (!provider_->info().served_model.empty()) {
     source_.served_model = provider_->info().served_model;
@@ -32,6 +32,7 @@ absl::StatusOr<Batch> Asker::Ask(const questions::QuestionEntry& entry,
   for (const cards::State& state : states) {
     texts.push_back(cards::RenderState(state));
   }
+  if (on_ask_) on_ask_(entry.id(), states.size());
   const int64_t missing_before = provider_->missing_label_events();
   auto decided = provider_->DecideBatch(texts, question, level_);
   if (!decided.ok()) {

@@ -3,6 +3,7 @@
 // labels, and records built as the AnyJev provider builds them (7.2).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,11 @@ struct Batch {
 
 class Asker {
  public:
-  // `provider` must outlive the asker.
-  Asker(client::Provider* provider, decision::Level level);
+  using OnAsk =
+      std::function<void(const std::string& question_id, size_t states)>;
+  // `provider` must outlive the asker; `on_ask` (may be empty) hears of
+  // each batch before it is asked.
+  Asker(client::Provider* provider, decision::Level level, OnAsk on_ask = {});
 
   // decide_batch(states, question) at the run's level. An empty list asks
   // nothing. A choice with K over the provider's max_choice_k is never sent
@@ -40,6 +44,7 @@ class Asker {
  private:
   client::Provider* provider_;
   decision::Level level_;
+  OnAsk on_ask_;
   policy::RecordSource source_;
   int missing_labels_ = 0;  // the sum over batches
 };

@@ -187,7 +187,7 @@ absl::StatusOr<RunResult> Annotate(const cards::DatasetCard& card,
   const std::vector<std::string> in_play =
       plan.ontologies.empty() ? cards::RegistryIds() : plan.ontologies;
 
-  Asker asker(&provider, options.level);
+  Asker asker(&provider, options.level, options.on_ask);
   Recorder recorder(&policy, profile);
   RunContext ctx{card,  options.policy, policy, options.candidates,
                  asker, recorder};

@@ -5,6 +5,7 @@
 // cap. Decides and proposes; writes nothing.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,8 @@ struct AnnotateOptions {
   const cards::CandidateSource* candidates = nullptr;
   std::string actor = "mesa-anyjev";
   std::string run_id;  // "" = a fresh UUID4
+  // Called before each batch is asked (a progress bar's label).
+  std::function<void(const std::string& question_id, size_t states)> on_ask;
 };
 
 // The skip notice for a run without candidates.

@@ -11,12 +11,6 @@ namespace {
 
 namespace v1 = ::mesa::anyjev::v1;
 
-// The daemon's message unprefixed: a promote refusal is printed as is.
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
-
 template <typename Response>
 bundles::PointerMove Moved(const Response& response) {
   bundles::PointerMove moved;
@@ -36,11 +30,12 @@ absl::StatusOr<RemoteBundles> DaemonClient::ListBundles(
   request.set_lock_sha(lock_sha);
   v1::ListBundlesResponse response;
   grpc::Status status = stub->List(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status);
+  if (!status.ok()) return Failed(status, "");
   RemoteBundles out;
   out.model = response.model();
   out.dir = response.dir();
   out.served_lock_sha = response.served_lock_sha();
+  out.write_error = response.write_error();
   for (const v1::BundleVersionInfo& info : response.versions()) {
     bundles::VersionEntry entry{info.version(), info.path(),
                                 absl::UnknownError(info.error())};
@@ -72,7 +67,7 @@ absl::StatusOr<int> DaemonClient::PutBundle(
   }
   v1::PutBundleResponse response;
   grpc::Status status = stub->Put(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status);
+  if (!status.ok()) return Failed(status, "");
   return response.version();
 }
 
@@ -89,7 +84,7 @@ absl::StatusOr<bundles::PointerMove> DaemonClient::PromoteBundle(
   request.set_force(force);
   v1::PromoteBundleResponse response;
   grpc::Status status = stub->Promote(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status);
+  if (!status.ok()) return Failed(status, "");
   return Moved(response);
 }
 
@@ -103,7 +98,7 @@ absl::StatusOr<bundles::PointerMove> DaemonClient::RollbackBundle(
   request.set_question_id(question_id);
   v1::RollbackBundleResponse response;
   grpc::Status status = stub->Rollback(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status);
+  if (!status.ok()) return Failed(status, "");
   return Moved(response);
 }
 

@@ -3,11 +3,16 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format_lite.h>
+#include <grpc/support/log.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <cstdlib>
+#include <mutex>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "client/backends/daemon_errors.h"
 #include "client/backends/decision_proto.h"
 #include "common/status/status_macros.h"
 #include "common/text/strict_json.h"
@@ -21,11 +26,6 @@ namespace mesa_anyjev::client {
 namespace {
 
 namespace v1 = ::mesa::anyjev::v1;
-
-absl::Status FromGrpc(const grpc::Status& status, const std::string& what) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(what, ": ", status.error_message()));
-}
 
 // grpc.health.v1 messages by hand: HealthCheckRequest{string service = 1},
 // HealthCheckResponse{enum status = 1}. Debian ships no health.proto to
@@ -71,10 +71,22 @@ absl::StatusOr<std::string> DecodeHealthResponse(
   return std::string(status < 4 ? kNames[status] : "UNKNOWN");
 }
 
+// gRPC core logs transport errors to stderr by itself; the CLI says what
+// went wrong in its own words (daemon_errors.h), so that text is noise
+// unless GRPC_VERBOSITY asks for it.
+void DropLog(gpr_log_func_args*) {}
+void QuietGrpcLog() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function(DropLog);
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
     const config::ClientConfig& config) {
+  QuietGrpcLog();
   ASSIGN_OR_RETURN(auto token, util::LoadSecret(config.token_env,
                                                 config.token_file, "client"));
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -86,6 +98,13 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
       return absl::InvalidArgumentError(
           absl::StrCat("client.tls_ca: ", ca.status().message()));
     }
+    // gRPC would only log its refusal and then fail every call as "empty
+    // address list".
+    if (ca->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "client.tls_ca: ", config.tls_ca,
+          " holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
+    }
     grpc::SslCredentialsOptions options;
     options.pem_root_certs = *ca;
     credentials = grpc::SslCredentials(options);
@@ -96,20 +115,28 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   args.SetMaxReceiveMessageSize(-1);  // the daemon caps what it sends
   args.SetServiceConfigJSON(target.service_config);
   auto channel = grpc::CreateCustomChannel(target.target, credentials, args);
+  DaemonEndpoint endpoint{config.address, !config.tls_ca.empty(),
+                          token.has_value(), config.timeout_s};
   return std::unique_ptr<DaemonClient>(new DaemonClient(
       std::move(channel), std::move(token), absl::Seconds(config.timeout_s),
-      config.address, config.affinity_bytes));
+      std::move(endpoint), config.affinity_bytes));
 }
 
 DaemonClient::DaemonClient(std::shared_ptr<grpc::Channel> channel,
                            std::optional<std::string> token,
-                           absl::Duration timeout, std::string address,
+                           absl::Duration timeout, DaemonEndpoint endpoint,
                            int32_t affinity_bytes)
     : channel_(std::move(channel)),
       token_(std::move(token)),
       timeout_(timeout),
-      address_(std::move(address)),
+      endpoint_(std::move(endpoint)),
       affinity_bytes_(affinity_bytes) {}
+
+absl::Status DaemonClient::Failed(const grpc::Status& status,
+                                  std::string_view what) const {
+  return ExplainDaemonError(static_cast<absl::StatusCode>(status.error_code()),
+                            status.error_message(), what, endpoint_);
+}
 
 void DaemonClient::Prepare(grpc::ClientContext& context,
                            std::string_view first_text) const {
@@ -137,7 +164,7 @@ absl::StatusOr<std::string> DaemonClient::Health(const std::string& service) {
                    done.Notify();
                  });
   done.WaitForNotification();
-  if (!status.ok()) return FromGrpc(status, "health");
+  if (!status.ok()) return Failed(status, "health");
   return DecodeHealthResponse(reply);
 }
 
@@ -148,7 +175,7 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
   v1::ModelInfo info;
   grpc::Status status =
       stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
-  if (!status.ok()) return FromGrpc(status, "GetModelInfo");
+  if (!status.ok()) return Failed(status, "GetModelInfo");
   DaemonInfo out;
   out.identity = {info.name(), info.identity(), info.dtype(), info.device(),
                   info.attention()};
@@ -180,7 +207,7 @@ absl::StatusOr<std::vector<std::vector<TokenId>>> DaemonClient::Tokenize(
   for (const std::string& text : texts) request.add_texts(text);
   v1::TokenizeResponse response;
   grpc::Status status = stub->Tokenize(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, "Tokenize");
+  if (!status.ok()) return Failed(status, "Tokenize");
   if (response.items_size() != static_cast<int>(texts.size())) {
     return absl::InternalError("Tokenize: one item per text expected");
   }
@@ -222,7 +249,7 @@ DaemonClient::Decide(const std::vector<std::string>& states,
   }
   v1::DecideResponse response;
   grpc::Status status = stub->Decide(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, "Decide");
+  if (!status.ok()) return Failed(status, "Decide");
   if (carried != nullptr) RETURN_IF_ERROR(FromProto(response, carried));
   return FromProto(response, states.size(), questions);
 }
@@ -243,7 +270,7 @@ absl::StatusOr<nlohmann::ordered_json> DaemonClient::FitDryRun(
   request.set_dry_run(true);
   v1::FitResponse response;
   grpc::Status status = stub->Fit(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, "Fit");
+  if (!status.ok()) return Failed(status, "Fit");
   auto parsed = text::ParseStrictOrderedJson(response.artifacts_json(), {});
   if (!parsed.ok()) {
     return absl::InternalError(
@@ -261,7 +288,7 @@ absl::Status DaemonClient::ResetPriors(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) request.add_question_keys(key);
   v1::ResetPriorsResponse response;
   grpc::Status status = stub->ResetPriors(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status, "ResetPriors");
+  if (!status.ok()) return Failed(status, "ResetPriors");
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/backends/daemon_errors.h"
 #include "common/backend.h"
 #include "common/bundles/bundle_store.h"
 #include "common/config/config.h"
@@ -23,6 +24,7 @@
 namespace grpc {
 class Channel;
 class ClientContext;
+class Status;
 }  // namespace grpc
 
 namespace mesa_anyjev::client {
@@ -40,6 +42,7 @@ struct RemoteBundles {
   std::vector<bundles::VersionEntry> versions;
   std::map<std::string, int> current;  // question id -> version
   std::string served_lock_sha;         // lock dir the daemon serves from
+  std::string write_error;             // "" when a new version can be written
 };
 
 class DaemonClient {
@@ -92,12 +95,16 @@ class DaemonClient {
       const std::string& lock_sha, const std::string& question_id);
   // Clears running batch priors (every key when `keys` is empty).
   absl::Status ResetPriors(const std::vector<std::string>& keys = {});
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return endpoint_.address; }
 
  private:
   DaemonClient(std::shared_ptr<grpc::Channel> channel,
                std::optional<std::string> token, absl::Duration timeout,
-               std::string address, int32_t affinity_bytes);
+               DaemonEndpoint endpoint, int32_t affinity_bytes);
+
+  // A failed call in the user's terms (daemon_errors.h); `what` names the
+  // call, "" keeps the daemon's message as it is.
+  absl::Status Failed(const grpc::Status& status, std::string_view what) const;
 
   // Deadline, token, and the affinity key of the call's first text.
   void Prepare(grpc::ClientContext& context,
@@ -106,7 +113,7 @@ class DaemonClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::optional<std::string> token_;
   absl::Duration timeout_;
-  std::string address_;
+  DaemonEndpoint endpoint_;
   int32_t affinity_bytes_;
 };
 

@@ -12,11 +12,15 @@ absl::StatusOr<std::unique_ptr<DaemonProvider>> DaemonProvider::Create(
     const config::Config& config) {
   ASSIGN_OR_RETURN(auto client, DaemonClient::Create(config.client));
   absl::StatusOr<DaemonInfo> daemon = client->Info();
-  if (!daemon.ok()) {
-    return absl::Status(
-        daemon.status().code(),
-        absl::StrCat("mesa-anyjevd at ", config.client.address, ": ",
-                     daemon.status().message(), " (is mesa-anyjevd running?)"));
+  if (!daemon.ok()) return daemon.status();
+  if (!config.backend.hf_model.empty() &&
+      config.backend.hf_model != daemon->identity.name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mesa-anyjevd at ", config.client.address, " serves '",
+        daemon->identity.name, "' but backend.hf_model is '",
+        config.backend.hf_model,
+        "' (bundles are keyed by it): set backend.hf_model to '",
+        daemon->identity.name, "', or leave it empty to take the daemon's"));
   }
   ProviderInfo info;
   info.kind = "hf";

@@ -4,10 +4,14 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "client/questions/question_lock.h"
 #include "client/questions/question_set.h"
+#include "common/decision/level.h"
 #include "common/text/json_numbers.h"
 #include "common/util/build_info.h"
 #include "common/util/files.h"
@@ -118,6 +123,51 @@ Json PolicySuggestions(const Json& tasks) {
   return out;
 }
 
+Json TableRows(const Json& payload) {
+  Json rows = Json::array();
+  if (!payload.contains("tasks")) return rows;
+  // Tasks by name and levels raw, L0, L1, L2, whatever order the payload
+  // holds them in (a run keeps --levels' order; its file sorts keys), so
+  // `bench run` and `bench table` print the same rows.
+  std::map<std::string, const Json*> tasks;
+  for (const auto& [name, result] : payload["tasks"].items()) {
+    tasks[name] = &result;
+  }
+  auto rank = [](const std::string& level) {
+    const auto parsed = decision::ParseLevel(level);
+    return parsed.ok() ? decision::LevelRank(*parsed) : 99;
+  };
+  for (const auto& [name, result] : tasks) {
+    std::vector<std::pair<std::string, const Json*>> cells;
+    for (const auto& [level, cell] : result->at("cells").items()) {
+      cells.emplace_back(level, &cell);
+    }
+    std::stable_sort(cells.begin(), cells.end(),
+                     [&](const auto& a, const auto& b) {
+                       return rank(a.first) < rank(b.first);
+                     });
+    for (const auto& [level, cell] : cells) {
+      Json row;
+      row["task"] = name;
+      row["n"] = result->value("n_items", Json(nullptr));
+      row["level"] = level;
+      if (cell->contains("not_applicable") || cell->contains("error")) {
+        row["status"] = cell->contains("error") ? "error" : "n/a";
+        rows.push_back(std::move(row));
+        continue;
+      }
+      row["status"] = "ok";
+      row["loco"] = cell->value("loco", false);
+      for (const char* key : {"acc", "ece", "brier", "cov@5%", "cov@10%",
+                              "flip", "n_neg", "prompts", "ms_per_decision"}) {
+        row[key] = cell->value(key, Json(nullptr));
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
 std::string MarkdownTable(const Json& payload) {
   const std::string date = payload.value("date", std::string());
   const std::string backend = payload.value("backend", std::string());
@@ -136,30 +186,25 @@ std::string MarkdownTable(const Json& payload) {
   absl::StrAppend(&md, "|");
   for (int i = 0; i < 12; ++i) absl::StrAppend(&md, "---|");
   absl::StrAppend(&md, "\n");
-  if (!payload.contains("tasks")) return md;
-  for (const auto& [name, result] : payload["tasks"].items()) {
-    const std::string n = Plain(result, "n_items");
-    for (const auto& [level, cell] : result.at("cells").items()) {
-      if (cell.contains("not_applicable") || cell.contains("error")) {
-        const char* what = cell.contains("error") ? "error" : "n/a";
-        absl::StrAppend(&md, "| ", name, " | ", n, " | ", level, " | ", what,
-                        " |");
-        for (int i = 0; i < 8; ++i) absl::StrAppend(&md, " |");
-        absl::StrAppend(&md, "\n");
-        continue;
-      }
-      const std::string tag =
-          cell.value("loco", false) ? absl::StrCat(level, " (LOCO)") : level;
-      absl::StrAppend(&md, "| ", name, " | ", n, " | ", tag, " | ",
-                      Fixed3(cell.value("acc", Json(nullptr))), " | ",
-                      Fixed3(cell.value("ece", Json(nullptr))), " | ",
-                      Fixed3(cell.value("brier", Json(nullptr))), " | ",
-                      Fixed3(cell.value("cov@5%", Json(nullptr))), " | ",
-                      Fixed3(cell.value("cov@10%", Json(nullptr))), " | ",
-                      Fixed3(cell.value("flip", Json(nullptr))), " | ",
-                      Plain(cell, "n_neg"), " | ", Plain(cell, "prompts"),
-                      " | ", Plain(cell, "ms_per_decision"), " |\n");
+  for (const Json& row : TableRows(payload)) {
+    const std::string name = row["task"].get<std::string>();
+    const std::string n = Plain(row, "n");
+    const std::string level = row["level"].get<std::string>();
+    if (row["status"] != "ok") {
+      absl::StrAppend(&md, "| ", name, " | ", n, " | ", level, " | ",
+                      row["status"].get<std::string>(), " |");
+      for (int i = 0; i < 8; ++i) absl::StrAppend(&md, " |");
+      absl::StrAppend(&md, "\n");
+      continue;
     }
+    const std::string tag =
+        row["loco"].get<bool>() ? absl::StrCat(level, " (LOCO)") : level;
+    absl::StrAppend(&md, "| ", name, " | ", n, " | ", tag, " | ",
+                    Fixed3(row["acc"]), " | ", Fixed3(row["ece"]), " | ",
+                    Fixed3(row["brier"]), " | ", Fixed3(row["cov@5%"]), " | ",
+                    Fixed3(row["cov@10%"]), " | ", Fixed3(row["flip"]), " | ",
+                    Plain(row, "n_neg"), " | ", Plain(row, "prompts"), " | ",
+                    Plain(row, "ms_per_decision"), " |\n");
   }
   return md;
 }

@@ -25,8 +25,12 @@ nlohmann::ordered_json Environment(const ProviderInfo& info);
 // cov@5% > 0: [{cov@5%, cov@10%, ece, n, n_neg, cite "<task>.<level>"}].
 nlohmann::ordered_json PolicySuggestions(const nlohmann::ordered_json& tasks);
 
-// The table of 9.4, rows in the payload's order, ending with a newline.
+// The table of 9.4 over TableRows, ending with a newline.
 std::string MarkdownTable(const nlohmann::ordered_json& payload);
+// The table's rows as JSON (bench table --json): {task, n, level, status
+// ok|n/a|error, loco, acc, ece, brier, cov@5%, cov@10%, flip, n_neg,
+// prompts, ms_per_decision}, tasks by name, levels raw < L0 < L1 < L2.
+nlohmann::ordered_json TableRows(const nlohmann::ordered_json& payload);
 
 // Writes the JSON (sorted keys) and the .md beside it; returns the JSON
 // path.

@@ -18,6 +18,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using decision::Level;
+namespace ui = client::ui;
 
 Json NotApplicable(const std::string& reason) {
   Json cell;
@@ -75,7 +76,7 @@ Json DirectCell(Provider& provider, const Task& task, Level level,
 
 // L1 / L2: pooled leave-one-card-out.
 Json LocoCell(Provider& provider, const Task& task, Level level,
-              const RunOptions& opts, CellCurves* curves, ProgressBar* bar) {
+              const RunOptions& opts, CellCurves* curves, ui::Progress* bar) {
   const std::string name = decision::LevelName(level);
   if (!opts.loco) return NotApplicable(absl::StrCat(name, " needs --loco"));
   const std::set<std::string> cards(task.items.cards.begin(),
@@ -83,10 +84,11 @@ Json LocoCell(Provider& provider, const Task& task, Level level,
   if (cards.size() < 2) {
     return NotApplicable("leave-one-card-out needs at least two cards");
   }
+  const int start = bar != nullptr ? bar->done() : 0;
   auto progress = [&](const std::string& card, int i, int n) {
     if (bar != nullptr) {
-      bar->Show(absl::StrCat(task.name, " ", name, " fold ", i + 1, "/", n,
-                             " (", card, ")"));
+      bar->Set(start + i, absl::StrCat(task.name, " ", name, " fold ", i + 1,
+                                       "/", n, " (", card, ")"));
     }
   };
   auto outcome = learn::LeaveOneCardOut(provider, task.question, task.items,
@@ -115,32 +117,24 @@ std::string LevelsText(const std::vector<Level>& levels) {
 
 }  // namespace
 
-void ProgressBar::Show(const std::string& label) {
-  if (!enabled_) return;
-  constexpr int kWidth = 24;
-  const int filled = total_ > 0 ? kWidth * done_ / total_ : kWidth;
-  std::string line = absl::StrCat("\r[", std::string(filled, '#'),
-                                  std::string(kWidth - filled, '.'), "] ",
-                                  done_, "/", total_, " ", label);
-  const size_t width = line.size();
-  if (width < last_width_) line += std::string(last_width_ - width, ' ');
-  last_width_ = width;
-  std::cerr << line << std::flush;
-}
-
-void ProgressBar::Finish() {
-  if (!enabled_ || last_width_ == 0) return;
-  std::cerr << "\r" << std::string(last_width_, ' ') << "\r" << std::flush;
-  last_width_ = 0;
+int ProgressSteps(const Task& task, Level level, const RunOptions& options) {
+  const bool loco = level == Level::kL1 || level == Level::kL2;
+  if (!loco || !options.loco) return 1;
+  const std::set<std::string> cards(task.items.cards.begin(),
+                                    task.items.cards.end());
+  return std::max<int>(1, static_cast<int>(cards.size()));
 }
 
 Json RunTask(Provider& provider, const Task& task, const RunOptions& options,
-             std::vector<CellCurves>* curves, ProgressBar* bar) {
+             std::vector<CellCurves>* curves, ui::Progress* bar) {
   const std::vector<std::string> states =
       learn::RenderStates(task.items.states);
   Json cells = Json::object();
   for (const Level level : options.levels) {
     const std::string name = decision::LevelName(level);
+    // Where the bar stands when this cell is done, however it ends.
+    const int cell_end = (bar != nullptr ? bar->done() : 0) +
+                         ProgressSteps(task, level, options);
     if (bar != nullptr) bar->Show(absl::StrCat(task.name, " ", name));
     const bool supported =
         std::find(task.levels_supported.begin(), task.levels_supported.end(),
@@ -148,7 +142,7 @@ Json RunTask(Provider& provider, const Task& task, const RunOptions& options,
     if (!supported) {
       cells[name] = NotApplicable(absl::StrCat(
           "task supports (", LevelsText(task.levels_supported), ")"));
-      if (bar != nullptr) bar->Advance();
+      if (bar != nullptr) bar->Set(cell_end, "");
       continue;
     }
     const int64_t prompts0 = provider.prompts();
@@ -180,7 +174,7 @@ Json RunTask(Provider& provider, const Task& task, const RunOptions& options,
       curves->push_back(std::move(curve));
     }
     cells[name] = std::move(cell);
-    if (bar != nullptr) bar->Advance();
+    if (bar != nullptr) bar->Set(cell_end, absl::StrCat(task.name, " ", name));
   }
   Json result;
   result["task"] = task.name;

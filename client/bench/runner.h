@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "client/backends/provider.h"
 #include "client/bench/task.h"
+#include "client/ui/progress.h"
 #include "common/decision/level.h"
 #include "common/eval/metrics.h"
 #include "nlohmann/json.hpp"
@@ -35,21 +36,10 @@ struct CellCurves {
   std::vector<int> labels;
 };
 
-// A bar on stderr, redrawn in place; silent unless enabled (a TTY).
-class ProgressBar {
- public:
-  ProgressBar(int total, bool enabled) : total_(total), enabled_(enabled) {}
-  // Shows `label` at the current count; Advance() moves the count on.
-  void Show(const std::string& label);
-  void Advance() { ++done_; }
-  void Finish();
-
- private:
-  int total_;
-  bool enabled_;
-  int done_ = 0;
-  size_t last_width_ = 0;
-};
+// How far a cell moves the progress bar: one step for raw and L0, one per
+// leave-one-card-out fold (a card) for L1 and L2.
+int ProgressSteps(const Task& task, decision::Level level,
+                  const RunOptions& options);
 
 // {task, question_id, n_items, class_counts, license, source, notes, loco,
 // cells {level: cell}}; a cell is the metrics or {not_applicable, reason}
@@ -57,6 +47,6 @@ class ProgressBar {
 nlohmann::ordered_json RunTask(Provider& provider, const Task& task,
                                const RunOptions& options,
                                std::vector<CellCurves>* curves,
-                               ProgressBar* bar);
+                               client::ui::Progress* bar);
 
 }  // namespace mesa_anyjev::bench

@@ -1,12 +1,16 @@
-// `mesa-anyjev annotate`: the reference's annotate graph for one card,
-// through the configured backend (reference-system.md 3.3). Prints the
-// summary and one line per proposal (or, with --json, the whole run record),
-// and writes the evaluation result to --out. Exit 0 decided; 1 the backend
-// failed or an explicit level cannot be served; 2 bad input.
+// `mesa-anyjev annotate`: the reference's annotate graph for a card (or
+// several: --card repeated, or a directory of them), through the configured
+// backend (reference-system.md 3.3). Prints the summary and one line per
+// proposal (or, with --json, the whole run record), and writes the
+// evaluation result to --out (a directory of them for several cards). Exit
+// 0 decided; 1 the backend failed or an explicit level cannot be served; 2
+// bad input.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -17,7 +21,10 @@
 #include "client/cards/card.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
+#include "client/commands/level_advice.h"
 #include "client/commands/missing_labels.h"
+#include "client/ui/progress.h"
+#include "client/ui/terminal.h"
 #include "common/decision/py_json.h"
 #include "common/util/files.h"
 
@@ -51,6 +58,46 @@ absl::Status WriteOut(const std::string& path,
   return util::WriteFileAtomic(path, decision::PyJsonDumps(doc, json) + "\n");
 }
 
+// The cards named: files as given, a directory's *.md in name order.
+absl::StatusOr<std::vector<std::string>> CardPaths(
+    const std::vector<std::string>& given) {
+  std::vector<std::string> out;
+  for (const std::string& path : given) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(path, error)) {
+      out.push_back(path);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+      if (entry.path().extension() == ".md") {
+        found.push_back(entry.path().string());
+      }
+    }
+    if (error) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--card ", path, ": ", error.message()));
+    }
+    if (found.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--card ", path, ": no *.md card in this directory"));
+    }
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+// The first decision an explicit level did not get, with why.
+std::optional<std::string> BelowLevel(const annotate::RunResult& run,
+                                      decision::Level asked) {
+  for (const annotate::RecordedDecision& d : run.decisions) {
+    if (!d.record.level.has_value()) continue;  // a rule's answer
+    if (auto below = ServedBelow(d.record, asked)) return below;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int RunAnnotate(const config::Config& config,
@@ -62,8 +109,15 @@ int RunAnnotate(const config::Config& config,
     return Fail(2, absl::StrCat("--level: '", level_name,
                                 "' is not raw, L0, L1, L2 or auto"));
   }
-  auto card = cards::ReadCard(options.card);
-  if (!card.ok()) return Fail(2, card.status().message());
+  auto paths = CardPaths(options.cards);
+  if (!paths.ok()) return Fail(2, paths.status().message());
+  std::vector<cards::DatasetCard> cards;
+  for (const std::string& path : *paths) {
+    auto card = cards::ReadCard(path);
+    if (!card.ok()) return Fail(2, card.status().message());
+    cards.push_back(*std::move(card));
+  }
+  const bool several = cards.size() > 1;
   std::optional<cards::CandidateSource> candidates;
   if (!options.candidates.empty()) {
     auto loaded = cards::CandidateSource::Load(options.candidates);
@@ -78,42 +132,78 @@ int RunAnnotate(const config::Config& config,
   }
   LoadPromotedBundle(config, (*provider)->info().kind, provider->get());
 
+  ui::Progress bar("cards", static_cast<int>(cards.size()), ui::StderrIsTty(),
+                   std::cerr);
   annotate::AnnotateOptions run_options;
   run_options.level = *level;
   run_options.policy = config.policy;
   run_options.candidates = candidates.has_value() ? &*candidates : nullptr;
   run_options.actor = Actor();
-  auto run = annotate::Annotate(*card, **provider, run_options);
-  if (!run.ok()) {
-    if (run.status().code() == absl::StatusCode::kFailedPrecondition) {
-      return Fail(1, absl::StrCat("level ", level_name, " cannot be served: ",
-                                  run.status().message()));
+  nlohmann::ordered_json records = nlohmann::ordered_json::array();
+  int strict_exit = 0;
+  for (size_t c = 0; c < cards.size(); ++c) {
+    const std::string card_name =
+        std::filesystem::path((*paths)[c]).filename().string();
+    run_options.on_ask = [&](const std::string& question, size_t states) {
+      bar.Show(absl::StrCat(card_name, ": ", question, " (", states, " state",
+                            states == 1 ? "" : "s", ")"));
+    };
+    auto run = annotate::Annotate(cards[c], **provider, run_options);
+    bar.Finish();
+    if (!run.ok()) {
+      if (run.status().code() == absl::StatusCode::kFailedPrecondition) {
+        // The asker prefixes the question id: "<id>: <why>".
+        const std::string message(run.status().message());
+        const std::string question = message.substr(0, message.find(':'));
+        Fail(1, absl::StrCat("level ", level_name,
+                             " cannot be served: ", message));
+        const std::string remedy = LevelRemedy(
+            question, *level, (*provider)->info().kind, options.replay_flags);
+        if (!remedy.empty()) std::cerr << remedy << "\n";
+        return 1;
+      }
+      return Fail(1, run.status().message());
     }
-    return Fail(1, run.status().message());
-  }
-  if (!run->skipped.empty()) {
-    std::cerr << annotate::kNoCandidatesNotice << "\n";
-  }
-  const int strict_exit =
-      ReportMissingLabels("annotate", run->missing_labels, options.strict);
-  if (!options.out.empty()) {
-    if (absl::Status s = WriteOut(options.out, annotate::EvalResult(*run));
-        !s.ok()) {
-      return Fail(1, s.message());
+    if (const auto below = BelowLevel(*run, *level)) {
+      return Fail(1, *below);
     }
+    if (!run->skipped.empty() && c == 0) {
+      std::cerr << annotate::kNoCandidatesNotice << "\n";
+    }
+    strict_exit = std::max(
+        strict_exit,
+        ReportMissingLabels("annotate", run->missing_labels, options.strict));
+    if (!options.out.empty()) {
+      const std::string out =
+          several
+              ? (std::filesystem::path(options.out) /
+                 (std::filesystem::path(card_name).stem().string() + ".json"))
+                    .string()
+              : options.out;
+      if (absl::Status s = WriteOut(out, annotate::EvalResult(*run)); !s.ok()) {
+        return Fail(1, s.message());
+      }
+    }
+    if (options.json) {
+      records.push_back(annotate::RunRecord(*run));
+    } else {
+      if (several) std::cout << "== " << card_name << "\n";
+      if (auto audit = annotate::AuditLine(*run); audit.has_value()) {
+        std::cout << *audit << "\n";
+      }
+      std::cout << annotate::SummaryLine(*run) << "\n";
+      for (const std::string& line : annotate::ProposalLines(*run)) {
+        std::cout << line << "\n";
+      }
+      std::cout.flush();
+    }
+    bar.Advance(card_name);
   }
+  bar.Finish();
   if (options.json) {
-    decision::PyJsonOptions json;
-    json.indent = 1;
-    std::cout << decision::PyJsonDumps(annotate::RunRecord(*run), json) << "\n";
-    return strict_exit;
-  }
-  if (auto audit = annotate::AuditLine(*run); audit.has_value()) {
-    std::cout << *audit << "\n";
-  }
-  std::cout << annotate::SummaryLine(*run) << "\n";
-  for (const std::string& line : annotate::ProposalLines(*run)) {
-    std::cout << line << "\n";
+    ui::PrintJson(
+        several ? nlohmann::ordered_json{{"runs", records}} : records.front(),
+        std::cout);
   }
   return strict_exit;
 }

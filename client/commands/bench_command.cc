@@ -1,8 +1,6 @@
 // `mesa-anyjev bench run|table` (reference-system.md 3.5, 9). Exit codes:
 // 0 written / printed, 1 unknown or empty tasks or a failure, 2 usage or a
 // missing input.
-#include <unistd.h>
-
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -23,6 +21,8 @@
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
 #include "client/questions/question_set.h"
+#include "client/ui/progress.h"
+#include "client/ui/terminal.h"
 #include "common/decision/py_format.h"
 #include "common/text/strict_json.h"
 #include "common/util/files.h"
@@ -159,8 +159,13 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options) {
   const ProviderInfo& info = (*provider)->info();
   LoadPromotedBundle(config, info.kind, provider->get());
 
-  bench::ProgressBar bar(static_cast<int>(chosen.size() * run.levels.size()),
-                         isatty(STDERR_FILENO) != 0);
+  int steps = 0;
+  for (const bench::Task* task : chosen) {
+    for (const decision::Level level : run.levels) {
+      steps += bench::ProgressSteps(*task, level, run);
+    }
+  }
+  ui::Progress bar("steps", steps, ui::StderrIsTty(), std::cerr);
   std::vector<bench::CellCurves> curves;
   Json tasks = Json::object();
   for (const bench::Task* task : chosen) {
@@ -187,7 +192,12 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options) {
   if (absl::Status s = WritePlots(curves, base); !s.ok()) {
     return Fail("run", std::string(s.message()), 1);
   }
-  std::cout << *path << "\n" << bench::MarkdownTable(payload);
+  if (options.json) {
+    ui::PrintJson(Json{{"path", *path}, {"rows", bench::TableRows(payload)}},
+                  std::cout);
+  } else {
+    std::cout << *path << "\n" << bench::MarkdownTable(payload);
+  }
   // Each cell's count is in the results; the run's total is said here.
   return ReportMissingLabels("bench run", (*provider)->missing_label_events(),
                              options.strict);
@@ -206,7 +216,11 @@ int RunBenchTable(const BenchOptions& options) {
                 absl::StrCat(options.results, ": not a bench results JSON"), 1);
   }
   try {
-    std::cout << bench::MarkdownTable(payload);
+    if (options.json) {
+      ui::PrintJson(bench::TableRows(payload), std::cout);
+    } else {
+      std::cout << bench::MarkdownTable(payload);
+    }
   } catch (const nlohmann::json::exception& e) {
     return Fail(
         "table",

@@ -14,9 +14,7 @@ std::string BundleLockSha() {
 
 std::string BundleModelFor(const config::Config& config,
                            const std::string& kind) {
-  if (kind == "fake") return "fake";
-  if (kind == "gateway") return config.backend.canonical_model;
-  return config.backend.hf_model;
+  return kind == "fake" ? "fake" : config.backend.canonical_model;
 }
 
 bool BundlesInDaemon(const std::string& kind) {
@@ -36,7 +34,7 @@ absl::StatusOr<std::unique_ptr<bundles::BundleStore>> OpenLocalBundleStore(
 
 void LoadPromotedBundle(const config::Config& config, const std::string& kind,
                         Provider* provider) {
-  if (kind != "gateway") return;
+  if (BundlesInDaemon(kind)) return;
   auto store = OpenLocalBundleStore(config, kind);
   if (!store.ok()) {
     std::cerr << "artifact bundle refused: " << store.status().message()

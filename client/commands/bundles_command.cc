@@ -10,15 +10,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "absl/strings/str_format.h"
 #include "client/backends/daemon_client.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
-#include "client/questions/question_lock.h"
-#include "client/questions/question_set.h"
+#include "client/ui/table.h"
+#include "client/ui/terminal.h"
 #include "common/bundles/bundle_store.h"
-#include "common/decision/py_format.h"
-#include "common/fake_backend.h"
 
 namespace mesa_anyjev::client {
 namespace {
@@ -28,49 +26,6 @@ using bundles::Json;
 
 std::string Kind(const config::Config& config, const std::string& backend) {
   return backend.empty() ? config.backend.kind : backend;
-}
-
-// Python's repr of a JSON value, as the reference prints manifest fields.
-std::string PyRepr(const Json& value) {
-  switch (value.type()) {
-    case Json::value_t::null:
-      return "None";
-    case Json::value_t::boolean:
-      return value.get<bool>() ? "True" : "False";
-    case Json::value_t::number_float:
-      return decision::PyFloatRepr(value.get<double>());
-    case Json::value_t::string: {
-      const std::string text = value.get<std::string>();
-      const char quote = text.find('\'') != std::string::npos &&
-                                 text.find('"') == std::string::npos
-                             ? '"'
-                             : '\'';
-      std::string out(1, quote);
-      for (const char c : text) {
-        if (c == '\\' || c == quote) out += '\\';
-        if (c == '\n') {
-          out += "\\n";
-          continue;
-        }
-        out += c;
-      }
-      return out + quote;
-    }
-    case Json::value_t::array: {
-      std::vector<std::string> items;
-      for (const Json& item : value) items.push_back(PyRepr(item));
-      return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
-    }
-    case Json::value_t::object: {
-      std::vector<std::string> items;
-      for (const auto& [k, v] : value.items()) {
-        items.push_back(absl::StrCat(PyRepr(Json(k)), ": ", PyRepr(v)));
-      }
-      return absl::StrCat("{", absl::StrJoin(items, ", "), "}");
-    }
-    default:
-      return value.dump();
-  }
 }
 
 struct Listing {
@@ -100,6 +55,13 @@ absl::StatusOr<Listing> Load(const config::Config& config,
                  *std::move(current)};
 }
 
+Json MoveJson(const std::string& question, const bundles::PointerMove& moved) {
+  return Json{{"question", question},
+              {"current", moved.version},
+              {"previous", moved.previous.has_value() ? Json(*moved.previous)
+                                                      : Json(nullptr)}};
+}
+
 int Failed(const absl::Status& status) {
   std::cerr << "mesa-anyjev: " << status.message() << "\n";
   return absl::IsInvalidArgument(status) ? 2 : 1;
@@ -111,10 +73,6 @@ int RunBundlesList(const config::Config& config,
                    const BundlesCommandOptions& options) {
   auto listing = Load(config, Kind(config, options.backend));
   if (!listing.ok()) return Failed(listing.status());
-  auto is_current = [&](const std::string& id, int version) {
-    const auto it = listing->current.find(id);
-    return it != listing->current.end() && it->second == version;
-  };
   if (options.json) {
     Json out;
     out["model"] = listing->model;
@@ -136,46 +94,63 @@ int RunBundlesList(const config::Config& config,
       }
       out["versions"].push_back(std::move(v));
     }
-    std::cout << out.dump(1) << "\n";
+    ui::PrintJson(out, std::cout);
     return 0;
   }
-  if (listing->versions.empty()) {
-    std::cout << "no artifacts under " << listing->dir << "\n";
-    return 0;
-  }
+  std::cout << "bundles of " << listing->model << " in " << listing->dir
+            << "\n";
+  // One row per version and question it holds; * marks a CURRENT one.
+  ui::Table table({{"version"},
+                   {"question"},
+                   {"level"},
+                   {"acc", ui::Align::kRight},
+                   {"ECE", ui::Align::kRight},
+                   {"n", ui::Align::kRight},
+                   {"created"},
+                   {"current"}});
   for (const auto& entry : listing->versions) {
-    bool mark = false;
-    if (!options.question.empty()) {
-      mark = is_current(options.question, entry.version);
-    } else {
-      for (const auto& [id, n] : listing->current) {
-        mark = mark || n == entry.version;
-      }
-    }
-    std::cout << (mark ? "*" : " ") << " v" << entry.version << "  "
-              << entry.path << "\n";
+    const std::string version = absl::StrCat("v", entry.version);
     if (!entry.manifest.ok()) {
-      std::cout << "    unreadable: " << entry.manifest.status().message()
-                << "\n";
+      if (options.question.empty()) {
+        table.AddRow({version, "(unreadable)", "", "", "", "", "",
+                      std::string(entry.manifest.status().message())});
+      }
       continue;
     }
     const Json& m = *entry.manifest;
-    Json ids = Json::array();
-    if (m.contains("per_question") && m["per_question"].is_object()) {
-      for (const auto& [id, ignored] : m["per_question"].items()) {
-        ids.push_back(id);
+    const Json per = m.value("per_question", Json::object());
+    if (!per.is_object()) continue;
+    for (const auto& [id, fit] : per.items()) {
+      if (!options.question.empty() && id != options.question) continue;
+      Json loco;
+      if (m.contains("validation") && m["validation"].is_object() &&
+          m["validation"].contains(id) && m["validation"][id].is_object()) {
+        loco = m["validation"][id].value("loco", Json());
       }
+      auto metric = [&](const char* key) -> std::string {
+        if (!loco.is_object() || !loco.contains(key)) return "-";
+        const Json& v = loco[key];
+        if (v.is_number_integer()) return absl::StrCat(v.get<int64_t>());
+        return v.is_number() ? absl::StrFormat("%.3f", v.get<double>()) : "-";
+      };
+      const auto current = listing->current.find(id);
+      const bool is_current =
+          current != listing->current.end() && current->second == entry.version;
+      table.AddRow({version, id,
+                    fit.is_object() ? fit.value("level", std::string("?"))
+                                    : std::string("?"),
+                    metric("acc"), metric("ece"), metric("n"),
+                    m.value("created", std::string()), is_current ? "*" : ""});
     }
-    Json loco = Json::object();
-    if (m.contains("validation") && m["validation"].is_object()) {
-      for (const auto& [id, v] : m["validation"].items()) {
-        loco[id] = v.is_object() && v.contains("loco") ? v["loco"] : Json();
-      }
-    }
-    std::cout << "    fitted_on=" << PyRepr(m.value("fitted_on", Json()))
-              << " questions=" << PyRepr(ids) << "\n";
-    std::cout << "    loco=" << PyRepr(loco) << "\n";
   }
+  if (table.empty()) {
+    std::cout << (options.question.empty()
+                      ? "no versions yet: `mesa-anyjev learn fit` writes one\n"
+                      : absl::StrCat("no version holds ", options.question,
+                                     "\n"));
+    return 0;
+  }
+  table.Print(std::cout, ui::OutputColumns());
   return 0;
 }
 
@@ -194,7 +169,11 @@ int RunLearnPromote(const config::Config& config,
     moved = (*store)->Promote(options.version, options.question, options.force);
   }
   if (moved.ok()) {
-    std::cout << "CURRENT -> v" << moved->version << "\n";
+    if (options.json) {
+      ui::PrintJson(MoveJson(options.question, *moved), std::cout);
+    } else {
+      std::cout << "CURRENT -> v" << moved->version << "\n";
+    }
     return 0;
   }
   if (absl::IsNotFound(moved.status())) {
@@ -225,6 +204,10 @@ int RunBundlesRollback(const config::Config& config,
   if (!moved.ok()) {
     std::cout << moved.status().message() << "\n";
     return 1;
+  }
+  if (options.json) {
+    ui::PrintJson(MoveJson(options.question, *moved), std::cout);
+    return 0;
   }
   std::cout << "CURRENT -> v" << moved->version << " (was v"
             << moved->previous.value_or(0) << ")\n";

@@ -29,6 +29,7 @@ struct QuestionsOptions {
   bool check = false;        // compare with the lock: exit 0 in sync, 1 drift
   bool update_lock = false;  // rewrite the lock from the code (atomically)
   bool json = false;         // listing or check result as one JSON document
+  std::string show_id;       // `questions show ID`: one question in full
 };
 
 // Offline: the fixed-key questions and questions.lock.json (reference 6.1).
@@ -49,10 +50,16 @@ struct DecideCommandOptions {
   std::string state;    // the state text; else state_file; else stdin
   std::string state_file;
   bool state_json = false;  // the state is JSON (rendered as a dict state)
+  // JSON lines of states ("-" = stdin): decided together, one JSON line out
+  // per state.
+  std::string states_file;
   std::vector<std::string> question_ids;  // from the question set
   std::string questions_file;             // JSON list of questions
   bool json = false;
   bool strict = false;  // a missing label logprob exits 1
+  // The backend, config and connection flags as given, shell-quoted: the
+  // commands a refusal advises carry them.
+  std::string replay_flags;
 };
 
 // Decisions for one state; exit 0 decided, 1 refused or failed, 2 bad input.
@@ -60,17 +67,19 @@ int RunDecide(const config::Config& config,
               const DecideCommandOptions& options);
 
 struct AnnotateCommandOptions {
-  std::string card;        // the dataset card (required)
-  std::string backend;     // "" = backend.kind
-  std::string level;       // "" = decider.level
-  std::string candidates;  // recorded searches; "" skips term search
-  std::string out;         // the evaluation result (JSON), if given
-  bool json = false;       // the whole run record on stdout
-  bool strict = false;     // a missing label logprob exits 1
+  // Dataset cards (required): files, or directories of *.md cards.
+  std::vector<std::string> cards;
+  std::string backend;       // "" = backend.kind
+  std::string level;         // "" = decider.level
+  std::string candidates;    // recorded searches; "" skips term search
+  std::string out;           // the evaluation result (JSON), if given
+  bool json = false;         // the whole run record on stdout
+  bool strict = false;       // a missing label logprob exits 1
+  std::string replay_flags;  // as DecideCommandOptions'
 };
 
-// The annotate graph for one card; exit 0 decided, 1 the backend failed or
-// the level cannot be served, 2 a bad card or candidates file.
+// The annotate graph per card; exit 0 decided, 1 the backend failed or the
+// level cannot be served, 2 a bad card or candidates file.
 int RunAnnotate(const config::Config& config,
                 const AnnotateCommandOptions& options);
 
@@ -97,7 +106,7 @@ int RunBundlesRollback(const config::Config& config,
                        const BundlesCommandOptions& options);
 
 // The effective configuration as YAML (secrets reported as set/unset only).
-int RunConfigShow(const config::Config& config);
+int RunConfigShow(const config::Config& config, const OutputOptions& output);
 
 struct LearnOptions {
   std::string backend;      // "" = backend.kind
@@ -106,6 +115,8 @@ struct LearnOptions {
   std::string level = "L1";  // fit: L1 | L2
   bool no_loco = false;      // fit: skip leave-one-card-out (exploratory)
   std::string out;           // fit: where the fit's files are written
+  bool json = false;         // the summary or report as JSON
+  std::string replay_flags;  // as DecideCommandOptions': the promote advised
 };
 
 // learn ingest: validates every row, stores nothing from a file with a bad
@@ -124,6 +135,7 @@ struct BenchOptions {
   std::string date;     // "" = today (UTC)
   std::string results;  // table: the results JSON
   bool strict = false;  // run: a missing label logprob exits 1
+  bool json = false;    // run: the results; table: the rows
 };
 
 // bench run: tasks from the label store at each level; writes

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "client/commands/commands.h"
+#include "client/ui/terminal.h"
 #include "common/config/config_loader.h"
 #include "common/gateway/gateway_backend.h"
 
@@ -12,9 +13,17 @@ namespace mesa_anyjev::client {
 using gateway::GatewayOptions;
 using gateway::GatewayOptionsFromConfig;
 
-int RunConfigShow(const config::Config& config) {
-  std::cout << config::ToYaml(config);
+int RunConfigShow(const config::Config& config, const OutputOptions& output) {
   const GatewayOptions gateway = GatewayOptionsFromConfig(config.backend);
+  if (output.json) {
+    nlohmann::ordered_json doc = config::ToJson(config);
+    doc["gateway_api_key"] = !gateway.api_key_file.empty()  ? "file"
+                             : !gateway.api_key_env.empty() ? "env"
+                                                            : "unset";
+    ui::PrintJson(doc, std::cout);
+    return 0;
+  }
+  std::cout << config::ToYaml(config);
   std::cout << "# gateway API key: ";
   if (!gateway.api_key_file.empty()) {
     std::cout << "from the file " << gateway.api_key_file;

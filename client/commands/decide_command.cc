@@ -1,12 +1,14 @@
-// `mesa-anyjev decide`: one state and one or more questions at a level,
-// through the configured backend. A table on a TTY, --json for machines.
-// Exit 0 decided, 1 the backend refused or failed, 2 bad input.
-#include <unistd.h>
-
-#include <cstdio>
+// `mesa-anyjev decide`: one state (or JSON lines of states) and one or more
+// questions at a level, through the configured backend. A table for people,
+// --json for machines, JSON lines out for --states-file. Exit 0 decided, 1
+// the backend refused or failed (or an explicit level cannot be served), 2
+// bad input.
+#include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
+#include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,10 +16,14 @@
 #include "client/backends/provider.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
+#include "client/commands/level_advice.h"
 #include "client/commands/missing_labels.h"
 #include "client/policy/decision_record.h"
 #include "client/questions/question_set.h"
+#include "client/ui/table.h"
+#include "client/ui/terminal.h"
 #include "common/decision/py_json.h"
+#include "common/status/status_macros.h"
 #include "common/text/json_numbers.h"
 #include "common/text/py_text.h"
 #include "common/text/strict_json.h"
@@ -133,53 +139,281 @@ absl::StatusOr<std::vector<Question>> LoadQuestions(
   return questions;
 }
 
-// The state as text and as the JSON the record carries.
-absl::Status LoadState(const DecideCommandOptions& options, std::string* text,
-                       nlohmann::ordered_json* json) {
-  std::string raw;
-  if (!options.state.empty() && !options.state_file.empty()) {
-    return absl::InvalidArgumentError("give --state or --state-file, not both");
+// A state read from a file or stdin loses its final line ending: `echo
+// text | mesa-anyjev decide` decides "text", as --state text does.
+std::string WithoutFinalNewline(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
+    text.pop_back();
   }
-  if (!options.state.empty()) {
-    raw = options.state;
-  } else if (!options.state_file.empty() && options.state_file != "-") {
-    auto read = util::ReadFile(options.state_file);
-    if (!read.ok()) return read.status();
-    raw = *std::move(read);
-  } else {
-    raw.assign(std::istreambuf_iterator<char>(std::cin), {});
-  }
-  if (!options.state_json) {
-    *text = raw;
-    *json = raw;
-    return absl::OkStatus();
+  return text;
+}
+
+// A state as the prompt's text and as the JSON its record carries.
+struct StateInput {
+  std::string text;
+  nlohmann::ordered_json json;
+  nlohmann::ordered_json id;  // --states-file: echoed back (null if absent)
+};
+
+absl::StatusOr<StateInput> FromRaw(std::string raw, bool state_json,
+                                   const std::string& where) {
+  StateInput state;
+  if (!state_json) {
+    state.text = raw;
+    state.json = std::move(raw);
+    return state;
   }
   auto parsed = text::ParseStrictOrderedJson(raw, {});
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--state-json: ", parsed.status().message()));
+        absl::StrCat(where, ": ", parsed.status().message()));
   }
-  *json = *std::move(parsed);
+  state.json = *std::move(parsed);
   // The reference renders dict states with json.dumps(indent=2).
-  *text = decision::PyJsonDumpsIndent2(*json);
-  return absl::OkStatus();
+  state.text = decision::PyJsonDumpsIndent2(state.json);
+  return state;
 }
 
-// At most `n` code points for a table cell, never cutting a UTF-8 sequence.
-std::string Shortened(const std::string& text, size_t n) {
-  if (text::CodePointPrefix(text, n).size() == text.size()) return text;
-  return std::string(text::CodePointPrefix(text, n - 3)) + "...";
-}
-
-std::string ProbsText(const policy::DecisionRecord& record) {
-  if (!record.probs.has_value()) return "-";
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < record.options.size(); ++i) {
-    std::string option = record.options[i];
-    option = Shortened(option, 24);
-    parts.push_back(absl::StrFormat("%s %.3f", option, (*record.probs)[i]));
+absl::StatusOr<StateInput> LoadState(const DecideCommandOptions& options) {
+  if (!options.state.empty() && !options.state_file.empty()) {
+    return absl::InvalidArgumentError("give --state or --state-file, not both");
   }
-  return absl::StrJoin(parts, " | ");
+  if (!options.state.empty()) {
+    return FromRaw(options.state, options.state_json, "--state-json");
+  }
+  std::string raw;
+  if (!options.state_file.empty() && options.state_file != "-") {
+    ASSIGN_OR_RETURN(raw, util::ReadFile(options.state_file));
+  } else {
+    raw.assign(std::istreambuf_iterator<char>(std::cin), {});
+  }
+  return FromRaw(WithoutFinalNewline(std::move(raw)), options.state_json,
+                 "--state-json");
+}
+
+// One line of --states-file: a JSON string (the text), or an object with
+// "text" (a string) or "json" (any JSON, rendered as a dict state) and an
+// optional "id" echoed in the output.
+absl::StatusOr<StateInput> StateFromLine(const std::string& line,
+                                         const std::string& where) {
+  auto parsed = text::ParseStrictOrderedJson(line, {});
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", parsed.status().message()));
+  }
+  StateInput state;
+  if (parsed->is_string()) {
+    state.text = parsed->get<std::string>();
+    state.json = *parsed;
+    return state;
+  }
+  const bool object = parsed->is_object();
+  const bool has_text = object && parsed->contains("text");
+  const bool has_json = object && parsed->contains("json");
+  if (!object || has_text == has_json) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": a JSON string, or an object with \"text\" or \"json\" (and an "
+        "optional \"id\") is required"));
+  }
+  for (const auto& [key, value] : parsed->items()) {
+    if (key != "text" && key != "json" && key != "id") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": unknown key \"", key, "\" (text, json or id)"));
+    }
+  }
+  if (has_text) {
+    if (!(*parsed)["text"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".text: a string is required"));
+    }
+    state.text = (*parsed)["text"].get<std::string>();
+    state.json = state.text;
+  } else {
+    state.json = (*parsed)["json"];
+    state.text = decision::PyJsonDumpsIndent2(state.json);
+  }
+  if (parsed->contains("id")) state.id = (*parsed)["id"];
+  return state;
+}
+
+// The options of a record, most probable first, as "Yes 0.912  No 0.088",
+// within `cells` display cells ("+N more" when some do not fit).
+std::string ProbsText(const policy::DecisionRecord& record, int cells) {
+  if (!record.probs.has_value()) return "-";
+  std::vector<size_t> order(record.options.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return (*record.probs)[a] > (*record.probs)[b];
+  });
+  std::string out;
+  for (size_t n = 0; n < order.size(); ++n) {
+    const size_t i = order[n];
+    const std::string item = absl::StrFormat(
+        "%s %.3f", ui::FitCells(record.options[i], 22), (*record.probs)[i]);
+    const std::string more = absl::StrCat("  +", order.size() - n - 1, " more");
+    const std::string next = out.empty() ? item : absl::StrCat(out, "  ", item);
+    const bool last = n + 1 == order.size();
+    if (ui::DisplayWidth(next) + (last ? 0 : ui::DisplayWidth(more)) > cells &&
+        !out.empty()) {
+      return absl::StrCat(out, "  +", order.size() - n, " more");
+    }
+    out = next;
+  }
+  return out;
+}
+
+// For people: per question its level and the options most probable first
+// (the first is the answer), within the terminal's width (at most 100).
+void PrintTable(const std::vector<policy::DecisionRecord>& records) {
+  const int width = ui::OutputColumns();
+  int question = 8;
+  for (const auto& r : records) {
+    question = std::max(question, ui::DisplayWidth(r.question_id));
+  }
+  question = std::min(question, 30);
+  ui::Table table({{"question", ui::Align::kLeft, false, question},
+                   {"level"},
+                   {"answer first, then the other options by probability",
+                    ui::Align::kLeft, true}});
+  for (const auto& r : records) {
+    table.AddRow({r.question_id, policy::RecordLevelName(r.level),
+                  ProbsText(r, std::max(24, width - question - 5 - 4))});
+  }
+  table.Print(std::cout, width);
+}
+
+// The questions over one batch of states through `provider`: records[s][q]
+// and the label logprobs missing per question. A refusal, or an explicit
+// level served lower, is printed with what to run and ends the command.
+class DecideRun {
+ public:
+  DecideRun(const DecideCommandOptions& options, Provider& provider,
+            const std::vector<Question>& questions, decision::Level level)
+      : options_(options),
+        provider_(provider),
+        questions_(questions),
+        level_(level) {}
+
+  // 0, or the exit code after printing why.
+  int Decide(const std::vector<StateInput>& states,
+             std::vector<std::vector<policy::DecisionRecord>>* records,
+             std::vector<int64_t>* missing) {
+    const ProviderInfo& info = provider_.info();
+    std::vector<std::string> texts;
+    for (const StateInput& state : states) texts.push_back(state.text);
+    records->assign(states.size(), {});
+    missing->clear();
+    for (const Question& question : questions_) {
+      // The reference's CapabilityError: a wide choice below L2 is refused,
+      // and its noul twin is the question to ask instead.
+      if (question.kind() == decision::QuestionKind::kChoice &&
+          question.k() > info.max_choice_k && level_ != decision::Level::kL2) {
+        std::cerr << "mesa-anyjev decide: " << question.id()
+                  << ": K=" << question.k()
+                  << " exceeds max_choice_k=" << info.max_choice_k
+                  << "; ask the twin\n";
+        return 1;
+      }
+      const int64_t missing_before = provider_.missing_label_events();
+      auto decided = provider_.DecideBatch(texts, question, level_);
+      if (!decided.ok()) {
+        std::cerr << "mesa-anyjev decide: " << question.id() << ": "
+                  << decided.status().message() << "\n";
+        if (absl::IsFailedPrecondition(decided.status())) {
+          Remedy(question.id());
+        }
+        return 1;
+      }
+      missing->push_back(provider_.missing_label_events() - missing_before);
+      policy::RecordSource source;
+      source.model = info.model;
+      if (!info.served_model.empty()) source.served_model = info.served_model;
+      for (size_t s = 0; s < states.size(); ++s) {
+        auto record = policy::DecisionRecord::FromDecision(
+            (*decided)[s], question, states[s].json, source);
+        if (!record.ok()) {
+          std::cerr << "mesa-anyjev decide: " << record.status().message()
+                    << "\n";
+          return 1;
+        }
+        if (const auto below = ServedBelow(*record, level_)) {
+          std::cerr << "mesa-anyjev decide: " << *below << "\n";
+          Remedy(question.id());
+          return 1;
+        }
+        (*records)[s].push_back(*std::move(record));
+      }
+    }
+    return 0;
+  }
+
+ private:
+  void Remedy(const std::string& question_id) const {
+    const std::string remedy = LevelRemedy(
+        question_id, level_, provider_.info().kind, options_.replay_flags);
+    if (!remedy.empty()) std::cerr << remedy << "\n";
+  }
+
+  const DecideCommandOptions& options_;
+  Provider& provider_;
+  const std::vector<Question>& questions_;
+  const decision::Level level_;
+};
+
+// --states-file: JSON lines in, one JSON line out per state, in chunks so
+// the output streams while later states are read and decided.
+int DecideStream(const DecideCommandOptions& options, Provider& provider,
+                 DecideRun& run) {
+  std::ifstream file;
+  if (options.states_file != "-") {
+    file.open(options.states_file);
+    if (!file) {
+      return UsageError(
+          absl::StrCat("--states-file: cannot read ", options.states_file));
+    }
+  }
+  std::istream& in = options.states_file == "-" ? std::cin : file;
+  const std::string name =
+      options.states_file == "-" ? "stdin" : options.states_file;
+  constexpr size_t kChunk = 64;
+  const ProviderInfo& info = provider.info();
+  int64_t missing_total = 0, line_number = 0, index = 0;
+  std::string line;
+  bool more = true;
+  while (more) {
+    std::vector<StateInput> chunk;
+    while (chunk.size() < kChunk && (more = bool(std::getline(in, line)))) {
+      ++line_number;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      auto state =
+          StateFromLine(line, absl::StrCat(name, " line ", line_number));
+      if (!state.ok()) return UsageError(std::string(state.status().message()));
+      chunk.push_back(*std::move(state));
+    }
+    if (chunk.empty()) break;
+    std::vector<std::vector<policy::DecisionRecord>> records;
+    std::vector<int64_t> missing;
+    if (const int code = run.Decide(chunk, &records, &missing); code != 0) {
+      return code;
+    }
+    for (const int64_t n : missing) missing_total += n;
+    for (size_t s = 0; s < chunk.size(); ++s, ++index) {
+      nlohmann::ordered_json out = {{"index", index}};
+      if (!chunk[s].id.is_null()) out["id"] = chunk[s].id;
+      out["backend"] = info.kind;
+      out["model"] = info.model;
+      out["decisions"] = nlohmann::ordered_json::array();
+      for (const auto& record : records[s]) {
+        out["decisions"].push_back(record.ToJson());
+      }
+      std::cout << out.dump(-1, ' ', false,
+                            nlohmann::json::error_handler_t::replace)
+                << "\n";
+    }
+    std::cout.flush();
+  }
+  return ReportMissingLabels("decide", missing_total, options.strict);
 }
 
 }  // namespace
@@ -187,12 +421,19 @@ std::string ProbsText(const policy::DecisionRecord& record) {
 int RunDecide(const config::Config& config,
               const DecideCommandOptions& options) {
   auto questions = LoadQuestions(options);
-  if (!questions.ok())
+  if (!questions.ok()) {
     return UsageError(std::string(questions.status().message()));
-  std::string state_text;
-  nlohmann::ordered_json state_json;
-  if (absl::Status s = LoadState(options, &state_text, &state_json); !s.ok()) {
-    return UsageError(std::string(s.message()));
+  }
+  std::optional<StateInput> state;
+  if (options.states_file.empty()) {
+    auto loaded = LoadState(options);
+    if (!loaded.ok()) return UsageError(std::string(loaded.status().message()));
+    state = *std::move(loaded);
+  } else if (!options.state.empty() || !options.state_file.empty() ||
+             options.state_json) {
+    return UsageError(
+        "--states-file takes every state from its lines; give it without "
+        "--state, --state-file and --state-json");
   }
   const std::string level_name =
       options.level.empty() ? config.decider.level : options.level;
@@ -209,72 +450,33 @@ int RunDecide(const config::Config& config,
   }
   const ProviderInfo& info = (*provider)->info();
   LoadPromotedBundle(config, info.kind, provider->get());
-  std::vector<policy::DecisionRecord> records;
-  std::vector<int64_t> missing;  // label logprobs missing, per record
-  for (const Question& question : *questions) {
-    // The reference's CapabilityError: a wide choice below L2 is refused,
-    // and its noul twin is the question to ask instead.
-    if (question.kind() == decision::QuestionKind::kChoice &&
-        question.k() > info.max_choice_k && *level != decision::Level::kL2) {
-      std::cerr << "mesa-anyjev decide: " << question.id()
-                << ": K=" << question.k()
-                << " exceeds max_choice_k=" << info.max_choice_k
-                << "; ask the twin\n";
-      return 1;
-    }
-    const int64_t missing_before = (*provider)->missing_label_events();
-    auto decided = (*provider)->DecideBatch({state_text}, question, *level);
-    if (!decided.ok()) {
-      std::cerr << "mesa-anyjev decide: " << question.id() << ": "
-                << decided.status().message() << "\n";
-      return 1;
-    }
-    policy::RecordSource source;
-    source.model = info.model;
-    if (!info.served_model.empty()) source.served_model = info.served_model;
-    auto record = policy::DecisionRecord::FromDecision(
-        decided->front(), question, state_json, source);
-    if (!record.ok()) {
-      std::cerr << "mesa-anyjev decide: " << record.status().message() << "\n";
-      return 1;
-    }
-    records.push_back(*std::move(record));
-    missing.push_back((*provider)->missing_label_events() - missing_before);
+  DecideRun run(options, **provider, *questions, *level);
+  if (!state.has_value()) return DecideStream(options, **provider, run);
+
+  std::vector<std::vector<policy::DecisionRecord>> records;
+  std::vector<int64_t> missing;
+  if (const int code = run.Decide({*state}, &records, &missing); code != 0) {
+    return code;
   }
   int64_t missing_total = 0;
   for (const int64_t n : missing) missing_total += n;
   const int strict_exit =
       ReportMissingLabels("decide", missing_total, options.strict);
-
-  const bool table = !options.json && isatty(STDOUT_FILENO);
-  if (!table && options.json) {
+  if (options.json) {
     nlohmann::ordered_json doc = {
         {"backend", info.kind},
         {"model", info.model},
         {"missing_labels", missing_total},
         {"decisions", nlohmann::ordered_json::array()}};
-    for (size_t i = 0; i < records.size(); ++i) {
-      nlohmann::ordered_json row = records[i].ToJson();
-      row["missing_labels"] = missing[i];
+    for (size_t q = 0; q < records[0].size(); ++q) {
+      nlohmann::ordered_json row = records[0][q].ToJson();
+      row["missing_labels"] = missing[q];
       doc["decisions"].push_back(std::move(row));
     }
-    std::cout << doc.dump(1) << "\n";
+    ui::PrintJson(doc, std::cout);
     return strict_exit;
   }
-  // Plain text: one line per decision; on a TTY aligned as a table.
-  if (table) {
-    std::cout << absl::StrFormat("%-28s %-5s %-28s %7s  %s\n", "question",
-                                 "level", "answer", "p", "probabilities");
-  }
-  for (const auto& record : records) {
-    const std::string answer = record.answer.size() > 28
-                                   ? record.answer.substr(0, 25) + "..."
-                                   : record.answer;
-    std::cout << absl::StrFormat(
-        "%-28s %-5s %-28s %7.3f  %s\n", record.question_id,
-        policy::RecordLevelName(record.level), answer,
-        record.confidence.value_or(0.0), ProbsText(record));
-  }
+  PrintTable(records[0]);
   return strict_exit;
 }
 

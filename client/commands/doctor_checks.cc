@@ -236,9 +236,7 @@ class Doctor {
     }
     auto health = (*client)->Health();
     if (!health.ok()) {
-      Add("daemon", false,
-          absl::StrCat(address, ": ", health.status().message(),
-                       " (is mesa-anyjevd running?)"));
+      Add("daemon", false, std::string(health.status().message()));
       return;
     }
     if (!Add("daemon", *health == "SERVING",
@@ -253,7 +251,9 @@ class Doctor {
     daemon_ = *std::move(provider);
     const DaemonInfo& info = daemon_->daemon();
     const Capabilities& caps = info.capabilities;
-    const bool named = info.identity.name == config_.backend.hf_model;
+    // backend.hf_model "" (the default) takes the daemon's own model.
+    const bool named = config_.backend.hf_model.empty() ||
+                       info.identity.name == config_.backend.hf_model;
     if (!Add("hf model", named,
              named
                  ? absl::StrCat(info.identity.name, " n_layers=", caps.n_layers,
@@ -317,7 +317,6 @@ class Doctor {
   // The promoted bundles this kind would serve (reference 10, check 7): ok
   // when none, or when (strict) each was fit on a compatible backend kind.
   void Artifacts() {
-    const std::string model = BundleModelFor(config_, kind_);
     std::map<std::string, int> current;
     std::vector<bundles::VersionEntry> versions;
     std::string dir;
@@ -325,6 +324,10 @@ class Doctor {
       Add("artifacts", false, "needs a reachable daemon (see above)");
       return;
     }
+    // The daemon keys its store by the model it serves.
+    const std::string model = BundlesInDaemon(kind_)
+                                  ? daemon_->info().model
+                                  : BundleModelFor(config_, kind_);
     if (BundlesInDaemon(kind_)) {
       auto client = DaemonClient::Create(config_.client);
       absl::StatusOr<RemoteBundles> listed =

@@ -5,6 +5,7 @@
 
 #include "client/commands/commands.h"
 #include "client/commands/doctor_checks.h"
+#include "client/ui/terminal.h"
 #include "nlohmann/json.hpp"
 
 namespace mesa_anyjev::client {
@@ -23,7 +24,7 @@ int RunDoctor(const config::Config& config, const std::string& backend,
       doc["checks"].push_back(
           {{"name", check.name}, {"ok", check.ok}, {"detail", check.detail}});
     }
-    std::cout << doc.dump(1) << "\n";
+    ui::PrintJson(doc, std::cout);
   } else {
     for (const DoctorCheck& check : checks) {
       std::cout << (check.ok ? "[ok] " : "[FAIL] ") << check.name

@@ -5,6 +5,7 @@
 
 #include "client/backends/daemon_client.h"
 #include "client/commands/commands.h"
+#include "client/ui/terminal.h"
 
 namespace mesa_anyjev::client {
 
@@ -23,12 +24,11 @@ int RunHealth(const config::Config& config, const OutputOptions& output) {
       doc["status"] = "UNREACHABLE";
       doc["error"] = std::string(status.status().message());
     }
-    std::cout << doc.dump() << "\n";
+    ui::PrintJson(doc, std::cout);
   } else if (status.ok()) {
     std::cout << config.client.address << " " << *status << "\n";
   } else {
-    std::cerr << "mesa-anyjev: " << config.client.address << ": "
-              << status.status().message() << "\n";
+    std::cerr << "mesa-anyjev: " << status.status().message() << "\n";
   }
   return status.ok() && *status == "SERVING" ? 0 : 1;
 }

@@ -5,6 +5,7 @@
 
 #include "client/backends/daemon_client.h"
 #include "client/commands/commands.h"
+#include "client/ui/terminal.h"
 
 namespace mesa_anyjev::client {
 namespace {
@@ -77,7 +78,7 @@ int RunInfo(const config::Config& config, const OutputOptions& output) {
     return 1;
   }
   if (output.json) {
-    std::cout << ToJson(*info).dump(2) << "\n";
+    ui::PrintJson(ToJson(*info), std::cout);
   } else {
     PrintTable(config.client.address, *info);
   }

@@ -1,17 +1,16 @@
 // `mesa-anyjev learn ingest|fit` (reference-system.md 3.4, 8.1-8.3).
 // Exit codes: 0 ingested / fitted, 1 refused (bad rows, a fit that is not
 // "fitted", a backend failure), 2 usage or missing input.
-#include <unistd.h>
-
 #include <filesystem>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/backends/daemon_client.h"
 #include "client/backends/provider.h"
-#include "client/bench/runner.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/learn/fit.h"
@@ -19,6 +18,9 @@
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
 #include "client/questions/question_set.h"
+#include "client/ui/progress.h"
+#include "client/ui/table.h"
+#include "client/ui/terminal.h"
 #include "common/status/status_macros.h"
 #include "common/util/files.h"
 
@@ -96,6 +98,89 @@ absl::Status PutFitBundle(const config::Config& config, const std::string& kind,
   return absl::OkStatus();
 }
 
+absl::Status CheckBundleStoreWritable(const config::Config& config,
+                                      const std::string& kind) {
+  if (BundlesInDaemon(kind)) {
+    ASSIGN_OR_RETURN(auto client, DaemonClient::Create(config.client));
+    absl::StatusOr<RemoteBundles> listed = client->ListBundles(BundleLockSha());
+    if (absl::IsFailedPrecondition(listed.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "mesa-anyjevd at ", config.client.address, ": ",
+          listed.status().message(),
+          "; start it with a store (decisions.bundles_dir: auto, the "
+          "default, or a path)"));
+    }
+    if (!listed.ok()) return listed.status();
+    if (!listed->write_error.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("mesa-anyjevd at ", config.client.address, ": ",
+                       listed->write_error));
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(auto store, OpenLocalBundleStore(config, kind));
+  return store->CheckWritable();
+}
+
+std::string Fixed3(const Json& value) {
+  return value.is_number() ? absl::StrFormat("%.3f", value.get<double>()) : "-";
+}
+
+// learn fit for people: the outcome, the leave-one-card-out numbers per
+// fold and pooled, where the version went, and the command to promote it.
+void PrintFitSummary(const learn::FitReport& report,
+                     const LearnOptions& options,
+                     const std::vector<std::string>& answers) {
+  std::vector<std::string> counts;
+  for (const auto& [label, n] : report.class_counts) {
+    const bool named =
+        label >= 0 && static_cast<size_t>(label) < answers.size();
+    counts.push_back(absl::StrCat(
+        n, " ",
+        named ? ui::FitCells(answers[static_cast<size_t>(label)], 16)
+              : absl::StrCat(label)));
+  }
+  if (report.status != "fitted") {
+    std::cout << report.question_id << " " << report.level << ": not fitted ("
+              << report.status << "): " << report.detail << "\n";
+    return;
+  }
+  std::cout << report.question_id << " " << report.level << ": fitted on "
+            << report.n_labels << " labels (" << absl::StrJoin(counts, ", ")
+            << ")\n";
+  if (!report.folds.empty()) {
+    ui::Table table({{"held-out card", ui::Align::kLeft, true},
+                     {"n", ui::Align::kRight},
+                     {"acc", ui::Align::kRight},
+                     {"ECE", ui::Align::kRight},
+                     {"cov@5%", ui::Align::kRight}});
+    for (const auto& [card, cell] : report.folds.items()) {
+      table.AddRow({card, absl::StrCat(cell.value("n", 0)),
+                    Fixed3(cell.value("acc", Json())),
+                    Fixed3(cell.value("ece", Json())),
+                    Fixed3(cell.value("cov@5%", Json()))});
+    }
+    if (report.loco.is_object()) {
+      table.AddRow({"pooled", absl::StrCat(report.loco.value("n", 0)),
+                    Fixed3(report.loco.value("acc", Json())),
+                    Fixed3(report.loco.value("ece", Json())),
+                    Fixed3(report.loco.value("cov@5%", Json()))});
+    }
+    table.Print(std::cout, ui::OutputColumns());
+  }
+  for (const auto& [card, why] : report.skipped_folds.items()) {
+    std::cout << "skipped fold " << card << ": "
+              << (why.is_string() ? why.get<std::string>() : why.dump())
+              << "\n";
+  }
+  if (!report.version.has_value()) return;
+  std::cout << "stored as v" << *report.version << " (" << report.artifact_path
+            << "); promote it to serve it:\n  mesa-anyjev learn promote "
+            << "--version " << *report.version << " --question "
+            << report.question_id << (options.replay_flags.empty() ? "" : " ")
+            << options.replay_flags << "\n";
+}
+
 }  // namespace
 
 int RunLearnIngest(const config::Config& config, const LearnOptions& options) {
@@ -129,18 +214,39 @@ int RunLearnIngest(const config::Config& config, const LearnOptions& options) {
   if (!inserted.ok()) {
     return Fail("ingest", std::string(inserted.status().message()), 1);
   }
-  std::cout << learn::IngestSummary(rows, *inserted).dump(1) << "\n";
+  const Json summary = learn::IngestSummary(rows, *inserted);
+  if (options.json) {
+    ui::PrintJson(summary, std::cout);
+    return 0;
+  }
+  std::cout << "stored " << *inserted << " new label(s) in " << store->path()
+            << " (" << summary["skipped_existing"].get<int>()
+            << " already there)\n";
+  ui::Table table({{"question"}, {"labels", ui::Align::kRight}, {"sources"}});
+  for (const auto& [qid, sources] : summary["per_question"].items()) {
+    int n = 0;
+    std::vector<std::string> parts;
+    for (const auto& [source, count] : sources.items()) {
+      n += count.get<int>();
+      parts.push_back(absl::StrCat(source, " ", count.get<int>()));
+    }
+    table.AddRow({qid, absl::StrCat(n), absl::StrJoin(parts, ", ")});
+  }
+  table.Print(std::cout, ui::OutputColumns());
+  const std::string first = summary["per_question"].empty()
+                                ? "term.fits"
+                                : summary["per_question"].begin().key();
+  std::cout << "next: mesa-anyjev learn fit --question " << first
+            << " --level L1   (or --level L2 on a backend with hidden "
+               "states)\n";
   return 0;
 }
 
 int RunLearnFit(const config::Config& config, const LearnOptions& options) {
   auto entry = questions::QuestionSet::Reference().Find(options.question_id);
   if (!entry.ok()) {
-    return Fail(
-        "fit",
-        absl::StrCat("--question: unknown question '", options.question_id,
-                     "' (see `mesa-anyjev questions`)"),
-        2);
+    return Fail("fit", absl::StrCat("--question: ", entry.status().message()),
+                2);
   }
   auto level = decision::ParseLevel(options.level);
   if (!level.ok()) {
@@ -154,18 +260,31 @@ int RunLearnFit(const config::Config& config, const LearnOptions& options) {
   }
   auto store = learn::LabelStore::Open(config.labels.dir);
   if (!store.ok()) return Fail("fit", std::string(store.status().message()), 1);
+  const std::string kind =
+      options.backend.empty() ? config.backend.kind : options.backend;
+  // A fit that cannot be stored is refused before it runs, not discarded
+  // after.
+  if (absl::Status writable = CheckBundleStoreWritable(config, kind);
+      !writable.ok()) {
+    return Fail("fit", absl::StrCat(writable.message(), "; nothing was fitted"),
+                1);
+  }
   auto provider = MakeProvider(config, options.backend);
   if (!provider.ok()) {
     return Fail("fit", std::string(provider.status().message()),
                 absl::IsInvalidArgument(provider.status()) ? 2 : 1);
   }
-  bench::ProgressBar bar(1, isatty(STDERR_FILENO) != 0);
+  // One step per leave-one-card-out fold and one for the final fit.
+  ui::Progress bar("folds", 1, ui::StderrIsTty(), std::cerr);
   learn::FitOptions fit;
   fit.level = *level;
   fit.loco = !options.no_loco;
   fit.progress = [&](const std::string& card, int i, int n) {
-    bar.Show(absl::StrCat(options.question_id, " ", options.level, " fold ",
-                          i + 1, "/", n, " (", card, ")"));
+    bar.SetTotal(n + 1);
+    bar.Set(i, i == n ? absl::StrCat(options.question_id, " ", options.level,
+                                     " ", card)
+                      : absl::StrCat(options.question_id, " ", options.level,
+                                     " fold ", i + 1, "/", n, " (", card, ")"));
   };
   auto report =
       learn::FitQuestion(**provider, *store, **entry, *thresholds, fit);
@@ -174,8 +293,6 @@ int RunLearnFit(const config::Config& config, const LearnOptions& options) {
     return Fail("fit", std::string(report.status().message()), 1);
   if (report->status == "fitted") {
     // A new immutable version bound to the model (reference 8.3, step 6).
-    const std::string kind =
-        options.backend.empty() ? config.backend.kind : options.backend;
     absl::Status put = PutFitBundle(config, kind, &*report);
     if (!put.ok()) return Fail("fit", std::string(put.message()), 1);
   }
@@ -186,7 +303,11 @@ int RunLearnFit(const config::Config& config, const LearnOptions& options) {
       return Fail("fit", std::string(s.message()), 1);
     }
   }
-  std::cout << learn::ReportJson(*report).dump(1) << "\n";
+  if (options.json) {
+    ui::PrintJson(learn::ReportJson(*report), std::cout);
+  } else {
+    PrintFitSummary(*report, options, (*entry)->question.options());
+  }
   return report->status == "fitted" ? 0 : 1;
 }
 

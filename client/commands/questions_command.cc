@@ -3,16 +3,18 @@
 // messages are the reference's: "questions in sync; lock_sha <sha>", one
 // "DRIFT: <line>" per drift line on stderr, "questions.lock.json updated;
 // lock_sha <sha>".
-#include <algorithm>
 #include <filesystem>
-#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/commands/commands.h"
 #include "client/questions/question_lock.h"
 #include "client/questions/question_set.h"
+#include "client/ui/table.h"
+#include "client/ui/terminal.h"
 #include "common/util/files.h"
 
 namespace mesa_anyjev::client {
@@ -30,11 +32,9 @@ int Check(const QuestionSet& set, const QuestionsOptions& options) {
   }
   const std::string sha = questions::LockSha(set);
   if (options.json) {
-    std::cout << Json{{"in_sync", drift->empty()},
-                      {"lock_sha", sha},
-                      {"drift", *drift}}
-                     .dump()
-              << "\n";
+    ui::PrintJson(
+        Json{{"in_sync", drift->empty()}, {"lock_sha", sha}, {"drift", *drift}},
+        std::cout);
   } else if (drift->empty()) {
     std::cout << "questions in sync; lock_sha " << sha << "\n";
   }
@@ -57,37 +57,69 @@ int UpdateLock(const QuestionSet& set, const QuestionsOptions& options) {
   return 0;
 }
 
+Json EntryJson(const QuestionEntry& e) {
+  return Json{
+      {"id", e.id()},
+      {"kind", decision::QuestionKindName(e.question.kind())},
+      {"scope", questions::ScopeName(e.scope)},
+      {"k", e.question.k()},
+      {"key", e.question.key()},
+      {"text", e.question.text()},
+      {"options", e.question.options()},
+      {"twin", e.twin ? Json(*e.twin) : Json(nullptr)},
+  };
+}
+
 void List(const QuestionSet& set, bool json) {
   if (json) {
     Json rows = Json::array();
-    for (const QuestionEntry& e : set.entries()) {
-      rows.push_back(Json{
-          {"id", e.id()},
-          {"kind", decision::QuestionKindName(e.question.kind())},
-          {"scope", questions::ScopeName(e.scope)},
-          {"k", e.question.k()},
-          {"key", e.question.key()},
-          {"twin", e.twin ? Json(*e.twin) : Json(nullptr)},
-      });
-    }
-    std::cout << Json{{"questions", rows},
-                      {"lock_sha", questions::LockSha(set)}}
-                     .dump()
-              << "\n";
+    for (const QuestionEntry& e : set.entries()) rows.push_back(EntryJson(e));
+    ui::PrintJson(
+        Json{{"questions", rows}, {"lock_sha", questions::LockSha(set)}},
+        std::cout);
     return;
   }
-  size_t width = 0;
+  ui::Table table({{"id"},
+                   {"kind"},
+                   {"K", ui::Align::kRight},
+                   {"options", ui::Align::kLeft, true, 24},
+                   {"text", ui::Align::kLeft, true}});
   for (const QuestionEntry& e : set.entries()) {
-    width = std::max(width, e.id().size());
+    // The text's first line: the rest is shown by `questions show`.
+    const std::string& text = e.question.text();
+    table.AddRow({e.id(), decision::QuestionKindName(e.question.kind()),
+                  absl::StrCat(e.question.k()),
+                  absl::StrJoin(e.question.options(), ", "),
+                  text.substr(0, text.find('\n'))});
   }
-  for (const QuestionEntry& e : set.entries()) {
-    std::cout << std::left << std::setw(static_cast<int>(width)) << e.id()
-              << "  " << std::setw(6)
-              << decision::QuestionKindName(e.question.kind()) << "  "
-              << std::right << std::setw(2) << e.question.k() << "  "
-              << e.question.key() << "  " << (e.twin ? *e.twin : "-") << "\n";
+  table.Print(std::cout, ui::OutputColumns());
+  std::cout << "lock_sha " << questions::LockSha(set)
+            << "; `mesa-anyjev questions show ID` prints one in full\n";
+}
+
+int Show(const QuestionSet& set, const QuestionsOptions& options) {
+  auto entry = set.Find(options.show_id);
+  if (!entry.ok()) {
+    std::cerr << "mesa-anyjev questions show: " << entry.status().message()
+              << "\n";
+    return 2;
   }
-  std::cout << "lock_sha " << questions::LockSha(set) << "\n";
+  const QuestionEntry& e = **entry;
+  if (options.json) {
+    ui::PrintJson(EntryJson(e), std::cout);
+    return 0;
+  }
+  std::cout << e.id() << "  (" << decision::QuestionKindName(e.question.kind())
+            << ", K=" << e.question.k() << ", scope "
+            << questions::ScopeName(e.scope) << ", key " << e.question.key()
+            << ")\n\n"
+            << e.question.text() << "\n\n";
+  for (size_t i = 0; i < e.question.options().size(); ++i) {
+    std::cout << "  " << (i + 1) << ". " << e.question.options()[i] << "\n";
+  }
+  if (e.twin)
+    std::cout << "\ntwin (asked when K is over the cap): " << *e.twin << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -114,6 +146,7 @@ int RunQuestions(const QuestionsOptions& options_in) {
   }
   if (options.update_lock) return UpdateLock(set, options);
   if (options.check) return Check(set, options);
+  if (!options.show_id.empty()) return Show(set, options);
   List(set, options.json);
   return 0;
 }

@@ -2,6 +2,7 @@
 #include "client/learn/fit.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "client/learn/cell.h"
@@ -123,6 +124,12 @@ absl::StatusOr<FitReport> FitQuestion(Provider& provider,
     report.loco = PooledLoco(*pooled, loco->n_folds);
   }
 
+  if (options.progress) {
+    const int folds = static_cast<int>(
+        std::set<std::string>(set.cards.begin(), set.cards.end()).size());
+    const int n = options.loco ? folds : 0;
+    options.progress("final fit on every label", n, n);
+  }
   absl::StatusOr<Json> artifacts = provider.FitArtifact(
       question, RenderStates(set.states), set.labels, options.level);
   if (!artifacts.ok()) {

@@ -44,6 +44,8 @@ struct FitReport {
 struct FitOptions {
   decision::Level level = decision::Level::kL1;
   bool loco = true;
+  // Each fold as it starts (card, i, n), then the final fit as
+  // ("final fit on every label", n, n); n = 0 without LOCO.
   FoldProgress progress;
 };
 

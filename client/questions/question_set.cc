@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/suggest.h"
 
 namespace mesa_anyjev::questions {
 namespace {
@@ -169,11 +170,14 @@ absl::StatusOr<QuestionSet> QuestionSet::Create(
 
 absl::StatusOr<const QuestionEntry*> QuestionSet::Find(
     std::string_view id) const {
+  std::vector<std::string> ids;
   for (const QuestionEntry& e : entries_) {
     if (e.id() == id) return &e;
+    ids.push_back(e.id());
   }
-  return absl::NotFoundError(
-      absl::StrCat("no question with id ", std::string(id)));
+  return absl::NotFoundError(absl::StrCat(
+      "no question with id '", std::string(id), "'", util::DidYouMean(id, ids),
+      "; `mesa-anyjev questions` lists them"));
 }
 
 }  // namespace mesa_anyjev::questions

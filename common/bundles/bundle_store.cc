@@ -243,6 +243,18 @@ absl::StatusOr<std::unique_ptr<BundleStore>> BundleStore::Open(
       new BundleStore(dir, std::move(model), lock_sha, std::move(options)));
 }
 
+absl::Status BundleStore::CheckWritable() const {
+  const fs::path probe = fs::path(dir_) / util::TempName("write-check");
+  std::error_code error;
+  if (!fs::create_directory(probe, error) || error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the bundle store ", dir_, " is not writable: ",
+                     error ? error.message() : "cannot create a directory"));
+  }
+  fs::remove(probe, error);
+  return absl::OkStatus();
+}
+
 std::string BundleStore::LastMovedLock(const std::string& root,
                                        const std::string& model) {
   std::string best;

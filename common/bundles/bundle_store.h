@@ -100,6 +100,11 @@ class BundleStore {
   const ModelBinding& model() const { return model_; }
   const std::string& lock_sha() const { return lock_sha_; }
 
+  // OK when a new version could be written now (a temporary directory is
+  // made and removed); else PERMISSION_DENIED naming the directory, so a
+  // fit can be refused before it runs rather than discarded after.
+  absl::Status CheckWritable() const;
+
   // Version numbers present, ascending (directories named v<N>).
   absl::StatusOr<std::vector<int>> Versions() const;
   // Every version's manifest, ascending; unreadable ones carry the error.

@@ -98,8 +98,11 @@ struct DecisionsConfig {
   bool auto_routes_reworded = true;
   // The bundle store (docs/bundles.md) served for the daemon's own model:
   // every question's CURRENT version is loaded at start, and Promote and
-  // Rollback over the Bundles service are picked up live. "" = off.
-  std::string bundles_dir;
+  // Rollback over the Bundles service are picked up live. "auto": under
+  // the state directory (systemd's StateDirectory=, else
+  // $XDG_STATE_HOME/mesa-anyjev, else ~/.local/state/mesa-anyjev) in
+  // bundles/; "off": none; else a path.
+  std::string bundles_dir = "auto";
 };
 
 struct AuthConfig {
@@ -142,8 +145,10 @@ struct BackendConfig {
   // The served model's tokenizer.json (or its directory); the reference
   // names a hub repo here, which cannot be fetched offline.
   std::string tokenizer;
-  std::string hf_model = "Qwen/Qwen3-8B";  // the daemon's model (hf, composite)
-  std::string gateway_api_key_env;         // name of a variable holding the key
+  // The model the daemon at client.address must serve (hf, composite); ""
+  // takes whatever it serves.
+  std::string hf_model;
+  std::string gateway_api_key_env;   // name of a variable holding the key
   std::string gateway_api_key_file;  // or a file with mode 0600 holding it
   std::string ca_file;               // PEM CA bundle for a private gateway
   std::string pinned_public_key;     // "sha256//<base64>;..." or a key file
@@ -164,10 +169,15 @@ struct BackendConfig {
 
 // The CLI's decider (reference-system.md 4.2 `decider.*`): the level asked
 // for and the L0 settings of the decider that gateway and fake work runs on.
+// Its defaults are the daemon's (decisions.*) and decision::DeciderOptions',
+// so a question decides alike in process and through the daemon.
+// adaptive_shifts is off where the reference's config turns it on: a read
+// under the rotation budget cannot use an L1 calibration's frozen prior, so
+// every explicit L1 on a choice of K >= 3 would come back as L0 (A5).
 struct DeciderConfig {
   std::string level = "auto";    // raw | L0 | L1 | L2 | auto
   std::string prior = "batch";   // batch | content_free | none
-  bool adaptive_shifts = true;   // serving only; fits force false
+  bool adaptive_shifts = false;  // serving only; fits force false
   int32_t max_permutations = 0;  // 0 = every shift (the reference's null)
 };
 

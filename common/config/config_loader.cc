@@ -352,6 +352,18 @@ std::vector<std::string> KnownKeys() {
   return keys;
 }
 
+nlohmann::ordered_json ToJson(const Config& config) {
+  Config copy = config;  // the schema accessors take a mutable Config
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const Field& field : Fields()) {
+    nlohmann::ordered_json& section = out[std::string(field.section())];
+    std::visit(
+        [&](auto access) { section[std::string(field.name())] = access(copy); },
+        field.access);
+  }
+  return out;
+}
+
 std::string ToYaml(const Config& config) {
   Config copy = config;  // the schema accessors take a mutable Config
   std::string out = "# mesa-anyjev effective configuration\n";

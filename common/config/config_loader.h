@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/config/config.h"
+#include "nlohmann/json.hpp"
 
 namespace mesa_anyjev::config {
 
@@ -58,5 +59,9 @@ std::vector<std::string> KnownKeys();
 // double-quoted, doubles in shortest round-trip form, so that LoadConfig of
 // the text yields an equal Config.
 std::string ToYaml(const Config& config);
+
+// The same values as one JSON object {section: {field: value}}, typed as
+// declared (config show --json).
+nlohmann::ordered_json ToJson(const Config& config);
 
 }  // namespace mesa_anyjev::config

@@ -14,6 +14,7 @@
 #include "common/util/files.h"
 #include "common/util/host_port.h"
 #include "common/util/secret.h"
+#include "common/util/state_dir.h"
 #include "server/daemon/drain_watchdog.h"
 #include "server/daemon/model_factory.h"
 #include "server/engine/scheduler.h"
@@ -134,7 +135,15 @@ absl::Status Daemon::StartServing() {
       decision_options, scheduler_.get(), metrics_.get(), auth_.get(),
       state_.get());
   service::BundlesOptions bundle_options;
-  bundle_options.dir = config_.decisions.bundles_dir;
+  bundle_options.dir =
+      util::ResolveBundlesDir(config_.decisions.bundles_dir, std::getenv);
+  if (bundle_options.dir.empty()) {
+    spdlog::info("bundles: no store (decisions.bundles_dir={})",
+                 config_.decisions.bundles_dir);
+  } else {
+    spdlog::info("bundles: store under {} (decisions.bundles_dir={})",
+                 bundle_options.dir, config_.decisions.bundles_dir);
+  }
   bundle_options.max_bundle_bytes = config_.limits.max_bundle_bytes;
   bundles_ = std::make_unique<service::BundlesService>(
       bundle_options, metrics_.get(), auth_.get(), state_.get());

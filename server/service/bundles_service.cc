@@ -86,7 +86,7 @@ absl::StatusOr<BundleStore*> BundlesService::StoreFor(
     const std::string& lock_sha) {
   if (options_.dir.empty()) {
     return absl::FailedPreconditionError(
-        "this daemon keeps no bundle store (decisions.bundles_dir is empty)");
+        "this daemon keeps no bundle store (decisions.bundles_dir is off)");
   }
   if (backend_ == nullptr) return absl::UnavailableError("no model loaded");
   auto it = stores_.find(lock_sha);
@@ -256,6 +256,9 @@ grpc::ServerUnaryReactor* BundlesService::List(
           (*response->mutable_current())[id] = n;
         }
         response->set_served_lock_sha(served_lock_);
+        if (absl::Status writable = store->CheckWritable(); !writable.ok()) {
+          response->set_write_error(std::string(writable.message()));
+        }
         return absl::OkStatus();
       });
 }

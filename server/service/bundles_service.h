@@ -30,7 +30,8 @@
 namespace mesa_anyjev::service {
 
 struct BundlesOptions {
-  std::string dir;  // "" = no store: every call is FAILED_PRECONDITION
+  std::string
+      dir;  // resolved; "" = no store: every call is FAILED_PRECONDITION
   int64_t max_bundle_bytes = 8 << 20;  // per file, and per request field
   int32_t queue_capacity = 16;         // calls waiting for the store worker
 };

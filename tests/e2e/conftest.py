@@ -1,9 +1,11 @@
 """End-to-end fixtures: the real mesa-anyjevd binary on a free loopback port,
 the real mesa-anyjev CLI, and a Python grpcio client generated from our
 proto at session start (an independent client, not our C++ one)."""
+import atexit
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,6 +77,10 @@ class Daemon:
         self.metrics_port_file = tmp / "metrics-port"
         self.log_path = tmp / "daemon.log"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
+        # decisions.bundles_dir defaults to the state directory: each daemon
+        # gets its own, never the user's (or another test's).
+        full_env.pop("STATE_DIRECTORY", None)
+        full_env["XDG_STATE_HOME"] = str(tmp / "state")
         full_env.update(env or {})
         model = [] if "--model" in args else ["--model", "fake"]
         cmd = [*wrapper, DAEMON, *model, "--listen", "127.0.0.1:0",
@@ -191,9 +197,16 @@ def daemon(start_daemon):
     return start_daemon()
 
 
+# The CLI's stores default under ~ (artifacts.dir, labels.dir): the tests
+# of this process share a home of their own, never the user's.
+CLI_HOME = tempfile.mkdtemp(prefix="mesa-anyjev-cli-home-")
+atexit.register(shutil.rmtree, CLI_HOME, ignore_errors=True)
+
+
 def run_cli(*args, env=None, timeout=60, cwd=None, input=None):
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("MESA_ANYJEV_", "MESA_LLM_"))}
+    full_env["HOME"] = CLI_HOME
     full_env.update(env or {})
     return subprocess.run([str(Path(CLI).resolve()), *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=cwd, input=input)

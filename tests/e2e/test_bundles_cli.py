@@ -1,7 +1,8 @@
 """mesa-anyjev bundles list / bundles rollback / learn promote: the local
 store (fake backend, artifacts.dir) seeded by bundle_writer, and the same
-commands against the daemon's store (--backend hf). Output lines and exit
-codes are the reference's (3.4, 3.6)."""
+commands against the daemon's store (--backend hf). Promote's lines and
+the exit codes are the reference's (3.4); `bundles list` prints a table for
+people (version, question, level, LOCO acc, ECE and n, created, current)."""
 import json
 import os
 import subprocess
@@ -37,7 +38,8 @@ def test_local_list_promote_gate_force_identity_and_rollback(tmp_path):
     store = tmp_path / "artifacts"
     lock_dir = store / "fake" / LOCK[:8]
     empty = cli("bundles", "list", store=store)
-    assert empty.returncode == 0 and empty.stdout == f"no artifacts under {lock_dir}\n"
+    assert empty.returncode == 0 and empty.stdout == (
+        f"bundles of fake in {lock_dir}\nno versions yet: `mesa-anyjev learn fit` writes one\n")
 
     assert seed(store, "--acc", "0.8", "--ece", "0.1") == 1
     assert seed(store, "--acc", "0.7", "--ece", "0.1") == 2
@@ -65,15 +67,16 @@ def test_local_list_promote_gate_force_identity_and_rollback(tmp_path):
     listed = cli("bundles", "list", "--question", "term.fits", store=store)
     assert listed.returncode == 0
     lines = listed.stdout.splitlines()
-    assert len(lines) == 12
-    assert lines[0] == f"  v1  {lock_dir / 'v1'}"
-    assert lines[1] == ("    fitted_on={'backend_kind': 'fake', 'served_model': 'fake'} "
-                        "questions=['term.fits']")
-    assert lines[2] == "    loco={'term.fits': {'acc': 0.8, 'ece': 0.1}}"
-    assert lines[6] == f"* v3  {lock_dir / 'v3'}"
-    assert lines[8] == "    loco={}"
+    assert lines[0] == f"bundles of fake in {lock_dir}"
+    assert lines[1].split() == ["version", "question", "level", "acc", "ECE", "n", "created",
+                                "current"]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert list(rows) == ["v1", "v2", "v3", "v4"]
+    assert rows["v1"][:5] == ["v1", "term.fits", "L1", "0.800", "0.100"]
+    assert rows["v2"][3] == "0.700" and rows["v2"][-1] != "*"
+    assert rows["v3"][3:5] == ["-", "-"] and rows["v3"][-1] == "*"  # no LOCO, forced
     other = cli("bundles", "list", "--question", "column.aspect", store=store)
-    assert not any(line.startswith("*") for line in other.stdout.splitlines())
+    assert other.stdout.splitlines()[1:] == ["no version holds column.aspect"]
 
     as_json = json.loads(cli("bundles", "list", "--json", store=store).stdout)
     assert as_json["current"] == {"term.fits": 3}
@@ -111,7 +114,9 @@ def test_hf_goes_through_the_daemons_store(start_daemon, tmp_path):
                  store=local, address=d.address)
     assert listed.returncode == 0
     remote_dir = tmp_path / "remote" / "fake" / LOCK[:8]
-    assert listed.stdout.splitlines()[0] == f"* v1  {remote_dir / 'v1'}"
+    lines = listed.stdout.splitlines()
+    assert lines[0] == f"bundles of fake in {remote_dir}"
+    assert lines[2].split()[:3] == ["v1", "term.fits", "L1"] and lines[2].endswith("*")
     assert not local.exists()  # hf never touches the local store
     back = cli("bundles", "rollback", "--backend", "hf", "--question", "term.fits",
                store=local, address=d.address)

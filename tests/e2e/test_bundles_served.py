@@ -202,10 +202,17 @@ def test_bad_bundle_input_is_refused_and_nothing_is_lost(start_daemon, fitted, t
     assert names == [".lock", "current", "v1", "v2"]
 
 
-def test_no_store_and_auth(start_daemon, tmp_path):
-    plain = start_daemon()
-    code, details = code_of(lambda: bundles(plain).List(bpb.ListBundlesRequest(lock_sha=LOCK),
-                                                        timeout=10))
+def test_default_store_no_store_and_auth(start_daemon, tmp_path):
+    # decisions.bundles_dir: auto (the default) is under the state directory
+    # (conftest points XDG_STATE_HOME into the daemon's tmp dir).
+    default = start_daemon()
+    reply = bundles(default).List(bpb.ListBundlesRequest(lock_sha=LOCK), timeout=10)
+    assert reply.dir == str(default.tmp / "state" / "mesa-anyjev" / "bundles" / "fake" / LOCK[:8])
+    assert reply.write_error == ""
+    assert "bundles: store under " in default.output()
+    off = start_daemon("--set", "decisions.bundles_dir=off")
+    code, details = code_of(lambda: bundles(off).List(bpb.ListBundlesRequest(lock_sha=LOCK),
+                                                      timeout=10))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "decisions.bundles_dir" in details
     d = start_daemon("--set", f"decisions.bundles_dir={tmp_path / 's'}",
                      "--set", "auth.token_env=BUNDLE_TOKEN", env={"BUNDLE_TOKEN": "s3cret"})

@@ -27,7 +27,7 @@ def store_args(store):
 
 
 def ingest(store, path=LABELS):
-    return run_cli("learn", "ingest", "--labels", str(path), *store_args(store))
+    return run_cli("learn", "ingest", "--labels", str(path), "--json", *store_args(store))
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_ingest_names_every_bad_row_and_stores_nothing(tmp_path):
 
 def test_fit_l1_term_fits_with_loco_and_a_guarded_fold(store, tmp_path):
     out = tmp_path / "fit"
-    r = run_cli("learn", "fit", "--backend", "fake", "--question", "term.fits",
+    r = run_cli("learn", "fit", "--json", "--backend", "fake", "--question", "term.fits",
                 "--level", "L1", "--out", str(out), *store_args(store), timeout=300)
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
@@ -163,13 +163,13 @@ def test_fit_refusals_use_the_reference_statuses(tmp_path):
                            if "tck_fielddata" in line))
     store = tmp_path / "s"
     assert ingest(store, few).returncode == 0
-    r = run_cli("learn", "fit", "--backend", "fake", "--question", "term.fits",
+    r = run_cli("learn", "fit", "--json", "--backend", "fake", "--question", "term.fits",
                 *store_args(store))
     assert r.returncode == 1
     report = json.loads(r.stdout)
     assert report["status"] == "insufficient_labels"
     assert report["detail"] == "3 < 100 labels at min_weight 0.5"
-    r = run_cli("learn", "fit", "--backend", "fake", "--question", "term.fits",
+    r = run_cli("learn", "fit", "--json", "--backend", "fake", "--question", "term.fits",
                 "--level", "L2", *store_args(store))
     assert json.loads(r.stdout)["detail"] == "3 < 40 labels at min_weight 0.5"
     # Positives only: 40 Yes rows of term.fits.
@@ -178,7 +178,7 @@ def test_fit_refusals_use_the_reference_statuses(tmp_path):
     pos.write_text("".join(json.dumps(row) + "\n" for row in yes[:45]))
     store2 = tmp_path / "s2"
     assert ingest(store2, pos).returncode == 0
-    r = run_cli("learn", "fit", "--backend", "fake", "--question", "term.fits",
+    r = run_cli("learn", "fit", "--json", "--backend", "fake", "--question", "term.fits",
                 "--level", "L2", *store_args(store2))
     report = json.loads(r.stdout)
     assert r.returncode == 1 and report["status"] == "insufficient_negatives"
@@ -252,7 +252,7 @@ def test_bench_l2_cell_equals_the_fit_report(bench, store):
     out, _ = bench
     doc, _ = cells(out)
     cell = doc["tasks"]["labels_term_fits"]["cells"]["L2"]
-    r = run_cli("learn", "fit", "--backend", "fake", "--question", "term.fits",
+    r = run_cli("learn", "fit", "--json", "--backend", "fake", "--question", "term.fits",
                 "--level", "L2", *store_args(store), timeout=300)
     assert r.returncode == 0, r.stderr
     loco = json.loads(r.stdout)["loco"]
@@ -290,11 +290,11 @@ def test_hf_fit_through_the_daemon_matches_in_process_and_installs_nothing(
     # on promote.
     daemon = start_daemon("--set", f"decisions.bundles_dir={tmp_path / 'bundles'}")
     args = ["--set", f"client.address={daemon.address}", "--set", "backend.hf_model=fake"]
-    r = run_cli("learn", "fit", "--backend", "hf", "--question", "column.aspect",
+    r = run_cli("learn", "fit", "--json", "--backend", "hf", "--question", "column.aspect",
                 "--level", "L2", *args, *store_args(store), timeout=300)
     assert r.returncode == 0, r.stderr + daemon.output()
     hf = json.loads(r.stdout)
-    fake = json.loads(run_cli("learn", "fit", "--backend", "fake", "--question",
+    fake = json.loads(run_cli("learn", "fit", "--json", "--backend", "fake", "--question",
                               "column.aspect", "--level", "L2", *store_args(store),
                               timeout=300).stdout)
     assert hf["status"] == fake["status"] == "fitted"
