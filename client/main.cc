@@ -158,6 +158,11 @@ int Main(int argc, char** argv) {
   CLI::App* health =
       command(&app, "health", "is the daemon SERVING? exit 0 if so");
   AddDaemonFlags(health, &connection);
+  double health_wait = 0;
+  health
+      ->add_option("--wait", health_wait,
+                   "seconds to wait for SERVING (a daemon just started)")
+      ->check(CLI::Range(0.0, 3600.0));
   AddJson(health, &json);
   CLI::App* info = command(&app, "info", "what the daemon serves");
   AddDaemonFlags(info, &connection);
@@ -403,7 +408,7 @@ int Main(int argc, char** argv) {
   annotate_options.replay_flags = replay(annotate_options.backend);
   learn_options.replay_flags = replay(learn_options.backend);
   const cli::OutputOptions output{json};
-  if (health->parsed()) return cli::RunHealth(*config, output);
+  if (health->parsed()) return cli::RunHealth(*config, output, health_wait);
   if (info->parsed()) return cli::RunInfo(*config, output);
   if (tokenize->parsed()) return cli::RunTokenize(tokenize_options);
   if (doctor->parsed()) return cli::RunDoctor(*config, doctor_backend, output);

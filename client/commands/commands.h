@@ -13,7 +13,9 @@ struct OutputOptions {
   bool json = false;  // one JSON document on stdout instead of text
 };
 
-int RunHealth(const config::Config& config, const OutputOptions& output);
+// Exit 0 when SERVING; `wait_s` > 0 polls until then, for at most that long.
+int RunHealth(const config::Config& config, const OutputOptions& output,
+              double wait_s = 0);
 int RunInfo(const config::Config& config, const OutputOptions& output);
 
 struct TokenizeOptions {
