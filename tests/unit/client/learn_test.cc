@@ -236,7 +236,7 @@ TEST_CASE("bench: tasks come from the store at the policy's min_weight") {
         "1 labelled states from the label store; class counts {1: 1}");
 }
 
-TEST_CASE("bench: the markdown table of 9.4") {
+TEST_CASE("bench: the markdown table of 9.4, levels raw < L0 < L1 < L2") {
   Json payload;
   payload["date"] = "2026-01-02";
   payload["backend"] = "hf";
@@ -256,9 +256,17 @@ TEST_CASE("bench: the markdown table of 9.4") {
         "| task | n | level | acc | ece | brier | cov@5% | cov@10% | flip | "
         "n_neg | prompts | ms/dec |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| t | 6 | raw | n/a | | | | | | | | |\n"
         "| t | 6 | L2 (LOCO) | 0.500 | 0.250 | 0.125 | 0.000 | 0.333 |  | 3 "
-        "| 10 | 2.0 |\n"
-        "| t | 6 | raw | n/a | | | | | | | | |\n");
+        "| 10 | 2.0 |\n");
+  // The rows as JSON (bench table --json), in the same order.
+  const Json rows = bench::TableRows(payload);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["level"] == "raw");
+  CHECK(rows[0]["status"] == "n/a");
+  CHECK(rows[1]["level"] == "L2");
+  CHECK(rows[1]["acc"] == 0.5);
+  CHECK(rows[1]["loco"] == true);
   CHECK(bench::ModelSlug("RedHatAI/Qwen3-8B-NVFP4") ==
         "RedHatAI__Qwen3-8B-NVFP4");
 }
