@@ -14,11 +14,11 @@
 #include "client/backends/daemon_client.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
-#include "client/questions/question_lock.h"
-#include "client/questions/question_set.h"
 #include "common/bundles/bundle_store.h"
 #include "common/decision/py_format.h"
 #include "common/fake_backend.h"
+#include "common/questions/question_lock.h"
+#include "common/questions/question_set.h"
 
 namespace mesa_anyjev::client {
 namespace {

@@ -18,7 +18,7 @@
 #include "client/learn/label_ingest.h"
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 #include "common/status/status_macros.h"
 #include "common/util/files.h"
 

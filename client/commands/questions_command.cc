@@ -11,8 +11,8 @@
 #include <string>
 
 #include "client/commands/commands.h"
-#include "client/questions/question_lock.h"
-#include "client/questions/question_set.h"
+#include "common/questions/question_lock.h"
+#include "common/questions/question_set.h"
 #include "common/util/files.h"
 
 namespace mesa_anyjev::client {

@@ -1,7 +1,7 @@
 // The reference's question set (see question_set.h). Wording is copied
 // exactly from reference-system.md 6.2; the eight pre-M5 keys it publishes
 // are checked by the unit tests.
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 
 #include <cstdlib>
 #include <set>

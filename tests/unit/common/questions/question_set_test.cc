@@ -1,6 +1,6 @@
 // The reference's question set: ids, wording, options, twins and the keys the
 // published questions.lock.json pins (reference-system.md 6.1-6.3).
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 
 #include <catch2/catch.hpp>
 #include <map>
