@@ -228,8 +228,8 @@ def choice_group(state, question, options, label_ids=()):
     for shift in range(k):
         lines = [f"{chr(65 + j)}. {options[(j + shift) % k]}" for j in range(k)]
         suffixes.append("\n".join(lines) + "\nAnswer with the letter only.\nAnswer:")
-    return pb.PromptGroup(prefix=pb.Segment(text=prefix.encode()),
-                          suffixes=[pb.Segment(text=s.encode()) for s in suffixes],
+    return pb.PromptGroup(prefix=pb.Segment(text=prefix),
+                          suffixes=[pb.Segment(text=s) for s in suffixes],
                           label_ids=list(label_ids))
 
 
@@ -240,7 +240,25 @@ def small_request(daemon):
 
 
 def label_ids(stub, labels):
-    reply = stub.Tokenize(pb.TokenizeRequest(texts=[l.encode() for l in labels]), timeout=10)
+    reply = stub.Tokenize(pb.TokenizeRequest(texts=list(labels)), timeout=10)
     ids = [list(item.ids) for item in reply.items]
     assert all(len(i) == 1 for i in ids), ids
     return [i[0] for i in ids]
+
+
+def raw_call(daemon, method, payload, timeout=10, metadata=None):
+    """Sends request bytes as they are, e.g. from with_bytes()."""
+    call = daemon.channel.unary_unary(method, request_serializer=None,
+                                      response_deserializer=None)
+    return call(payload, timeout=timeout, metadata=metadata)
+
+
+def with_bytes(message, plain: bytes, broken: bytes) -> bytes:
+    """`message` serialised with its one occurrence of `plain` replaced by
+    `broken` (same length, so every length prefix stays right): how a test
+    puts invalid UTF-8 in a string field, which Python protobuf refuses to
+    serialise."""
+    assert len(plain) == len(broken)
+    payload = message.SerializeToString()
+    assert payload.count(plain) == 1, (plain, payload)
+    return payload.replace(plain, broken)
