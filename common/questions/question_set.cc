@@ -3,15 +3,35 @@
 // are checked by the unit tests.
 #include "common/questions/question_set.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/text/utf8.h"
 
 namespace mesa_anyjev::questions {
 namespace {
 
 using decision::Question;
+
+// Levenshtein distance over bytes: one insertion, deletion or substitution
+// each.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];  // row[i - 1][j - 1]
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({above + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
 
 template <size_t N>
 std::vector<std::string> Options(const std::array<std::string_view, N>& in) {
@@ -172,8 +192,33 @@ absl::StatusOr<const QuestionEntry*> QuestionSet::Find(
   for (const QuestionEntry& e : entries_) {
     if (e.id() == id) return &e;
   }
-  return absl::NotFoundError(
-      absl::StrCat("no question with id ", std::string(id)));
+  std::string message =
+      absl::StrCat("no question with id '", text::Printable(id), "'");
+  if (const std::string near = Closest(id); !near.empty()) {
+    absl::StrAppend(&message, " (did you mean '", near, "'?)");
+  }
+  return absl::NotFoundError(message);
+}
+
+std::string QuestionSet::Closest(std::string_view id) const {
+  // Ids are short; a longer string is no typo of one (and the distance
+  // costs its length times theirs).
+  constexpr size_t kLongest = 128;
+  if (id.empty() || id.size() > kLongest) return "";
+  const QuestionEntry* best = nullptr;
+  size_t best_distance = 0;
+  for (const QuestionEntry& e : entries_) {
+    const size_t d = EditDistance(id, e.id());
+    if (best == nullptr || d < best_distance) {
+      best = &e;
+      best_distance = d;
+    }
+  }
+  // A third of the id wrong is a typo; more is another word.
+  if (best == nullptr || best_distance > std::max<size_t>(2, id.size() / 3)) {
+    return "";
+  }
+  return best->id();
 }
 
 }  // namespace mesa_anyjev::questions

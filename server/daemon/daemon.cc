@@ -130,14 +130,14 @@ absl::Status Daemon::StartServing() {
   decision_options.default_deadline = options.default_deadline;
   decision_options.max_deadline = options.max_deadline;
   decision_options.queue_capacity = config_.server.queue_capacity;
-  decisions_ = std::make_unique<service::DecisionsService>(
-      decision_options, scheduler_.get(), metrics_.get(), auth_.get(),
-      state_.get());
   service::BundlesOptions bundle_options;
   bundle_options.dir = config_.decisions.bundles_dir;
   bundle_options.max_bundle_bytes = config_.limits.max_bundle_bytes;
   bundles_ = std::make_unique<service::BundlesService>(
       bundle_options, metrics_.get(), auth_.get(), state_.get());
+  decisions_ = std::make_unique<service::DecisionsService>(
+      decision_options, scheduler_.get(), metrics_.get(), auth_.get(),
+      state_.get(), bundles_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   if (config_.server.reflection) {

@@ -61,8 +61,8 @@ class Daemon {
   std::unique_ptr<service::BearerAuth> auth_;
   std::unique_ptr<service::ServingStateFlag> state_;
   std::unique_ptr<service::InferenceService> inference_;
-  std::unique_ptr<service::DecisionsService> decisions_;
   std::unique_ptr<service::BundlesService> bundles_;
+  std::unique_ptr<service::DecisionsService> decisions_;  // reads bundles_
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Backend> backend_;
   // backend_ once loaded, for the metrics thread.

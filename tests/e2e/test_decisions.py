@@ -7,7 +7,7 @@ import threading
 import grpc
 import pytest
 
-from conftest import dpb, raw_call, with_bytes
+from conftest import dpb, raw_call, run_cli, with_bytes
 
 TOPICS = ["genes", "proteins", "cells", "viruses"]
 
@@ -305,3 +305,68 @@ def test_auth_applies_to_decisions(start_daemon):
     reply = d.decisions.Decide(dpb.DecideRequest(states=states(["x"]), questions=[choice()]),
                                metadata=[("authorization", "Bearer s3cret")], timeout=30)
     assert reply.decisions[0].level == "L0"
+
+
+def list_questions(daemon, ids=(), timeout=10):
+    return daemon.decisions.ListQuestions(dpb.ListQuestionsRequest(ids=list(ids)),
+                                          timeout=timeout)
+
+
+def test_list_questions_serves_the_cli_question_set(daemon):
+    reply = list_questions(daemon)
+    cli = run_cli("questions", "--json")
+    assert cli.returncode == 0, cli.stderr
+    want = json.loads(cli.stdout)
+    assert reply.lock_sha == want["lock_sha"] and reply.model == "fake"
+    assert [(q.question.id, q.key, q.scope, q.twin or None, len(q.question.options))
+            for q in reply.questions] == [
+        (w["id"], w["key"], w["scope"], w["twin"], 0 if w["kind"] == "noul" else w["k"])
+        for w in want["questions"]]
+    assert {q.level for q in reply.questions} == {"L0"}
+    assert not any(q.HasField("bundle_version") for q in reply.questions)
+    # The definition goes back into Decide as it is, and keeps its key.
+    term, aspect = list_questions(daemon, ["term.fits", "column.aspect"]).questions
+    assert (term.question.id, aspect.question.id) == ("term.fits", "column.aspect")
+    decided = decide(daemon, ["A column of species names"], [term.question, aspect.question],
+                     level="auto")
+    assert [d.question_key for d in decided.decisions] == [term.key, aspect.key]
+    assert [d.level for d in decided.decisions] == ["L0", "L0"]
+
+
+def test_list_questions_shows_the_level_auto_serves(daemon):
+    (keep,) = list_questions(daemon, ["avu.keep"]).questions
+    texts = [f"An annotation, {'new' if i % 2 else 'redundant'} item {i}" for i in range(16)]
+    labels = [i % 2 for i in range(16)]
+    daemon.decisions.Fit(dpb.FitRequest(question=keep.question, states=states(texts),
+                                        labels=labels, level="L1"), timeout=60)
+    assert list_questions(daemon, ["avu.keep"]).questions[0].level == "L1"
+    # A head fit on a rewording routes under auto, but not with exact_heads
+    # (what the CLI sends): the listing says what the CLI would get.
+    reworded = dpb.Question(kind="noul", text=keep.question.text + " Answer carefully.")
+    daemon.decisions.Fit(dpb.FitRequest(question=reworded, states=states(texts),
+                                        labels=labels, level="L2"), timeout=60)
+    routed = decide(daemon, ["An annotation"], [keep.question], level="auto")
+    assert routed.decisions[0].level == "L2" and routed.decisions[0].diagnostics.routed_from
+    assert list_questions(daemon, ["avu.keep"]).questions[0].level == "L1"
+    daemon.decisions.Fit(dpb.FitRequest(question=keep.question, states=states(texts),
+                                        labels=labels, level="L2"), timeout=60)
+    assert list_questions(daemon, ["avu.keep"]).questions[0].level == "L2"
+    served = decide(daemon, ["An annotation"], [keep.question], level="auto",
+                    options=dpb.DecideOptions(exact_heads=True))
+    assert served.decisions[0].level == "L2"
+    assert {q.level for q in list_questions(daemon).questions if q.question.id != "avu.keep"} \
+        == {"L0"}
+
+
+@pytest.mark.parametrize("ids, code, needle", [
+    (["avu.keep", "term.fit"], grpc.StatusCode.NOT_FOUND,
+     "ids[1]: no question with id 'term.fit' (did you mean 'term.fits'?)"),
+    (["nothing.like.it"], grpc.StatusCode.NOT_FOUND, "ids[0]: no question with id 'nothing.like.it'"),
+    ([""], grpc.StatusCode.INVALID_ARGUMENT, "ids[0]: 0 bytes; an id has 1..128"),
+    (["x" * 129], grpc.StatusCode.INVALID_ARGUMENT, "ids[0]: 129 bytes; an id has 1..128"),
+    (["avu.keep"] * 65, grpc.StatusCode.INVALID_ARGUMENT, "ids: 65 ids exceed 64"),
+])
+def test_list_questions_refuses_bad_ids(daemon, ids, code, needle):
+    got, details = code_of(lambda: list_questions(daemon, ids))
+    assert got == code and needle in details, details
+    assert "did you mean" not in details or ids[-1] == "term.fit"
