@@ -23,6 +23,7 @@
 #include "server/service/bundles_service.h"
 #include "server/service/decisions_service.h"
 #include "server/service/inference_service.h"
+#include "server/service/reflection_v1.h"
 #include "server/service/serving_state.h"
 
 namespace mesa_anyjev::daemon {
@@ -140,10 +141,18 @@ absl::Status Daemon::StartServing() {
       state_.get(), bundles_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
-  if (config_.server.reflection) {
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  }
   grpc::ServerBuilder builder;
+  if (config_.server.reflection) {
+    // v1alpha from gRPC's plugin, v1 ours (gRPC 1.51 has none); both list
+    // the same services.
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    reflection_v1_ =
+        std::make_unique<service::ReflectionV1Service>(std::vector<std::string>{
+            kInferenceService, kDecisionsService, kBundlesService,
+            "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
+            "grpc.reflection.v1.ServerReflection"});
+    builder.RegisterService(reflection_v1_.get());
+  }
   int port = 0;
   builder.AddListeningPort(config_.server.listen, credentials, &port);
   // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use

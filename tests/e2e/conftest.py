@@ -26,7 +26,7 @@ def _generate_stubs():
 
     out = tempfile.mkdtemp(prefix="mesa-anyjev-stubs-")
     include = str(Path(grpc_tools.__file__).parent / "_proto")
-    protos = [str(p.relative_to(PROTO_DIR)) for p in Path(PROTO_DIR).rglob("*.proto")]
+    protos = [str(p.relative_to(PROTO_DIR)) for p in (Path(PROTO_DIR) / "mesa").rglob("*.proto")]
     rc = protoc.main(["protoc", f"-I{PROTO_DIR}", f"-I{include}",
                       f"--python_out={out}", f"--grpc_python_out={out}", *protos])
     assert rc == 0, "protoc failed on our proto files"
