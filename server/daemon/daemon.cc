@@ -59,6 +59,20 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   return grpc::SslServerCredentials(options);
 }
 
+// gRPC's reflection library adds its v1alpha plugin to every server as it
+// loads; with server.reflection: false this option takes it out again.
+class WithoutReflectionPlugin final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    std::erase_if(*plugins, [](const auto& plugin) {
+      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(
+                 plugin.get()) != nullptr;
+    });
+  }
+};
+
 absl::Status WritePortFile(const std::string& path, int port) {
   if (path.empty()) return absl::OkStatus();
   return util::WriteFileAtomic(path, absl::StrCat(port, "\n"));
@@ -152,6 +166,8 @@ absl::Status Daemon::StartServing() {
             "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
             "grpc.reflection.v1.ServerReflection"});
     builder.RegisterService(reflection_v1_.get());
+  } else {
+    builder.SetOption(std::make_unique<WithoutReflectionPlugin>());
   }
   int port = 0;
   builder.AddListeningPort(config_.server.listen, credentials, &port);
