@@ -50,7 +50,7 @@ void AnswerFile(const FileDescriptor* file, const std::string& what,
   AddFile(file, &seen, out->mutable_file_descriptor_response());
 }
 
-// The name a request carries, or why it is refused.
+// Whether a name from the request is within the limit; if not, `out` says so.
 bool CheckName(const std::string& field, const std::string& name,
                rv1::ServerReflectionResponse* out) {
   if (name.size() <= kMaxReflectionNameBytes) return true;
@@ -59,6 +59,15 @@ bool CheckName(const std::string& field, const std::string& name,
                         kMaxReflectionNameBytes),
            out);
   return false;
+}
+
+// The file `find` gives for the name in `field` (`what` in a NOT_FOUND).
+template <typename Find>
+void AnswerByName(const char* field, const char* what, const std::string& name,
+                  Find find, rv1::ServerReflectionResponse* out) {
+  if (!CheckName(field, name, out)) return;
+  AnswerFile(find(name), absl::StrCat(what, " '", text::Printable(name), "'"),
+             out);
 }
 
 }  // namespace
@@ -75,22 +84,20 @@ rv1::ServerReflectionResponse AnswerReflection(
         out.mutable_list_services_response()->add_service()->set_name(name);
       }
       break;
-    case rv1::ServerReflectionRequest::kFileByFilename: {
-      const std::string& name = request.file_by_filename();
-      if (CheckName("file_by_filename", name, &out)) {
-        AnswerFile(pool.FindFileByName(name),
-                   absl::StrCat("file '", text::Printable(name), "'"), &out);
-      }
+    case rv1::ServerReflectionRequest::kFileByFilename:
+      AnswerByName(
+          "file_by_filename", "file", request.file_by_filename(),
+          [&](const std::string& name) { return pool.FindFileByName(name); },
+          &out);
       break;
-    }
-    case rv1::ServerReflectionRequest::kFileContainingSymbol: {
-      const std::string& name = request.file_containing_symbol();
-      if (CheckName("file_containing_symbol", name, &out)) {
-        AnswerFile(pool.FindFileContainingSymbol(name),
-                   absl::StrCat("symbol '", text::Printable(name), "'"), &out);
-      }
+    case rv1::ServerReflectionRequest::kFileContainingSymbol:
+      AnswerByName(
+          "file_containing_symbol", "symbol", request.file_containing_symbol(),
+          [&](const std::string& name) {
+            return pool.FindFileContainingSymbol(name);
+          },
+          &out);
       break;
-    }
     case rv1::ServerReflectionRequest::kFileContainingExtension: {
       const rv1::ExtensionRequest& asked = request.file_containing_extension();
       if (!CheckName("file_containing_extension.containing_type",
