@@ -24,6 +24,7 @@ forbid() {
 }
 forbid common 'torch/|ATen/|c10/|grpc|google/protobuf|mesa/anyjev/v1/' \
   "common/ includes neither libtorch nor gRPC/protobuf"
+forbid common 'client/|server/' "common/ depends on neither the client nor the server"
 forbid server/model 'grpc|google/protobuf|mesa/anyjev/v1/|server/(engine|service|daemon)/' \
   "server/model sees no gRPC/protobuf and depends on nothing above it"
 forbid server/engine 'grpc|google/protobuf|mesa/anyjev/v1/|server/(service|daemon)/' \

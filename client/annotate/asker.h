@@ -11,8 +11,8 @@
 #include "client/backends/provider.h"
 #include "client/cards/states.h"
 #include "client/policy/decision_record.h"
-#include "client/questions/question_set.h"
 #include "common/decision/level.h"
+#include "common/questions/question_set.h"
 
 namespace mesa_anyjev::annotate {
 

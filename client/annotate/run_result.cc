@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "client/annotate/py_repr.h"
-#include "client/questions/question_lock.h"
+#include "common/questions/question_lock.h"
 #include "common/util/build_info.h"
 
 namespace mesa_anyjev::annotate {

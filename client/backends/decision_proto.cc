@@ -5,36 +5,15 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/decision/question_message.h"
 
 namespace mesa_anyjev::client {
 
 namespace v1 = ::mesa::anyjev::v1;
 using decision::Question;
-using decision::QuestionKind;
 
 void ToProto(const Question& question, v1::Question* out) {
-  out->set_id(question.name());
-  out->set_kind(decision::QuestionKindName(question.kind()));
-  out->set_text(question.text());
-  bool bins = false;
-  if (question.kind() == QuestionKind::kScore) {
-    auto as_bins =
-        Question::ScoreBins(question.text(), question.k(), question.scale_lo(),
-                            question.scale_hi(), question.name());
-    bins = as_bins.ok() && as_bins->key() == question.key();
-  }
-  if (bins) {
-    out->set_bins(question.k());
-    out->set_scale_lo(question.scale_lo());
-    out->set_scale_hi(question.scale_hi());
-  } else if (question.kind() != QuestionKind::kNoul) {
-    for (const std::string& option : question.options()) {
-      out->add_options(option);
-    }
-  }
-  for (const std::string& label : question.custom_labels()) {
-    out->add_labels(label);
-  }
+  decision::QuestionToMessage(question, out);
 }
 
 absl::StatusOr<std::vector<std::vector<decision::Decision>>> FromProto(

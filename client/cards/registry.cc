@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 #include "common/text/py_text.h"
 
 namespace mesa_anyjev::cards {

@@ -20,10 +20,11 @@
 #include "client/commands/missing_labels.h"
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 #include "client/ui/progress.h"
 #include "client/ui/terminal.h"
 #include "common/decision/py_format.h"
+#include "common/questions/question_set.h"
 #include "common/text/strict_json.h"
 #include "common/util/files.h"
 

@@ -2,9 +2,9 @@
 
 #include <iostream>
 
-#include "client/questions/question_lock.h"
-#include "client/questions/question_set.h"
 #include "common/fake_backend.h"
+#include "common/questions/question_lock.h"
+#include "common/questions/question_set.h"
 
 namespace mesa_anyjev::client {
 

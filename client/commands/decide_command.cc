@@ -19,7 +19,7 @@
 #include "client/commands/level_advice.h"
 #include "client/commands/missing_labels.h"
 #include "client/policy/decision_record.h"
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 #include "client/ui/table.h"
 #include "client/ui/terminal.h"
 #include "common/decision/py_json.h"

@@ -18,10 +18,10 @@
 #include "client/backends/provider.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
-#include "client/questions/question_lock.h"
-#include "client/questions/question_set.h"
 #include "common/decision/label_resolver.h"
 #include "common/gateway/gateway_backend.h"
+#include "common/questions/question_lock.h"
+#include "common/questions/question_set.h"
 
 namespace mesa_anyjev::client {
 

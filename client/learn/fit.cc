@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/learn/cell.h"
-#include "client/questions/question_lock.h"
 #include "common/decision/py_format.h"
+#include "common/questions/question_lock.h"
 
 namespace mesa_anyjev::learn {
 namespace {

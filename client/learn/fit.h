@@ -12,8 +12,8 @@
 #include "client/learn/label_store.h"
 #include "client/learn/loco.h"
 #include "client/policy/policy.h"
-#include "client/questions/question_set.h"
 #include "common/decision/level.h"
+#include "common/questions/question_set.h"
 #include "nlohmann/json.hpp"
 
 namespace mesa_anyjev::learn {

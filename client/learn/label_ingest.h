@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "client/learn/label_store.h"
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 #include "nlohmann/json.hpp"
 
 namespace mesa_anyjev::learn {

@@ -148,8 +148,19 @@ bool Decider::HasArtifact(const std::string& key) const {
 }
 
 absl::StatusOr<Level> Decider::ServedLevel(const Question& question,
-                                           Level requested) const {
-  return ServedLevelFor(Resolve({}), question, requested);
+                                           Level requested,
+                                           const DecideOptions& options) const {
+  Effective eff = Resolve(options);
+  Snapshot(question, options.exact_heads, &eff);
+  return ServedLevelFor(eff, question, requested);
+}
+
+void Decider::Snapshot(const Question& question, bool exact_heads,
+                       Effective* eff) const {
+  eff->artifacts.emplace(question.key(), Artifact(question.key()));
+  std::optional<RoutedHead> route = heads_.Route(question);
+  if (exact_heads && route.has_value() && !route->exact) route.reset();
+  eff->routes.emplace(question.key(), std::move(route));
 }
 
 std::shared_ptr<const TemperatureScaler> Decider::ArtifactFor(
@@ -245,12 +256,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
   }
   Effective eff = Resolve(options);
   for (const Question& question : questions) {
-    eff.artifacts.emplace(question.key(), Artifact(question.key()));
-    std::optional<RoutedHead> route = heads_.Route(question);
-    if (options.exact_heads && route.has_value() && !route->exact) {
-      route.reset();
-    }
-    eff.routes.emplace(question.key(), std::move(route));
+    Snapshot(question, options.exact_heads, &eff);
   }
   std::vector<Level> served;
   for (const Question& question : questions) {

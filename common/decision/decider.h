@@ -132,9 +132,10 @@ class Decider {
       const DecideOptions& options = {}, const CallControl& control = {});
 
   // The level `question` would be served at for `requested` (auto
-  // resolved), or FAILED_PRECONDITION naming what is missing.
-  absl::StatusOr<Level> ServedLevel(const Question& question,
-                                    Level requested) const;
+  // resolved) by a Decide with `options` (exact_heads) now, or
+  // FAILED_PRECONDITION naming what is missing.
+  absl::StatusOr<Level> ServedLevel(const Question& question, Level requested,
+                                    const DecideOptions& options = {}) const;
 
   // L1: L0 over the labelled states with a prior from them alone (the
   // running prior set aside, then merged back), a temperature fit on those
@@ -202,6 +203,10 @@ class Decider {
   struct Observed;
 
   Effective Resolve(const DecideOptions& call) const;
+  // Takes `question`'s L1 artifact and head route into `eff` (a route from
+  // another key counts as none under exact_heads).
+  void Snapshot(const Question& question, bool exact_heads,
+                Effective* eff) const;
   absl::StatusOr<ResolvedLabels> LabelsFor(const Question& question);
   std::vector<std::vector<int>> Perms(const Question& question, Level level,
                                       const Effective& eff) const;

@@ -209,4 +209,10 @@ std::vector<double> Question::BinCenters() const {
   return out;
 }
 
+bool Question::IsScoreBins() const {
+  if (kind_ != QuestionKind::kScore) return false;
+  auto as_bins = ScoreBins(text_, k(), scale_lo_, scale_hi_, name_);
+  return as_bins.ok() && as_bins->key() == key_;
+}
+
 }  // namespace mesa_anyjev::decision

@@ -74,6 +74,10 @@ class Question {
   // The value each option stands for (score only): the level index, or the
   // bin midpoint lo + (hi - lo) * (i + 0.5) / K.
   std::vector<double> BinCenters() const;
+  // A score whose options are its own equal-width bins over its scale: it
+  // travels as bins and a scale (the receiver rebuilds the same key), any
+  // other score as levels.
+  bool IsScoreBins() const;
 
  private:
   Question(QuestionKind kind, std::string text,

@@ -24,6 +24,7 @@
 #include "server/service/bundles_service.h"
 #include "server/service/decisions_service.h"
 #include "server/service/inference_service.h"
+#include "server/service/reflection_v1.h"
 #include "server/service/serving_state.h"
 
 namespace mesa_anyjev::daemon {
@@ -58,6 +59,20 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   options.pem_key_cert_pairs.push_back({*key, *cert});
   return grpc::SslServerCredentials(options);
 }
+
+// gRPC's reflection library adds its v1alpha plugin to every server as it
+// loads; with server.reflection: false this option takes it out again.
+class WithoutReflectionPlugin final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    std::erase_if(*plugins, [](const auto& plugin) {
+      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(
+                 plugin.get()) != nullptr;
+    });
+  }
+};
 
 absl::Status WritePortFile(const std::string& path, int port) {
   if (path.empty()) return absl::OkStatus();
@@ -131,9 +146,6 @@ absl::Status Daemon::StartServing() {
   decision_options.default_deadline = options.default_deadline;
   decision_options.max_deadline = options.max_deadline;
   decision_options.queue_capacity = config_.server.queue_capacity;
-  decisions_ = std::make_unique<service::DecisionsService>(
-      decision_options, scheduler_.get(), metrics_.get(), auth_.get(),
-      state_.get());
   service::BundlesOptions bundle_options;
   bundle_options.dir =
       util::ResolveBundlesDir(config_.decisions.bundles_dir, std::getenv);
@@ -147,12 +159,25 @@ absl::Status Daemon::StartServing() {
   bundle_options.max_bundle_bytes = config_.limits.max_bundle_bytes;
   bundles_ = std::make_unique<service::BundlesService>(
       bundle_options, metrics_.get(), auth_.get(), state_.get());
+  decisions_ = std::make_unique<service::DecisionsService>(
+      decision_options, scheduler_.get(), metrics_.get(), auth_.get(),
+      state_.get(), bundles_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
-  if (config_.server.reflection) {
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  }
   grpc::ServerBuilder builder;
+  if (config_.server.reflection) {
+    // v1alpha from gRPC's plugin, v1 ours (gRPC 1.51 has none); both list
+    // the same services.
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    reflection_v1_ =
+        std::make_unique<service::ReflectionV1Service>(std::vector<std::string>{
+            kInferenceService, kDecisionsService, kBundlesService,
+            "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
+            "grpc.reflection.v1.ServerReflection"});
+    builder.RegisterService(reflection_v1_.get());
+  } else {
+    builder.SetOption(std::make_unique<WithoutReflectionPlugin>());
+  }
   int port = 0;
   builder.AddListeningPort(config_.server.listen, credentials, &port);
   // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use

@@ -28,6 +28,7 @@ class BearerAuth;
 class BundlesService;
 class DecisionsService;
 class InferenceService;
+class ReflectionV1Service;
 class ServingStateFlag;
 }  // namespace service
 }  // namespace mesa_anyjev
@@ -61,8 +62,9 @@ class Daemon {
   std::unique_ptr<service::BearerAuth> auth_;
   std::unique_ptr<service::ServingStateFlag> state_;
   std::unique_ptr<service::InferenceService> inference_;
-  std::unique_ptr<service::DecisionsService> decisions_;
   std::unique_ptr<service::BundlesService> bundles_;
+  std::unique_ptr<service::DecisionsService> decisions_;  // reads bundles_
+  std::unique_ptr<service::ReflectionV1Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Backend> backend_;
   // backend_ once loaded, for the metrics thread.

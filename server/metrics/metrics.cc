@@ -47,6 +47,8 @@ const char* MethodName(Method method) {
       return "LoadArtifacts";
     case Method::kResetPriors:
       return "ResetPriors";
+    case Method::kListQuestions:
+      return "ListQuestions";
     case Method::kListBundles:
       return "Bundles.List";
     case Method::kGetBundle:

@@ -32,6 +32,7 @@ enum class Method {
   kExportArtifacts,
   kLoadArtifacts,
   kResetPriors,
+  kListQuestions,
   kListBundles,
   kGetBundle,
   kPutBundle,

@@ -198,7 +198,18 @@ absl::Status BundlesService::ServeFrom(BundleStore* store) {
   served_lock_ = lock8;
   served_keys_ = std::move(served.keys);
   served_versions_ = std::move(served.versions);
+  std::map<std::string, ServedBundle> snapshot;
+  for (const auto& [id, key] : served_keys_) {
+    snapshot[id] = ServedBundle{key, served_versions_[id]};
+  }
+  absl::MutexLock lock(&served_mu_);
+  served_ = std::move(snapshot);
   return absl::OkStatus();
+}
+
+std::map<std::string, ServedBundle> BundlesService::Served() const {
+  absl::MutexLock lock(&served_mu_);
+  return served_;
 }
 
 template <typename Request, typename Response, typename Work>

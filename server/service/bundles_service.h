@@ -29,6 +29,12 @@
 
 namespace mesa_anyjev::service {
 
+// What the decider serves for one question id from the bundle store.
+struct ServedBundle {
+  std::string key;  // the question key the version's entry is for
+  int version = 0;
+};
+
 struct BundlesOptions {
   std::string
       dir;  // resolved; "" = no store: every call is FAILED_PRECONDITION
@@ -58,6 +64,10 @@ class BundlesService final : public RawServiceBundles {
   // below L1/L2); INVALID_ARGUMENT when the directory cannot be used.
   absl::Status Start(Backend* backend, decision::Decider* decider);
   void Stop();
+
+  // The version served for each question id (none without a store). Read
+  // without waiting for the store worker, which may be writing.
+  std::map<std::string, ServedBundle> Served() const;
 
   grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* raw_request,
@@ -115,6 +125,9 @@ class BundlesService final : public RawServiceBundles {
   std::string served_lock_ ABSL_GUARDED_BY(mu_);  // lock_sha[:8] served
   std::map<std::string, std::string> served_keys_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> served_versions_ ABSL_GUARDED_BY(mu_);
+  // A copy of served_keys_ and served_versions_ for Served().
+  mutable absl::Mutex served_mu_;
+  std::map<std::string, ServedBundle> served_ ABSL_GUARDED_BY(served_mu_);
 };
 
 }  // namespace mesa_anyjev::service

@@ -11,7 +11,6 @@
 #include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
 #include "common/text/strict_json.h"
-#include "common/text/utf8.h"
 #include "nlohmann/json.hpp"
 
 namespace mesa_anyjev::service {
@@ -52,7 +51,8 @@ absl::Status CheckCount(const std::string& field, int64_t n, const char* what,
   return absl::OkStatus();
 }
 
-// Bytes that must be valid UTF-8 within limits.max_text_bytes.
+// Text within limits.max_text_bytes. It is valid UTF-8: every text field is
+// a proto3 string, which the request parse checks (request_parse.h).
 absl::StatusOr<std::string> Text(const std::string& field,
                                  const std::string& bytes,
                                  const config::LimitsConfig& limits) {
@@ -61,9 +61,6 @@ absl::StatusOr<std::string> Text(const std::string& field,
                                        " bytes exceed "
                                        "limits.max_text_bytes=",
                                        limits.max_text_bytes));
-  }
-  if (const int64_t at = text::FirstInvalidUtf8(bytes); at >= 0) {
-    return Invalid(field, absl::StrCat("invalid UTF-8 at byte offset ", at));
   }
   return bytes;
 }

@@ -16,6 +16,7 @@
 #include "common/util/files.h"
 #include "server/service/call_admission.h"
 #include "server/service/decision_convert.h"
+#include "server/service/question_listing.h"
 #include "server/service/unary_call.h"
 
 namespace mesa_anyjev::service {
@@ -61,12 +62,14 @@ DecisionsService::DecisionsService(DecisionsOptions options,
                                    engine::Scheduler* scheduler,
                                    metrics::ServerMetrics* metrics,
                                    const BearerAuth* auth,
-                                   const ServingStateFlag* state)
+                                   const ServingStateFlag* state,
+                                   const BundlesService* bundles)
     : options_(std::move(options)),
       scheduler_(scheduler),
       metrics_(metrics),
       auth_(auth),
       state_(state),
+      bundles_(bundles),
       workers_(options_.decisions.workers, options_.queue_capacity) {}
 
 DecisionsService::~DecisionsService() { Stop(); }
@@ -367,6 +370,30 @@ grpc::ServerUnaryReactor* DecisionsService::ResetPriors(
     }
   }
   call->Complete(absl::OkStatus());
+  return call;
+}
+
+grpc::ServerUnaryReactor* DecisionsService::ListQuestions(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  auto* call = new UnaryCall(metrics_, Method::kListQuestions);
+  // Auth and state before the request bytes are read.
+  auto decider = Admit(*context);
+  if (!decider.ok()) {
+    call->Complete(decider.status());
+    return call;
+  }
+  const auto typed =
+      call->Parse<v1::ListQuestionsRequest, v1::ListQuestionsResponse>(
+          raw_request, raw_response);
+  if (typed.first == nullptr) return call;
+  // Reads the decider's tables and a copy of the served bundles: no model,
+  // no file, so it answers on the gRPC thread.
+  call->Complete(service::ListQuestions(
+      *typed.first, questions::QuestionSet::Reference(), **decider,
+      bundles_ != nullptr ? bundles_->Served()
+                          : std::map<std::string, ServedBundle>{},
+      typed.second));
   return call;
 }
 

@@ -19,6 +19,7 @@
 #include "server/engine/scheduler.h"
 #include "server/metrics/metrics.h"
 #include "server/service/bearer_auth.h"
+#include "server/service/bundles_service.h"
 #include "server/service/scheduled_backend.h"
 #include "server/service/serving_state.h"
 #include "server/service/unary_call.h"
@@ -44,13 +45,18 @@ using RawServiceDecisions =
                         WithRawCallbackMethod_LoadArtifacts<
                             ::mesa::anyjev::v1::Decisions::
                                 WithRawCallbackMethod_ResetPriors<
-                                    ::mesa::anyjev::v1::Decisions::Service>>>>>;
+                                    ::mesa::anyjev::v1::Decisions::
+                                        WithRawCallbackMethod_ListQuestions<
+                                            ::mesa::anyjev::v1::Decisions::
+                                                Service>>>>>>;
 
 class DecisionsService final : public RawServiceDecisions {
  public:
+  // `bundles` (may be null) says which bundle versions ListQuestions names.
   DecisionsService(DecisionsOptions options, engine::Scheduler* scheduler,
                    metrics::ServerMetrics* metrics, const BearerAuth* auth,
-                   const ServingStateFlag* state);
+                   const ServingStateFlag* state,
+                   const BundlesService* bundles = nullptr);
   ~DecisionsService() override;
 
   // The loaded model: builds the decider over it and loads
@@ -79,6 +85,9 @@ class DecisionsService final : public RawServiceDecisions {
   grpc::ServerUnaryReactor* ResetPriors(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
       grpc::ByteBuffer* raw_response) override;
+  grpc::ServerUnaryReactor* ListQuestions(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+      grpc::ByteBuffer* raw_response) override;
 
  private:
   // Auth, then state; the decider to use or why the call is refused.
@@ -98,6 +107,7 @@ class DecisionsService final : public RawServiceDecisions {
   metrics::ServerMetrics* const metrics_;
   const BearerAuth* const auth_;
   const ServingStateFlag* const state_;
+  const BundlesService* const bundles_;
   WorkerPool workers_;
   std::unique_ptr<ScheduledBackend> scheduled_;
   std::unique_ptr<decision::Decider> decider_;

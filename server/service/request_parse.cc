@@ -10,6 +10,7 @@
 #include "common/text/utf8.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/wire_format_lite.h"
 
 namespace mesa_anyjev::service {
@@ -79,7 +80,12 @@ absl::Status ParseRequest(const grpc::ByteBuffer& raw,
       bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
     }
   }
-  if (out->ParseFromString(bytes)) return absl::OkStatus();
+  {
+    // protobuf logs every invalid UTF-8 string it meets; the caller gets it
+    // in the status instead, and no client may fill the daemon's log.
+    google::protobuf::LogSilencer quiet;
+    if (out->ParseFromString(bytes)) return absl::OkStatus();
+  }
   std::string why = FindInvalidUtf8Field(out->GetDescriptor(), bytes);
   if (why.empty()) {
     why = absl::StrCat("not a valid ", out->GetDescriptor()->full_name(),

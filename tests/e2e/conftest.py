@@ -28,7 +28,7 @@ def _generate_stubs():
 
     out = tempfile.mkdtemp(prefix="mesa-anyjev-stubs-")
     include = str(Path(grpc_tools.__file__).parent / "_proto")
-    protos = [str(p.relative_to(PROTO_DIR)) for p in Path(PROTO_DIR).rglob("*.proto")]
+    protos = [str(p.relative_to(PROTO_DIR)) for p in (Path(PROTO_DIR) / "mesa").rglob("*.proto")]
     rc = protoc.main(["protoc", f"-I{PROTO_DIR}", f"-I{include}",
                       f"--python_out={out}", f"--grpc_python_out={out}", *protos])
     assert rc == 0, "protoc failed on our proto files"
@@ -241,8 +241,8 @@ def choice_group(state, question, options, label_ids=()):
     for shift in range(k):
         lines = [f"{chr(65 + j)}. {options[(j + shift) % k]}" for j in range(k)]
         suffixes.append("\n".join(lines) + "\nAnswer with the letter only.\nAnswer:")
-    return pb.PromptGroup(prefix=pb.Segment(text=prefix.encode()),
-                          suffixes=[pb.Segment(text=s.encode()) for s in suffixes],
+    return pb.PromptGroup(prefix=pb.Segment(text=prefix),
+                          suffixes=[pb.Segment(text=s) for s in suffixes],
                           label_ids=list(label_ids))
 
 
@@ -253,7 +253,25 @@ def small_request(daemon):
 
 
 def label_ids(stub, labels):
-    reply = stub.Tokenize(pb.TokenizeRequest(texts=[l.encode() for l in labels]), timeout=10)
+    reply = stub.Tokenize(pb.TokenizeRequest(texts=list(labels)), timeout=10)
     ids = [list(item.ids) for item in reply.items]
     assert all(len(i) == 1 for i in ids), ids
     return [i[0] for i in ids]
+
+
+def raw_call(daemon, method, payload, timeout=10, metadata=None):
+    """Sends request bytes as they are, e.g. from with_bytes()."""
+    call = daemon.channel.unary_unary(method, request_serializer=None,
+                                      response_deserializer=None)
+    return call(payload, timeout=timeout, metadata=metadata)
+
+
+def with_bytes(message, plain: bytes, broken: bytes) -> bytes:
+    """`message` serialised with its one occurrence of `plain` replaced by
+    `broken` (same length, so every length prefix stays right): how a test
+    puts invalid UTF-8 in a string field, which Python protobuf refuses to
+    serialise."""
+    assert len(plain) == len(broken)
+    payload = message.SerializeToString()
+    assert payload.count(plain) == 1, (plain, payload)
+    return payload.replace(plain, broken)

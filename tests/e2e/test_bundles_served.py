@@ -53,9 +53,9 @@ def fitted(start_daemon):
     return key, l1, l2
 
 
-def manifest(key, level, acc, ece):
-    return json.dumps({"per_question": {"topic": {"key": key, "level": level}},
-                       "validation": {"topic": {"loco": {"acc": acc, "ece": ece}}},
+def manifest(key, level, acc, ece, qid="topic"):
+    return json.dumps({"per_question": {qid: {"key": key, "level": level}},
+                       "validation": {qid: {"loco": {"acc": acc, "ece": ece}}},
                        "fitted_on": {"backend_kind": "hf", "served_model": "fake"}}).encode()
 
 
@@ -268,3 +268,24 @@ def test_unservable_versions_are_refused_at_put_and_skipped_at_start(
     code, details = code_of(lambda: again.decisions.Decide(dpb.DecideRequest(
         states=[dpb.State(text=b"About cells")], questions=[noul], level="L2"), timeout=30))
     assert code == grpc.StatusCode.FAILED_PRECONDITION, details
+
+
+def test_list_questions_names_the_promoted_bundle_version(start_daemon, tmp_path):
+    # A served question (the CLI's set) fitted, put under the set's lock and
+    # promoted: ListQuestions says the level and the version behind it.
+    d = start_daemon("--set", f"decisions.bundles_dir={tmp_path / 'store'}")
+    listed = d.decisions.ListQuestions(dpb.ListQuestionsRequest(ids=["avu.keep"]), timeout=10)
+    (keep,) = listed.questions
+    assert keep.level == "L0" and not keep.HasField("bundle_version")
+    texts = [f"An annotation, {'new' if i % 2 else 'redundant'} item {i}" for i in range(16)]
+    fit = d.decisions.Fit(dpb.FitRequest(question=keep.question,
+                                         states=[dpb.State(text=t) for t in texts],
+                                         labels=[i % 2 for i in range(16)], level="L1",
+                                         dry_run=True), timeout=60)
+    version = put(d, json.loads(fit.artifacts_json),
+                  manifest(keep.key, "L1", 0.7, 0.1, qid="avu.keep"), lock=listed.lock_sha).version
+    bundles(d).Promote(bpb.PromoteBundleRequest(lock_sha=listed.lock_sha, version=version,
+                                                question_id="avu.keep"), timeout=10)
+    (now,) = d.decisions.ListQuestions(dpb.ListQuestionsRequest(ids=["avu.keep"]),
+                                       timeout=10).questions
+    assert (now.level, now.bundle_version) == ("L1", version)

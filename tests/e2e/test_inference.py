@@ -35,7 +35,7 @@ def test_identity_is_stable_across_restarts(start_daemon):
 def test_tokenize_labels_are_single_tokens(daemon):
     ids = label_ids(daemon.stub, ["A", " A", "B", "Yes", " No", "7"])
     assert len(set(ids)) == 6
-    reply = daemon.stub.Tokenize(pb.TokenizeRequest(texts=["naïve café 你好 🙂".encode()]), timeout=10)
+    reply = daemon.stub.Tokenize(pb.TokenizeRequest(texts=["naïve café 你好 🙂"]), timeout=10)
     assert len(reply.items[0].ids) > 0
 
 
@@ -63,7 +63,7 @@ def test_prompt_groups_equal_single_prompts(daemon):
     prefix = group.prefix.text
     for i, suffix in enumerate(group.suffixes):
         whole = pb.PromptGroup(prefix=pb.Segment(text=prefix + suffix.text),
-                               suffixes=[pb.Segment(text=b"")], label_ids=[a, b])
+                               suffixes=[pb.Segment(text="")], label_ids=[a, b])
         alone = daemon.stub.Logprobs(pb.LogprobsRequest(groups=[whole]), timeout=10)
         assert list(alone.groups[0].prompts[0].label_logprobs) == \
             list(grouped.groups[0].prompts[i].label_logprobs)

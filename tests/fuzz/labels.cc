@@ -1,6 +1,6 @@
 // A labels file (JSON lines) against the reference question set.
 #include "client/learn/label_ingest.h"
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

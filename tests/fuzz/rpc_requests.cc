@@ -1,14 +1,20 @@
 // Bytes as any RPC request: parsed in the handler's way (request_parse.h),
 // then converted and validated as the services do, against the fake model.
-// The first byte picks the method; the rest is the request body.
+// The first byte picks the method (mod 10); the rest is the request body.
 #include <grpcpp/support/byte_buffer.h>
 
 #include "common/config/config.h"
+#include "common/decision/decider.h"
 #include "common/fake_backend.h"
+#include "common/questions/question_set.h"
+#include "google/protobuf/descriptor.h"
+#include "grpc/reflection/v1/reflection.pb.h"
 #include "mesa/anyjev/v1/bundles.pb.h"
 #include "mesa/anyjev/v1/decisions.pb.h"
 #include "mesa/anyjev/v1/inference.pb.h"
 #include "server/service/decision_convert.h"
+#include "server/service/question_listing.h"
+#include "server/service/reflection_v1.h"
 #include "server/service/request_convert.h"
 #include "server/service/request_parse.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -29,10 +35,11 @@ bool Parse(std::string_view body, Request* out) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  static const FakeBackend* fake = new FakeBackend();
+  static FakeBackend* fake = new FakeBackend();
+  static const decision::Decider* decider = new decision::Decider(fake);
   const config::LimitsConfig limits;
   const std::string_view body = fuzz::AsText(data + 1, size - 1);
-  switch (data[0] % 8) {
+  switch (data[0] % 10) {
     case 0: {
       v1::DecideRequest request;
       if (Parse(body, &request)) {
@@ -86,9 +93,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)Parse(body, &request);
       break;
     }
-    default: {
+    case 7: {
       v1::PromoteBundleRequest request;
       (void)Parse(body, &request);
+      break;
+    }
+    case 8: {
+      v1::ListQuestionsRequest request;
+      v1::ListQuestionsResponse response;
+      if (Parse(body, &request)) {
+        (void)service::ListQuestions(request,
+                                     questions::QuestionSet::Reference(),
+                                     *decider, {}, &response);
+      }
+      break;
+    }
+    default: {
+      ::grpc::reflection::v1::ServerReflectionRequest request;
+      if (Parse(body, &request)) {
+        (void)service::AnswerReflection(
+            request, {"mesa.anyjev.v1.Decisions"},
+            *google::protobuf::DescriptorPool::generated_pool());
+      }
       break;
     }
   }

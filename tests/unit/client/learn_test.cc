@@ -13,7 +13,7 @@
 #include "client/learn/label_store.h"
 #include "client/learn/loco.h"
 #include "client/policy/policy.h"
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 #include "tests/unit/temp_dir.h"
 
 namespace mesa_anyjev::learn {

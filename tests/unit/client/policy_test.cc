@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 
 namespace mesa_anyjev::policy {
 namespace {

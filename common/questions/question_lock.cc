@@ -1,5 +1,5 @@
 // The question lock (see question_lock.h).
-#include "client/questions/question_lock.h"
+#include "common/questions/question_lock.h"
 
 #include <filesystem>
 #include <map>

@@ -1,6 +1,6 @@
 // The reference's question set: ids, wording, options, twins and the keys the
 // published questions.lock.json pins (reference-system.md 6.1-6.3).
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 
 #include <catch2/catch.hpp>
 #include <map>
@@ -168,6 +168,26 @@ TEST_CASE("lookups are strict", "[questions]") {
   CHECK(missing.status().code() == absl::StatusCode::kNotFound);
   CHECK(std::string(missing.status().message()).find("column.unknown") !=
         std::string::npos);
+}
+
+TEST_CASE("an unknown id names the closest one when it is a typo",
+          "[questions]") {
+  const QuestionSet& set = QuestionSet::Reference();
+  CHECK(set.Closest("term.fit") == "term.fits");
+  CHECK(set.Closest("Term.Fits") == "term.fits");
+  CHECK(set.Closest("avu.kep") == "avu.keep");
+  CHECK(set.Closest("datacite.date_typ") == "datacite.date_type");
+  CHECK(set.Closest("x").empty());
+  CHECK(set.Closest("something else entirely").empty());
+  CHECK(set.Closest(std::string(129, 'a')).empty());
+  CHECK(set.Closest("").empty());
+  auto missing = set.Find("term.fit");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message() ==
+        "no question with id 'term.fit' (did you mean 'term.fits'?)");
+  // What reaches a message is printable, whatever the caller sent.
+  CHECK(set.Find("bad\xff\n").status().message() ==
+        "no question with id 'bad\\xff\\x0a'");
 }
 
 TEST_CASE("a set refuses duplicate ids, missing twins and untwinned K > 8",

@@ -146,8 +146,12 @@ class QuestionSet {
   static absl::StatusOr<QuestionSet> Create(std::vector<QuestionEntry> entries);
 
   const std::vector<QuestionEntry>& entries() const { return entries_; }
-  // NOT_FOUND naming the id when it is not in the set.
+  // NOT_FOUND naming the id when it is not in the set, with the closest
+  // id when one is near enough to be a typo ("did you mean 'term.fits'?").
   absl::StatusOr<const QuestionEntry*> Find(std::string_view id) const;
+  // The id closest to a mistyped `id` (util::ClosestName: a few edits, or
+  // a unique prefix); "" when none is near, or `id` is over 128 bytes.
+  std::string Closest(std::string_view id) const;
 
  private:
   explicit QuestionSet(std::vector<QuestionEntry> entries)

@@ -1,6 +1,6 @@
 // questions.lock.json: lock_sha against the published values, the file text,
 // hosted SQL and drift lines (reference-system.md 6.1).
-#include "client/questions/question_lock.h"
+#include "common/questions/question_lock.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

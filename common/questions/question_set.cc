@@ -1,12 +1,14 @@
 // The reference's question set (see question_set.h). Wording is copied
 // exactly from reference-system.md 6.2; the eight pre-M5 keys it publishes
 // are checked by the unit tests.
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/text/utf8.h"
 #include "common/util/suggest.h"
 
 namespace mesa_anyjev::questions {
@@ -170,14 +172,25 @@ absl::StatusOr<QuestionSet> QuestionSet::Create(
 
 absl::StatusOr<const QuestionEntry*> QuestionSet::Find(
     std::string_view id) const {
-  std::vector<std::string> ids;
   for (const QuestionEntry& e : entries_) {
     if (e.id() == id) return &e;
-    ids.push_back(e.id());
   }
-  return absl::NotFoundError(absl::StrCat(
-      "no question with id '", std::string(id), "'", util::DidYouMean(id, ids),
-      "; `mesa-anyjev questions` lists them"));
+  std::string message =
+      absl::StrCat("no question with id '", text::Printable(id), "'");
+  if (const std::string near = Closest(id); !near.empty()) {
+    absl::StrAppend(&message, " (did you mean '", near, "'?)");
+  }
+  return absl::NotFoundError(message);
+}
+
+std::string QuestionSet::Closest(std::string_view id) const {
+  // Ids are short; a longer string is no typo of one (and the distance
+  // costs its length times theirs).
+  constexpr size_t kLongest = 128;
+  if (id.size() > kLongest) return "";
+  std::vector<std::string> ids;
+  for (const QuestionEntry& e : entries_) ids.push_back(e.id());
+  return util::ClosestName(id, ids).value_or("");
 }
 
 }  // namespace mesa_anyjev::questions

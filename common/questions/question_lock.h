@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/questions/question_set.h"
+#include "common/questions/question_set.h"
 #include "nlohmann/json.hpp"
 
 namespace mesa_anyjev::questions {

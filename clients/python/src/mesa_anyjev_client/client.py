@@ -1,0 +1,256 @@
+"""Client: mesa-anyjevd's RPCs as typed Python calls (docs/rpc.md)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
+
+from ._proto.mesa.anyjev.v1 import decisions_pb2 as dpb
+from ._proto.mesa.anyjev.v1 import decisions_pb2_grpc
+from ._proto.mesa.anyjev.v1 import inference_pb2 as ipb
+from ._proto.mesa.anyjev.v1 import inference_pb2_grpc
+from .errors import NotFound, from_rpc_error
+from .types import Decision, Diagnostics, ModelInfo, PromptLogprobs, Question
+
+# A state: text (used verbatim) or a JSON value (rendered by the daemon as
+# json.dumps(value, indent=2, ensure_ascii=False)).
+State = Union[str, Mapping[str, Any], Sequence[Any]]
+PathLike = Union[str, "os.PathLike[str]"]
+
+_HEALTH = ("UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN")
+# Request metadata a balancer hashes on (docs/operations.md): FNV-1a of the
+# first bytes of the call's first state, as the CLI sends it.
+_AFFINITY_HEADER = "mesa-anyjev-affinity"
+_AFFINITY_BYTES = 256
+
+
+def _affinity(text: str) -> str:
+    value = 0xCBF29CE484222325
+    for byte in text.encode()[:_AFFINITY_BYTES]:
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{value:016x}"
+
+
+class Client:
+    """A connection to one daemon (or a balancer in front of several).
+
+    >>> with Client("127.0.0.1:50051", token_file="/etc/mesa-anyjev/token") as client:
+    ...     [d] = client.decide(["A column of species names"], questions=["term.fits"])
+    ...     d.level, d.probs["Yes"]
+
+    Every failed call raises a MesaAnyjevError subclass naming the status
+    and the request field (errors.py).
+    """
+
+    def __init__(self, address: str, *, token: Optional[str] = None,
+                 token_file: Optional[PathLike] = None, tls_ca: Optional[PathLike] = None,
+                 timeout: float = 30.0) -> None:
+        if token is not None and token_file is not None:
+            raise ValueError("give token or token_file, not both")
+        if token_file is not None:
+            token = Path(token_file).read_text().rstrip("\r\n")
+        self.timeout = timeout
+        self._metadata: Tuple[Tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ())
+        if tls_ca is not None:
+            credentials = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes())
+            self._channel = grpc.secure_channel(address, credentials)
+        else:
+            self._channel = grpc.insecure_channel(address)
+        self._inference = inference_pb2_grpc.InferenceStub(self._channel)
+        self._decisions = decisions_pb2_grpc.DecisionsStub(self._channel)
+        self._health = self._channel.unary_unary("/grpc.health.v1.Health/Check")
+        self._served: Dict[str, Question] = {}  # question id -> definition
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: Any, request: Any, timeout: Optional[float],
+              affinity: Optional[str] = None) -> Any:
+        metadata = list(self._metadata)
+        if affinity:
+            metadata.append((_AFFINITY_HEADER, _affinity(affinity)))
+        try:
+            return method(request, timeout=self.timeout if timeout is None else timeout,
+                          metadata=metadata)
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from None
+
+    def health(self, service: str = "", *, timeout: Optional[float] = None) -> str:
+        """grpc.health.v1 status of `service` ("" = the daemon): "SERVING",
+        "NOT_SERVING" (loading, draining), ... Needs no token."""
+        # HealthCheckRequest {string service = 1}, encoded by hand so the
+        # package needs no health stubs.
+        data = service.encode()
+        request = (b"\x0a" + _varint(len(data)) + data) if data else b""
+        reply = self._call(self._health, request, timeout)
+        status = 0
+        if reply[:1] == b"\x08":  # HealthCheckResponse {ServingStatus status = 1}
+            status = _read_varint(reply, 1)
+        return _HEALTH[status] if status < len(_HEALTH) else str(status)
+
+    def info(self, *, timeout: Optional[float] = None) -> ModelInfo:
+        """The served model and the request limits in force."""
+        m = self._call(self._inference.GetModelInfo, ipb.GetModelInfoRequest(), timeout)
+        return ModelInfo(name=m.name, identity=m.identity, n_layers=m.n_layers,
+                         hidden_size=m.hidden_size, vocab_size=m.vocab_size,
+                         max_choice_k=m.max_choice_k, hidden_states=m.hidden_states,
+                         server_version=m.server_version,
+                         limits={f.name: getattr(m.limits, f.name)
+                                 for f in m.limits.DESCRIPTOR.fields})
+
+    def tokenize(self, texts: Sequence[str], *, timeout: Optional[float] = None) -> List[List[int]]:
+        """Token ids of each text under the served model's tokenizer."""
+        texts = _sequence("texts", texts)
+        reply = self._call(self._inference.Tokenize, ipb.TokenizeRequest(texts=texts), timeout,
+                           affinity=texts[0] if texts else None)
+        return [list(item.ids) for item in reply.items]
+
+    def logprobs(self, prefix: str, suffixes: Sequence[str], label_ids: Sequence[int] = (),
+                 top_k: int = 0, *, timeout: Optional[float] = None) -> List[PromptLogprobs]:
+        """Next-token log-probabilities at the end of each prompt prefix +
+        suffixes[i] (one prompt group: the prefix is computed once)."""
+        group = ipb.PromptGroup(prefix=ipb.Segment(text=prefix),
+                                suffixes=[ipb.Segment(text=s) for s in _sequence("suffixes", suffixes)],
+                                label_ids=list(label_ids))
+        reply = self._call(self._inference.Logprobs,
+                           ipb.LogprobsRequest(groups=[group], top_k=top_k), timeout,
+                           affinity=prefix)
+        return [PromptLogprobs(label_logprobs=tuple(p.label_logprobs),
+                               top=tuple((t.id, t.logprob) for t in p.top), n_tokens=p.n_tokens)
+                for p in reply.groups[0].prompts]
+
+    def questions(self, ids: Optional[Sequence[str]] = None, *,
+                  timeout: Optional[float] = None) -> List[Question]:
+        """The questions the daemon serves by id (all, or `ids` in order),
+        each with its key and the level auto serves it at now. Raises
+        NotFound naming the id (and the closest one) for an unknown id."""
+        request = dpb.ListQuestionsRequest(ids=_sequence("ids", ids or []))
+        reply = self._call(self._decisions.ListQuestions, request, timeout)
+        listed = [_from_served(s) for s in reply.questions]
+        self._served.update((q.id, q) for q in listed)
+        return listed
+
+    def decide(self, states: Sequence[State], questions: Sequence[Union[str, Question]],
+               level: str = "auto", require: Optional[str] = None, *, exact_heads: bool = True,
+               timeout: Optional[float] = None) -> List[Decision]:
+        """A decision per (state, question), state-major.
+
+        `questions` are ids of served questions (resolved once per client
+        through ListQuestions, so the key is the one the CLI and promoted
+        bundles use) or Question values. `level`: "auto" (L2 where a head of
+        the question's key serves, else L1 where an artifact does, else L0),
+        "L2", "L1", "L0" or "raw"; `require` refuses the call when a
+        question would be served below it. `exact_heads` (the CLI's
+        setting) serves L2 only from a head fit on the exact key.
+        """
+        messages = [_state(s, i) for i, s in enumerate(_sequence("states", states))]
+        request = dpb.DecideRequest(states=messages, questions=self._resolve(questions),
+                                    level=level, require=require or "",
+                                    options=dpb.DecideOptions(exact_heads=exact_heads))
+        first = (messages[0].text or messages[0].json) if messages else None
+        reply = self._call(self._decisions.Decide, request, timeout, affinity=first)
+        return [_decision(d) for d in reply.decisions]
+
+    def _resolve(self, questions: Sequence[Union[str, Question]]) -> List[dpb.Question]:
+        questions = _sequence("questions", questions)
+        for i, q in enumerate(questions):
+            if not isinstance(q, (str, Question)):
+                raise TypeError(f"questions[{i}]: {type(q).__name__}; give an id or a Question")
+        missing = list(dict.fromkeys(q for q in questions
+                                     if isinstance(q, str) and q not in self._served))
+        if missing:
+            try:
+                self.questions(missing)
+            except NotFound as error:
+                # The daemon names ids[j] of the listing; name the caller's
+                # questions[i] instead.
+                j = int(re.search(r"\d+", error.field or "0").group())
+                i = questions.index(missing[j]) if j < len(missing) else 0
+                raise NotFound(error.code,
+                               re.sub(r"^ids\[\d+\]", f"questions[{i}]", error.details)) from None
+        return [_question_message(self._served[q] if isinstance(q, str) else q)
+                for q in questions]
+
+
+def _sequence(name: str, values: Any) -> List[Any]:
+    # One str is a sequence of characters: a likely mistake, refused.
+    if isinstance(values, (str, bytes, Mapping)):
+        raise TypeError(f"{name}: give a list (wrap one value in [...])")
+    return list(values)
+
+
+def _state(value: State, index: int) -> dpb.State:
+    if isinstance(value, str):
+        return dpb.State(text=value)
+    if isinstance(value, (bytes, bytearray)):
+        raise TypeError(f"states[{index}]: bytes; give str (decoded text) or a JSON value")
+    return dpb.State(json=json.dumps(value, ensure_ascii=False, allow_nan=False))
+
+
+def _question_message(q: Question) -> dpb.Question:
+    message = dpb.Question(id=q.id, kind=q.kind, text=q.text, options=list(q.options),
+                           bins=q.bins, labels=list(q.labels))
+    if q.scale is not None:
+        message.scale_lo, message.scale_hi = q.scale
+    return message
+
+
+def _from_served(served: Any) -> Question:
+    q = served.question
+    has_scale = q.HasField("scale_lo") or q.HasField("scale_hi")
+    return Question(
+        id=q.id, kind=q.kind, text=q.text, options=tuple(q.options), bins=q.bins,
+        scale=(q.scale_lo if q.HasField("scale_lo") else 0.0,
+               q.scale_hi if q.HasField("scale_hi") else 1.0) if has_scale else None,
+        labels=tuple(q.labels), key=served.key, twin=served.twin or None, scope=served.scope,
+        level=served.level,
+        bundle_version=served.bundle_version if served.HasField("bundle_version") else None)
+
+
+def _optional(message: Any, name: str) -> Any:
+    return getattr(message, name) if message.HasField(name) else None
+
+
+def _decision(d: Any) -> Decision:
+    g = d.diagnostics
+    return Decision(
+        state_index=d.state_index, question_id=d.question_id, question_key=d.question_key,
+        kind=d.kind, level=d.level, probs=dict(zip(d.options, d.probs)), answer=d.answer,
+        answer_index=d.answer_index, confidence=d.confidence, margin=d.margin,
+        p_true=_optional(d, "p_true"), score_value=_optional(d, "score_value"),
+        diagnostics=Diagnostics(
+            shifts_read=g.shifts_read, prior_method=g.prior_method, prompts=g.prompts,
+            answer_mass=_optional(g, "answer_mass"), temperature=_optional(g, "temperature"),
+            n_calib=g.n_calib, head_version=g.head_version, readout=g.readout,
+            routed_from=g.routed_from))
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _read_varint(data: bytes, pos: int) -> int:
+    value, shift = 0, 0
+    while pos < len(data):
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        pos, shift = pos + 1, shift + 7
+    return 0

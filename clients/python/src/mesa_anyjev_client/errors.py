@@ -1,0 +1,80 @@
+"""Errors of mesa-anyjev-client: one exception class per gRPC status the
+daemon documents (docs/rpc.md), each naming the status and, where the
+daemon's message starts with one, the request field it refuses."""
+from __future__ import annotations
+
+import re
+from typing import Dict, Optional, Type
+
+import grpc
+
+# "states[0].text: ...", "questions[1].options: ...", "ids: ...", and the
+# request parse's "request: states[0].text: invalid UTF-8 ...".
+_FIELD = re.compile(r"^(?:request: )?([A-Za-z_]\w*(?:\[\d+\])?(?:\.[A-Za-z_]\w*(?:\[\d+\])?)*): ")
+
+
+class MesaAnyjevError(Exception):
+    """A call the daemon (or gRPC) refused.
+
+    `code` is the grpc.StatusCode name ("INVALID_ARGUMENT"), `field` the
+    request field the message names ("states[0].text") or None, `details`
+    the daemon's message. str() gives "CODE: details".
+    """
+
+    def __init__(self, code: str, details: str, field: Optional[str] = None) -> None:
+        super().__init__(f"{code}: {details}")
+        self.code = code
+        self.details = details
+        self.field = field if field is not None else field_of(details)
+
+
+class InvalidArgument(MesaAnyjevError):
+    """A request field over a limit or malformed."""
+
+
+class NotFound(MesaAnyjevError):
+    """An unknown question id, bundle version or symbol."""
+
+
+class FailedPrecondition(MesaAnyjevError):
+    """A level that cannot be served now, or a bundle of another model."""
+
+
+class ResourceExhausted(MesaAnyjevError):
+    """A full queue or an oversize message: retry later or split."""
+
+
+class Unavailable(MesaAnyjevError):
+    """The daemon is loading, draining or unreachable: retry."""
+
+
+class Unauthenticated(MesaAnyjevError):
+    """A missing or wrong bearer token."""
+
+
+class DeadlineExceeded(MesaAnyjevError):
+    """The call's deadline passed, queued or running."""
+
+
+_BY_CODE: Dict[grpc.StatusCode, Type[MesaAnyjevError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+}
+
+
+def field_of(details: str) -> Optional[str]:
+    """The field a daemon message starts with, or None."""
+    match = _FIELD.match(details)
+    return match.group(1) if match else None
+
+
+def from_rpc_error(error: grpc.RpcError) -> MesaAnyjevError:
+    """The exception for a failed call (grpc.RpcError is also a grpc.Call)."""
+    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = (error.details() if isinstance(error, grpc.Call) else None) or str(error)
+    return _BY_CODE.get(code, MesaAnyjevError)(code.name, details)
