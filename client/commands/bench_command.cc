@@ -20,7 +20,6 @@
 #include "client/commands/missing_labels.h"
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
-#include "common/questions/question_set.h"
 #include "client/ui/progress.h"
 #include "client/ui/terminal.h"
 #include "common/decision/py_format.h"

@@ -18,8 +18,8 @@ int RunHealth(const config::Config& config, const OutputOptions& output,
     std::cerr << "mesa-anyjev: " << client.status().message() << "\n";
     return 2;
   }
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration<double>(wait_s);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   auto status = (*client)->Health();
   // A daemon still starting refuses connections or says NOT_SERVING; both
   // are worth another look until the wait is over.

@@ -17,10 +17,10 @@
 #include "client/learn/label_ingest.h"
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
-#include "common/questions/question_set.h"
 #include "client/ui/progress.h"
 #include "client/ui/table.h"
 #include "client/ui/terminal.h"
+#include "common/questions/question_set.h"
 #include "common/status/status_macros.h"
 #include "common/util/files.h"
 

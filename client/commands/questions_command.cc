@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/commands/commands.h"
-#include "common/questions/question_lock.h"
-#include "common/questions/question_set.h"
 #include "client/ui/table.h"
 #include "client/ui/terminal.h"
+#include "common/questions/question_lock.h"
+#include "common/questions/question_set.h"
 #include "common/util/files.h"
 
 namespace mesa_anyjev::client {
