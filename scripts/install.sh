@@ -79,6 +79,21 @@ install_venv() {
 
 install_venv "$VENV" "$REQS"
 [ "$CORE" -eq 1 ] && exit 0
+# Wheels for tests/e2e/test_python_client.py, which installs clients/python
+# into a fresh virtual environment offline: the pinned venv's grpcio,
+# grpcio-tools, protobuf and setuptools, fetched once (keyed by the pins).
+WHEELS="${MESA_ANYJEV_WHEEL_DIR:-/opt/mesa-anyjev/wheels}"
+pins="$("$VENV/bin/python" -c 'import importlib.metadata as m
+print(" ".join(f"{n}=={m.version(n)}" for n in ("grpcio", "grpcio-tools", "protobuf", "setuptools")))')"
+if [ "$(cat "$WHEELS/.pins" 2>/dev/null || true)" != "$pins" ]; then
+  log "wheels for the Python client test: $pins"
+  sudo_if_needed mkdir -p "$WHEELS"
+  # shellcheck disable=SC2086
+  sudo_if_needed "$VENV/bin/pip" download -q --disable-pip-version-check -d "$WHEELS" $pins
+  echo "$pins" | sudo_if_needed tee "$WHEELS/.pins" >/dev/null
+else
+  log "wheels for the Python client test: up to date"
+fi
 # The real gateway chain the gateway tests start (issue 17): vLLM's CPU
 # build and the LiteLLM proxy, each in its own environment (their pins
 # conflict with ours and with each other).

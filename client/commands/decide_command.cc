@@ -142,9 +142,8 @@ absl::StatusOr<std::vector<Question>> LoadQuestions(
 // A state read from a file or stdin loses its final line ending: `echo
 // text | mesa-anyjev decide` decides "text", as --state text does.
 std::string WithoutFinalNewline(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
-    text.pop_back();
-  }
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
   return text;
 }
 

@@ -5,10 +5,10 @@ id carry the CLI's keys, decide takes str and JSON states, a fit and a
 promoted bundle show in questions(), failures raise exceptions naming the
 status and the field, and the bearer token is sent.
 
-pip installs offline from a wheel folder (MESA_ANYJEV_WHEEL_DIR, ctest's
-build/python-wheels): grpcio, grpcio-tools, protobuf and setuptools at the
-versions of the pinned test venv (scripts/requirements.txt). A machine that
-reaches PyPI fills it once with `pip download`; later runs use it as it is.
+pip installs offline from the wheel folder scripts/install.sh fills
+(MESA_ANYJEV_WHEEL_DIR, /opt/mesa-anyjev/wheels): grpcio, grpcio-tools,
+protobuf and setuptools at the versions of the pinned test venv
+(scripts/requirements.txt).
 """
 import importlib.metadata
 import json
@@ -27,21 +27,19 @@ from mesa.anyjev.v1 import bundles_pb2 as bpb, bundles_pb2_grpc
 from conftest import dpb
 
 ROOT = Path(__file__).resolve().parents[2]
-WHEELS = Path(os.environ.get("MESA_ANYJEV_WHEEL_DIR", ROOT / "build" / "python-wheels"))
+WHEELS = Path(os.environ.get("MESA_ANYJEV_WHEEL_DIR", "/opt/mesa-anyjev/wheels"))
 TOKEN = "python-client-token"
 AUTH = [("authorization", f"Bearer {TOKEN}")]
 
 
 def wheel_folder() -> Path:
+    """The wheels scripts/install.sh fetched for this test, at the pinned
+    venv's versions."""
     pins = [f"{name}=={importlib.metadata.version(name)}"
             for name in ("grpcio", "grpcio-tools", "protobuf", "setuptools")]
     marker = WHEELS / ".pins"
-    if marker.exists() and marker.read_text() == " ".join(pins):
-        return WHEELS
-    WHEELS.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-                    "-d", str(WHEELS), *pins], check=True, timeout=600)
-    marker.write_text(" ".join(pins))
+    assert marker.exists() and marker.read_text().split() == pins, (
+        f"{WHEELS} lacks the wheels {pins}: run scripts/install.sh")
     return WHEELS
 
 

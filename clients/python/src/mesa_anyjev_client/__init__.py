@@ -1,7 +1,7 @@
 """mesa-anyjev-client: typed decisions from mesa-anyjevd over gRPC.
 
     from mesa_anyjev_client import Client
-    client = Client("127.0.0.1:50051")
+    client = Client("127.0.0.1:50151")
     [d] = client.decide(["A column of species names"], questions=["term.fits"])
 """
 from .client import Client, State

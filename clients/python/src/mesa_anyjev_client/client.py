@@ -38,7 +38,7 @@ def _affinity(text: str) -> str:
 class Client:
     """A connection to one daemon (or a balancer in front of several).
 
-    >>> with Client("127.0.0.1:50051", token_file="/etc/mesa-anyjev/token") as client:
+    >>> with Client("127.0.0.1:50151", token_file="/etc/mesa-anyjev/token") as client:
     ...     [d] = client.decide(["A column of species names"], questions=["term.fits"])
     ...     d.level, d.probs["Yes"]
 
