@@ -39,7 +39,7 @@ test: install build
 # runs and why). Leak checks are off: gRPC and libtorch keep static state
 # alive at exit by design; growth is what the soak test measures.
 ASAN_DIR   ?= build-asan
-ASAN_TESTS ?= ^(unit:|fuzz replay: |e2e: test_(errors|hardening|decisions|inference|lifecycle|bundles_served|metrics|qwen3_served)$$)
+ASAN_TESTS ?= ^(unit:|fuzz replay: |e2e: test_(errors|hardening|decisions|inference|lifecycle|bundles_served|metrics|qwen3_served|reflection)$$)
 FUZZ_REPLAYS := $(addprefix fuzz_,$(addsuffix _replay,strict_json rpc_requests artifacts safetensors tokenizer_json tokenizer_text config_yaml labels gateway_response))
 test-asan: install
 	@TORCH_PREFIX=$$($(PYTHON) -c 'import torch; print(torch.utils.cmake_prefix_path)') && \

@@ -233,9 +233,11 @@ int RunLearnIngest(const config::Config& config, const LearnOptions& options) {
     table.AddRow({qid, absl::StrCat(n), absl::StrJoin(parts, ", ")});
   }
   table.Print(std::cout, ui::OutputColumns());
-  const std::string first = summary["per_question"].empty()
+  // The README's question when it has labels, else the first that does.
+  const Json& per = summary["per_question"];
+  const std::string first = per.contains("term.fits") || per.empty()
                                 ? "term.fits"
-                                : summary["per_question"].begin().key();
+                                : per.begin().key();
   std::cout << "next: mesa-anyjev learn fit --question " << first
             << " --level L1   (or --level L2 on a backend with hidden "
                "states)\n";
