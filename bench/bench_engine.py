@@ -69,15 +69,6 @@ class Ours:
             request["prefix_caching"] = False
         return self._run(request)["seconds"]
 
-    def prefill_rate(self, batch_tokens=8192, prompt=512, repeat=3):
-        """Our tokens/s for one pass of `batch_tokens` new tokens (whole
-        prompts of `prompt` tokens, logprobs at each last position)."""
-        request = {"time_prefill": {"tokens": prompt, "batch": batch_tokens // prompt,
-                                    "repeat": repeat}, "prefix_caching": False}
-        if self.device.startswith("cuda"):
-            request["kv_pool_bytes"] = 4 << 30  # Qwen3-8B: 147 KB of KV a token
-        return self._run(request)["tokens_per_second"]
-
 
 def backbone_params(model):
     """Parameters a prompt token multiplies: the blocks and norms, without the
@@ -265,7 +256,7 @@ def main():
         del model  # the peer below loads its own copy
         daemon_args = ["--set", f"model.cpu_gemm={args.gemm}"]
         more, facts, _ = annotation_workload.run(directory, daemon_args, args.threads,
-                                                 ours.prefill_rate(), attention=args.attention)
+                                                 attention=args.attention)
         rows += [(*row[:4], "1 round", row[4]) for row in more]
         print("\n".join(facts))
     print_table(f"Qwen3 {args.layers} blocks x hidden {args.hidden}, float32, {args.attention} "

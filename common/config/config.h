@@ -60,6 +60,10 @@ struct EngineConfig {
   int32_t kv_block_tokens = 16;
   // Keep computed prefix blocks for reuse across calls (evicted LRU).
   bool prefix_caching = true;
+  // CPU only: freed activation blocks (1 MiB and up) kept for the next
+  // pass, at most this many bytes (server/engine/host_block_cache.h); 0 =
+  // off, every block back to malloc.
+  int64_t host_cache_bytes = int64_t{2} << 30;
 };
 
 struct LimitsConfig {

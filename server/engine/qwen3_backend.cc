@@ -17,6 +17,7 @@
 #include "common/status/status_macros.h"
 #include "common/text/bpe_tokenizer.h"
 #include "common/text/utf8.h"
+#include "server/engine/host_block_cache.h"
 #include "server/engine/kv_blocks.h"
 #include "server/engine/pass_planner.h"
 #include "server/model/qwen3_loader.h"
@@ -201,6 +202,11 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
     // (docs/model.md).
     mallopt(M_MMAP_MAX, 0);
     mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+    // The largest (over 64 MiB) are mapped anew all the same when the
+    // engine thread's arena is not the main one: those are kept here.
+    if (engine.host_cache_bytes > 0) {
+      InstallHostBlockCache(engine.host_cache_bytes);
+    }
   }
   // The KV pool, allocated once: every pass's keys and values and the
   // prefix cache share it.

@@ -188,11 +188,10 @@ def engine(model, directory, layers, peak):
     rows.append(achieved_row(model, per_s, peak, "TFLOP/s", 1e12))
     # The annotation workload through the daemon, against anyjev on the
     # same device; its FLOP/s from the tokens the engine computed.
-    rate = ours.prefill_rate()
     shape = dict(n_states=4, n_questions=3, rounds=1) if SMOKE else {}
     # Qwen3-8B's KV is 147 KB a token: a pool for two full passes.
     pool = [] if SMOKE else ["--set", f"engine.kv_pool_bytes={4 << 30}"]
-    more, facts, figures = annotation_workload.run(directory, pool, os.cpu_count(), rate,
+    more, facts, figures = annotation_workload.run(directory, pool, os.cpu_count(),
                                                    device=DEVICE, dtype=DTYPE, **shape)
     rows += more
     achieved = 2 * backbone_params(model) * figures["tokens"] / figures["seconds"]
