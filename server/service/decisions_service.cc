@@ -297,104 +297,87 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
   return call;
 }
 
-grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
+template <typename Request, typename Response, typename Answer>
+grpc::ServerUnaryReactor* DecisionsService::Inline(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
-    grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kExportArtifacts);
+    grpc::ByteBuffer* raw_response, metrics::Method method, Answer answer) {
+  auto* call = new UnaryCall(metrics_, method);
   // Auth and state before the request bytes are read.
   auto decider = Admit(*context);
   if (!decider.ok()) {
     call->Complete(decider.status());
     return call;
   }
-  const auto typed =
-      call->Parse<v1::ExportArtifactsRequest, v1::ExportArtifactsResponse>(
-          raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::ExportArtifactsRequest* request = typed.first;
-  [[maybe_unused]] v1::ExportArtifactsResponse* response = typed.second;
-  response->set_artifacts_json(
-      (*decider)->ExportArtifacts(request->include_observations()).dump(1));
-  call->Complete(absl::OkStatus());
+  const auto [request, response] =
+      call->Parse<Request, Response>(raw_request, raw_response);
+  if (request == nullptr) return call;
+  call->Complete(answer(**decider, *request, response));
   return call;
+}
+
+grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  return Inline<v1::ExportArtifactsRequest, v1::ExportArtifactsResponse>(
+      context, raw_request, raw_response, Method::kExportArtifacts,
+      [](decision::Decider& decider, const v1::ExportArtifactsRequest& request,
+         v1::ExportArtifactsResponse* response) {
+        response->set_artifacts_json(
+            decider.ExportArtifacts(request.include_observations()).dump(1));
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* DecisionsService::LoadArtifacts(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kLoadArtifacts);
-  // Auth and state before the request bytes are read.
-  auto decider = Admit(*context);
-  if (!decider.ok()) {
-    call->Complete(decider.status());
-    return call;
-  }
-  const auto typed =
-      call->Parse<v1::LoadArtifactsRequest, v1::LoadArtifactsResponse>(
-          raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::LoadArtifactsRequest* request = typed.first;
-  [[maybe_unused]] v1::LoadArtifactsResponse* response = typed.second;
-  auto json = ParseArtifactsJson(request->artifacts_json());
-  if (!json.ok()) {
-    call->Complete(json.status());
-    return call;
-  }
-  auto loaded = (*decider)->LoadArtifacts(*json);
-  if (loaded.ok()) response->set_loaded(*loaded);
-  call->Complete(loaded.status());
-  return call;
+  return Inline<v1::LoadArtifactsRequest, v1::LoadArtifactsResponse>(
+      context, raw_request, raw_response, Method::kLoadArtifacts,
+      [this](decision::Decider& decider,
+             const v1::LoadArtifactsRequest& request,
+             v1::LoadArtifactsResponse* response) -> absl::Status {
+        ASSIGN_OR_RETURN(const auto json,
+                         ParseArtifactsJson(request.artifacts_json()));
+        ASSIGN_OR_RETURN(const int loaded, decider.LoadArtifacts(json));
+        response->set_loaded(loaded);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* DecisionsService::ResetPriors(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kResetPriors);
-  // Auth and state before the request bytes are read.
-  auto decider = Admit(*context);
-  if (!decider.ok()) {
-    call->Complete(decider.status());
-    return call;
-  }
-  const auto typed =
-      call->Parse<v1::ResetPriorsRequest, v1::ResetPriorsResponse>(
-          raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::ResetPriorsRequest* request = typed.first;
-  [[maybe_unused]] v1::ResetPriorsResponse* response = typed.second;
-  if (request->question_keys_size() == 0) {
-    (*decider)->ResetAllPriors();
-  } else {
-    for (const std::string& key : request->question_keys()) {
-      (*decider)->ResetPrior(key);
-    }
-  }
-  call->Complete(absl::OkStatus());
-  return call;
+  return Inline<v1::ResetPriorsRequest, v1::ResetPriorsResponse>(
+      context, raw_request, raw_response, Method::kResetPriors,
+      [](decision::Decider& decider, const v1::ResetPriorsRequest& request,
+         v1::ResetPriorsResponse*) {
+        if (request.question_keys_size() == 0) {
+          decider.ResetAllPriors();
+        } else {
+          for (const std::string& key : request.question_keys()) {
+            decider.ResetPrior(key);
+          }
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* DecisionsService::ListQuestions(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kListQuestions);
-  // Auth and state before the request bytes are read.
-  auto decider = Admit(*context);
-  if (!decider.ok()) {
-    call->Complete(decider.status());
-    return call;
-  }
-  const auto typed =
-      call->Parse<v1::ListQuestionsRequest, v1::ListQuestionsResponse>(
-          raw_request, raw_response);
-  if (typed.first == nullptr) return call;
   // Reads the decider's tables and a copy of the served bundles: no model,
-  // no file, so it answers on the gRPC thread.
-  call->Complete(service::ListQuestions(
-      *typed.first, questions::QuestionSet::Reference(), **decider,
-      bundles_ != nullptr ? bundles_->Served()
-                          : std::map<std::string, ServedBundle>{},
-      typed.second));
-  return call;
+  // no file.
+  return Inline<v1::ListQuestionsRequest, v1::ListQuestionsResponse>(
+      context, raw_request, raw_response, Method::kListQuestions,
+      [this](decision::Decider& decider,
+             const v1::ListQuestionsRequest& request,
+             v1::ListQuestionsResponse* response) {
+        return service::ListQuestions(
+            request, questions::QuestionSet::Reference(), decider,
+            bundles_ != nullptr ? bundles_->Served()
+                                : std::map<std::string, ServedBundle>{},
+            response);
+      });
 }
 
 }  // namespace mesa_anyjev::service

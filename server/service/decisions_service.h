@@ -91,6 +91,14 @@ class DecisionsService final : public RawServiceDecisions {
 
  private:
   // Auth, then state; the decider to use or why the call is refused.
+  // A call that touches no model (export, load, reset, list): admitted,
+  // parsed and answered by `answer(decider, request, response)` on the gRPC
+  // thread.
+  template <typename Request, typename Response, typename Answer>
+  grpc::ServerUnaryReactor* Inline(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* raw_request,
+                                   grpc::ByteBuffer* raw_response,
+                                   metrics::Method method, Answer answer);
   absl::StatusOr<decision::Decider*> Admit(
       const grpc::CallbackServerContext& context);
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
