@@ -2,13 +2,13 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
 #include <mutex>
-#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -50,8 +50,12 @@ class HostBlockCache final : public c10::Allocator {
         ++misses_;
       }
     }
-    if (data == nullptr && posix_memalign(&data, kAlignment, n) != 0) {
-      throw std::bad_alloc();
+    if (data == nullptr) {
+      const int error = posix_memalign(&data, kAlignment, n);
+      // c10's own error type and wording, so a failed load says how much.
+      TORCH_CHECK_WITH(OutOfMemoryError, error == 0,
+                       "host block cache: cannot allocate ", n,
+                       " bytes: ", std::strerror(error));
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -115,8 +119,8 @@ class HostBlockCache final : public c10::Allocator {
 
   c10::Allocator* const small_;
   std::mutex mu_;
-  std::unordered_map<void*, size_t> live_;       // our blocks in use
-  std::map<size_t, std::vector<void*>> free_;    // by size class
+  std::unordered_map<void*, size_t> live_;     // our blocks in use
+  std::map<size_t, std::vector<void*>> free_;  // by size class
   int64_t budget_ = 0, cached_ = 0, hits_ = 0, misses_ = 0;
 };
 

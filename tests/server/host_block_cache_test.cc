@@ -53,5 +53,16 @@ TEST_CASE("Over its budget the cache returns blocks to the system",
   CHECK(GetHostBlockCacheStats().cached_bytes <= (int64_t{64} << 20));
 }
 
+TEST_CASE("An allocation the system refuses is c10's out-of-memory error",
+          "[engine]") {
+  InstallHostBlockCache(int64_t{64} << 20);
+  try {
+    const at::Tensor huge = at::empty({int64_t{1} << 40}, at::kFloat);  // 4 TB
+    FAIL("4 TB were allocated");
+  } catch (const c10::OutOfMemoryError& e) {
+    CHECK(std::string(e.what()).find("cannot allocate") != std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace mesa_anyjev::engine
