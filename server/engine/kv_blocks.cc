@@ -93,6 +93,24 @@ std::vector<BlockId> KvBlocks::Match(const std::vector<TokenId>& ids,
   return chain;
 }
 
+std::optional<std::pair<BlockId, int32_t>> KvBlocks::MatchPartial(
+    BlockId parent, const TokenId* ids, int32_t n, int32_t depth,
+    const std::function<bool(BlockId)>& usable) {
+  if (!prefix_caching_ || parent < 0) return std::nullopt;
+  std::optional<std::pair<BlockId, int32_t>> best;
+  n = std::min(n, block_tokens_ - 1);
+  for (const auto& [key, child] : blocks_[static_cast<size_t>(parent)].children) {
+    if (blocks_[static_cast<size_t>(child)].depth < depth || !usable(child)) {
+      continue;
+    }
+    const int32_t m = static_cast<int32_t>(
+        std::mismatch(ids, ids + std::max(n, 0), key.begin()).first - ids);
+    if (m > 0 && (!best.has_value() || m > best->second)) best = {child, m};
+  }
+  if (best.has_value()) Touch(best->first);  // with its parent's clock
+  return best;
+}
+
 bool KvBlocks::Publish(BlockId parent, const TokenId* tokens, BlockId b,
                        int32_t depth) {
   if (!prefix_caching_) return false;

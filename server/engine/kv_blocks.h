@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <utility>
@@ -47,6 +48,17 @@ class KvBlocks {
   // Not referenced (the caller refs what it keeps); marks them used.
   std::vector<BlockId> Match(const std::vector<TokenId>& ids, size_t limit,
                              int32_t depth);
+
+  // Past a matched chain: the cached child of `parent` (a chain's last
+  // block, never the root, whose children are every prompt's first block)
+  // with layers covering `depth`, admitted by `usable`, whose tokens begin
+  // with the longest run of `ids[0, n)`, n < block_tokens: (block, tokens
+  // matched), nullopt when none matches a token. Its first positions' keys
+  // and values are those of the run (same path, same positions), so they
+  // can be copied instead of computed. Marks it used; not referenced.
+  std::optional<std::pair<BlockId, int32_t>> MatchPartial(
+      BlockId parent, const TokenId* ids, int32_t n, int32_t depth,
+      const std::function<bool(BlockId)>& usable);
 
   // Makes `block`, holding `tokens` (block_tokens of them) after the chain
   // ending at `parent` (-1: the root) with layers covering `depth` blocks,

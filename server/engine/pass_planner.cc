@@ -84,9 +84,14 @@ PassPlanner::PassPlanner(KvBlocks* blocks, const std::vector<PlanGroup>& groups,
 
 PassPlanner::~PassPlanner() {
   if (in_flight_) Finish(false);
-  for (Unit& unit : units_) {
-    for (BlockId b : unit.chain) blocks_->Unref(b);
-  }
+  for (Unit& unit : units_) Drop(unit);
+}
+
+void PassPlanner::Drop(Unit& unit) {
+  for (BlockId b : unit.chain) blocks_->Unref(b);
+  unit.chain.clear();
+  if (unit.copy_tokens > 0) blocks_->Unref(unit.copy_from);
+  unit.copy_tokens = 0;
 }
 
 int64_t PassPlanner::Slot(const std::vector<BlockId>& blocks,
@@ -105,6 +110,31 @@ void PassPlanner::Start(Unit& unit) {
   for (BlockId b : unit.chain) blocks_->Ref(b);
   unit.held = static_cast<int64_t>(unit.chain.size()) * blocks_->block_tokens();
   ++(unit.chain.empty() ? stats_.prefix_misses : stats_.prefix_hits);
+  // The next block may be cached under another continuation (a state's
+  // last tokens before another question): its common run is copied, not
+  // computed. A prefix segment must follow to carry the copy, so the run
+  // stops before the prefix's last token.
+  const int64_t room = static_cast<int64_t>(p) - 1 - unit.held;
+  if (!unit.chain.empty() && room > 0) {
+    const auto usable = [this](BlockId b) {
+      return std::find(pass_copied_.begin(), pass_copied_.end(), b) ==
+             pass_copied_.end();
+    };
+    const auto run = blocks_->MatchPartial(
+        unit.chain.back(), unit.prefix->data() + unit.held,
+        static_cast<int32_t>(std::min<int64_t>(room, blocks_->block_tokens())),
+        depth_, usable);
+    if (run.has_value()) {
+      if (const std::optional<BlockId> to = blocks_->Allocate()) {
+        blocks_->Ref(run->first);
+        unit.copy_from = run->first;
+        unit.copy_to = *to;
+        unit.copy_tokens = run->second;
+        unit.chain.push_back(*to);
+        unit.held += run->second;
+      }
+    }
+  }
   stats_.reused_tokens += unit.held;
 }
 
@@ -146,8 +176,7 @@ absl::StatusOr<Pass> PassPlanner::Next(
     Unit& u = units_[i];
     if (u.finished) continue;
     if (!live(u.owner)) {
-      for (BlockId b : u.chain) blocks_->Unref(b);
-      u.chain.clear();
+      Drop(u);
       u.finished = true;
       continue;
     }
@@ -175,6 +204,15 @@ absl::StatusOr<Pass> PassPlanner::Next(
         seg.keys.push_back(Slot(u.chain, pos));
       }
       if (u.held + take == p) seg.outputs = u.prefix_outputs;
+      if (u.copy_tokens > 0) {
+        for (int64_t t = 0; t < u.copy_tokens; ++t) {
+          pass.copies.emplace_back(int64_t{u.copy_from} * bs + t,
+                                   int64_t{u.copy_to} * bs + t);
+        }
+        pass_refs_.push_back(u.copy_from);  // until the pass ran
+        pass_copied_.push_back(u.copy_to);
+        u.copy_tokens = 0;
+      }
       // Blocks this segment completes become findable now: a later segment
       // of this pass may attend to them.
       for (int64_t k = u.held / bs; (k + 1) * bs <= u.held + take; ++k) {
@@ -251,6 +289,7 @@ void PassPlanner::Finish(bool ok) {
   for (BlockId b : pass_refs_) blocks_->Unref(b);
   pass_published_.clear();
   pass_refs_.clear();
+  pass_copied_.clear();
 }
 
 }  // namespace mesa_anyjev::engine

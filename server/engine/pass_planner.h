@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,11 @@ struct Segment {
 struct Pass {
   std::vector<Segment> segments;
   int64_t tokens = 0;
+  // (from, to) pool slots whose keys and values are copied at every layer
+  // after the pass's own are written, before attention: a prefix that
+  // continues part of a cached block (KvBlocks::MatchPartial) starts from
+  // that block's run instead of computing it again.
+  std::vector<std::pair<int64_t, int64_t>> copies;
 };
 
 struct PlanStats {
@@ -89,6 +95,10 @@ class PassPlanner {
     bool started = false, finished = false;
     std::vector<BlockId> chain;  // blocks of prefix positions [0, held)
     int64_t held = 0;
+    // A partial match not yet copied: its first `copy_tokens` positions of
+    // `copy_from` (referenced) go to `copy_to` with its first segment.
+    BlockId copy_from = -1, copy_to = -1;
+    int32_t copy_tokens = 0;
     size_t next_suffix = 0;
   };
   int64_t Slot(const std::vector<BlockId>& blocks, int64_t position) const;
@@ -97,6 +107,7 @@ class PassPlanner {
   // (nothing appended) when the pool is full.
   bool Grow(Unit& unit, int64_t end);
   void Close(Unit& unit);  // its chain's references pass to the pass
+  void Drop(Unit& unit);   // releases what it holds
 
   KvBlocks* const blocks_;
   const int32_t depth_;
@@ -107,6 +118,9 @@ class PassPlanner {
   bool in_flight_ = false;
   std::vector<BlockId> pass_refs_;
   std::vector<BlockId> pass_published_;
+  // Copy destinations of the pass in flight: their first positions are not
+  // there before its copies run, so they are no copy's source.
+  std::vector<BlockId> pass_copied_;
   PlanStats stats_;
 };
 

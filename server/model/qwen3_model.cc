@@ -101,10 +101,17 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   q = q * context.cos + RotateHalf(q) * context.sin;
   k = k * context.cos + RotateHalf(k) * context.sin;
   // Every key of the pass is written before any segment attends, so a
-  // segment may follow another of the same pass.
+  // segment may follow another of the same pass; then the copies, whose
+  // sources may be this pass's own keys.
   const size_t i = static_cast<size_t>(index);
   context.pool->keys[i].index_copy_(0, context.pass->slots, k);
   context.pool->values[i].index_copy_(0, context.pass->slots, v);
+  if (context.pass->copy_from.defined()) {
+    for (at::Tensor* pool : {&context.pool->keys[i], &context.pool->values[i]}) {
+      pool->index_copy_(0, context.pass->copy_to,
+                        pool->index_select(0, context.pass->copy_from));
+    }
+  }
   const at::Tensor out = (*context.pass->attention)(
       q, context.pool->keys[i], context.pool->values[i],
       1.0 / std::sqrt(static_cast<double>(d)));

@@ -50,6 +50,9 @@ struct PackedPass {
   at::Tensor positions;  // [N] int64
   at::Tensor slots;      // [N] int64: pool slot of each token's keys/values
   at::Tensor outputs;    // [R] int64: rows whose results are wanted
+  // [C] int64 pool slots: keys and values copied from -> to at every layer
+  // after the pass's own are written (undefined: none).
+  at::Tensor copy_from, copy_to;
   const AttentionPlan* attention = nullptr;
   std::vector<int32_t> layers;  // capture after these blocks (0..n)
   bool final_norm = false;      // also return norm(h_n) for lm_head

@@ -1,7 +1,8 @@
 """The engine's exactness: packed passes of many prompt groups (a prefix
 computed once in the pass of its suffixes, which attend to it at every
 layer), the block prefix cache across calls (full, partial and missing hits,
-a block boundary inside a prefix, eviction under pressure), chunked prefixes,
+a block boundary inside a prefix, a partial block copied from a cached one,
+eviction under pressure), chunked prefixes,
 early stop and token budgets all equal the plain one-prompt forward within
 1e-5 in float32, on a tiny random Qwen3 (the daemon's own Qwen3Backend
 through tests/tools/qwen3_dump). Every test runs with eager attention and
@@ -174,6 +175,34 @@ def test_block_boundaries_and_partial_hits(checkpoint):
     for a, b in zip(got["calls"], want_groups + [plain(checkpoint, whole)]):
         assert_same(a, b)
     assert got["prefix_hits"] >= 6, got
+
+
+def test_a_states_last_partial_block_is_copied_not_recomputed(checkpoint):
+    # A state of 37 tokens (two full blocks of 16 and 5 more) and three
+    # questions of 12: the first question completes the block that holds
+    # the state's last 5 tokens; the others copy those 5 positions' keys and
+    # values (within the pass, after its own are written, and across calls)
+    # and compute only their question.
+    rng = np.random.default_rng(8)
+    state = ids(rng, 37)
+    groups = [{"prefix": state + ids(rng, 12), "suffixes": [ids(rng, 2), ids(rng, 1)]}
+              for _ in range(3)]
+    fields = {"label_ids": LABELS, "top_k": 5}  # one pass a call
+    want = plain(checkpoint, [g["prefix"] + s for g in groups for s in g["suffixes"]])
+
+    def same(rows, field):
+        if field == "top":
+            assert [[t[0] for t in r] for r in rows] == [[t[0] for t in r] for r in want[field]]
+        else:
+            np.testing.assert_allclose(np.array(rows), np.array(want[field]), atol=1e-5)
+
+    one_pass = run(checkpoint, {"calls": [{"groups": groups, **fields}]})
+    calls = run(checkpoint, {"calls": [{"groups": [g], **fields} for g in groups]})
+    for got, passes in ((one_pass, 1), (calls, 3)):
+        assert got["passes"] == passes
+        assert got["tokens_run"] == 49 + 2 * 12 + 3 * 3, got["tokens_run"]
+        for field in ("label_logprobs", "top"):
+            same([row for call in got["calls"] for row in call[field]], field)
 
 
 def test_a_group_larger_than_the_pool_is_refused_at_once(checkpoint):

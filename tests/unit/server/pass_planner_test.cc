@@ -167,16 +167,17 @@ TEST_CASE(
     CHECK(o.passes == 1);
     CHECK(o.outputs.size() == 3);
     // The second question found the state's four full blocks, published by
-    // the first question's segment in the same pass.
+    // the first question's segment in the same pass, and the state's last
+    // two tokens at the start of the first question's fifth block.
     CHECK(planner.stats().prefix_hits == 1);
-    CHECK(planner.stats().reused_tokens == 16);
-    CHECK(planner.stats().computed_tokens == 21 + 4 + 5 + 2);
+    CHECK(planner.stats().reused_tokens == 16 + 2);
+    CHECK(planner.stats().computed_tokens == 21 + 4 + 3 + 2);
   }
   CHECK(blocks.referenced() == 0);
   PromptGroup g2{question(2), {Ids(80, 2)}, {}};
   PassPlanner planner(&blocks, {{&g2, 0, 0}}, 3, 1000);
   Drain(planner, 1000);
-  CHECK(planner.stats().reused_tokens == 16);
+  CHECK(planner.stats().reused_tokens == 16 + 2);
   // A deeper pass cannot use blocks computed to 3 blocks.
   PassPlanner deeper(&blocks, {{&g2, 0, 0}}, 4, 1000);
   Drain(deeper, 1000);
@@ -268,12 +269,77 @@ TEST_CASE(
     REQUIRE(pass.ok());
     REQUIRE(pass->segments.size() == 1);
     CHECK(pass->segments[0].outputs == std::vector<int64_t>{0});
-    CHECK(pass->segments[0].start == (round == 0 ? 0 : 4));
+    // The second time, three of the last block's tokens are copied from
+    // the cached one: only the last token runs.
+    CHECK(pass->segments[0].start == (round == 0 ? 0 : 7));
+    CHECK(pass->copies.size() == (round == 0 ? 0u : 3u));
     planner.Finish(true);
   }
   PromptGroup empty{{}, {{}}, {}};
   CHECK(PassPlanner::Check({{&empty, 0, 0}}, blocks).code() ==
         absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE(
+    "PassPlanner: a prefix that continues part of a cached block copies "
+    "that run, never from a copy of the same pass",
+    "[engine]") {
+  KvBlocks blocks(64, 4, true);
+  auto prompt = [](std::vector<TokenId> tail) {
+    std::vector<TokenId> p = Ids(0, 6);  // a full block, then 4 5
+    p.insert(p.end(), tail.begin(), tail.end());
+    return p;
+  };
+  PromptGroup a{prompt({101, 102, 103}), {Ids(50, 1)}, {}};
+  PromptGroup b{prompt({100, 200, 201}), {Ids(60, 1)}, {}};
+  PromptGroup c{prompt({100, 201, 202}), {Ids(70, 1)}, {}};
+  PassPlanner first(&blocks, {{&a, 0, 0}}, 2, 1000);
+  REQUIRE(Drain(first, 1000).outputs.size() == 1);
+  // a's second block [4 5 101 102] is cached. b shares 4 5 with it. c
+  // shares 4 5 100 with b's second block, but that block's first positions
+  // are themselves a copy of this pass: c copies 4 5 from a's too.
+  PassPlanner second(&blocks, {{&b, 0, 0}, {&c, 0, 1}}, 2, 1000);
+  auto pass = second.Next(Live);
+  REQUIRE(pass.ok());
+  const int64_t bs = blocks.block_tokens();
+  std::vector<int64_t> to;
+  std::set<int64_t> from_blocks;
+  for (const auto& [f, t] : pass->copies) {
+    from_blocks.insert(f / bs);
+    CHECK(f % bs == t % bs);  // same positions
+    to.push_back(t);
+  }
+  CHECK(from_blocks.size() == 1);  // a's block
+  REQUIRE(to.size() == 4);
+  // Each copy lands in the block its prompt's first segment attends to.
+  int prefixes = 0;
+  for (const Segment& seg : pass->segments) {
+    if (seg.shared_id >= 0) continue;  // the suffixes
+    ++prefixes;
+    CHECK(seg.start == 6);
+    CHECK(std::find(to.begin(), to.end(), seg.keys[4]) != to.end());
+    CHECK(from_blocks.count(seg.keys[4] / bs) == 0);
+  }
+  CHECK(prefixes == 2);
+  CHECK(second.stats().reused_tokens == 2 * (4 + 2));
+  second.Finish(true);
+  REQUIRE(second.Next(Live)->segments.empty());
+  CHECK(blocks.referenced() == 0);
+
+  // A caller dropped before its copy ran releases the copy's source: d
+  // matched 4 5 of a's block, but the pass had one token left for it.
+  PromptGroup x{{}, {Ids(0, 3)}, {}};
+  PromptGroup d{prompt({150, 151, 152}), {Ids(80, 1)}, {}};
+  PassPlanner tiny(&blocks, {{&x, 0, 0}, {&d, 1, 1}}, 2, 4);
+  auto one = tiny.Next(Live);
+  REQUIRE(one.ok());
+  CHECK(one->segments.size() == 1);
+  CHECK(one->copies.empty());
+  CHECK(tiny.stats().reused_tokens == 4 + 2);  // d started
+  auto dropped = tiny.Next([](int32_t owner) { return owner != 1; });
+  REQUIRE(dropped.ok());
+  CHECK(dropped->segments.empty());
+  CHECK(blocks.referenced() == 0);
 }
 
 }  // namespace
