@@ -99,7 +99,8 @@ std::optional<std::pair<BlockId, int32_t>> KvBlocks::MatchPartial(
   if (!prefix_caching_ || parent < 0) return std::nullopt;
   std::optional<std::pair<BlockId, int32_t>> best;
   n = std::min(n, block_tokens_ - 1);
-  for (const auto& [key, child] : blocks_[static_cast<size_t>(parent)].children) {
+  for (const auto& [key, child] :
+       blocks_[static_cast<size_t>(parent)].children) {
     if (blocks_[static_cast<size_t>(child)].depth < depth || !usable(child)) {
       continue;
     }

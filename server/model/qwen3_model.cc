@@ -107,7 +107,8 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   context.pool->keys[i].index_copy_(0, context.pass->slots, k);
   context.pool->values[i].index_copy_(0, context.pass->slots, v);
   if (context.pass->copy_from.defined()) {
-    for (at::Tensor* pool : {&context.pool->keys[i], &context.pool->values[i]}) {
+    for (at::Tensor* pool :
+         {&context.pool->keys[i], &context.pool->values[i]}) {
       pool->index_copy_(0, context.pass->copy_to,
                         pool->index_select(0, context.pass->copy_from));
     }
