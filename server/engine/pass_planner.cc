@@ -125,13 +125,16 @@ void PassPlanner::Start(Unit& unit) {
         static_cast<int32_t>(std::min<int64_t>(room, blocks_->block_tokens())),
         depth_, usable);
     if (run.has_value()) {
+      // Held first: the allocation may evict the oldest unreferenced block.
+      blocks_->Ref(run->first);
       if (const std::optional<BlockId> to = blocks_->Allocate()) {
-        blocks_->Ref(run->first);
         unit.copy_from = run->first;
         unit.copy_to = *to;
         unit.copy_tokens = run->second;
         unit.chain.push_back(*to);
         unit.held += run->second;
+      } else {
+        blocks_->Unref(run->first);
       }
     }
   }

@@ -342,5 +342,31 @@ TEST_CASE(
   CHECK(blocks.referenced() == 0);
 }
 
+TEST_CASE(
+    "PassPlanner: a partial match whose copy would need its own source's "
+    "block computes instead",
+    "[engine]") {
+  // Two blocks of 4: a's two blocks fill the pool. b matches the first and
+  // three tokens of the second, but the only block it could take for the
+  // copy is that second block (unreferenced, so evictable): it is held,
+  // nothing is left to allocate, and b runs its 4 tokens.
+  KvBlocks blocks(2, 4, true);
+  std::vector<TokenId> a_ids = Ids(0, 8), b_ids = Ids(0, 7);
+  b_ids.push_back(150);
+  PromptGroup a{{}, {a_ids}, {}};
+  PromptGroup b{{}, {b_ids}, {}};
+  PassPlanner first(&blocks, {{&a, 0, 0}}, 2, 1000);
+  REQUIRE(Drain(first, 1000).outputs.size() == 1);
+  PassPlanner second(&blocks, {{&b, 0, 0}}, 2, 1000);
+  auto pass = second.Next(Live);
+  REQUIRE(pass.ok());
+  REQUIRE(pass->segments.size() == 1);
+  CHECK(pass->copies.empty());
+  CHECK(pass->segments[0].start == 4);
+  second.Finish(true);
+  REQUIRE(second.Next(Live)->segments.empty());
+  CHECK(blocks.referenced() == 0);
+}
+
 }  // namespace
 }  // namespace mesa_anyjev::engine
