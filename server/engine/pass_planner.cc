@@ -209,8 +209,8 @@ absl::StatusOr<Pass> PassPlanner::Next(
       if (u.held + take == p) seg.outputs = u.prefix_outputs;
       if (u.copy_tokens > 0) {
         for (int64_t t = 0; t < u.copy_tokens; ++t) {
-          pass.copies.emplace_back(int64_t{u.copy_from} * bs + t,
-                                   int64_t{u.copy_to} * bs + t);
+          pass.copy_from.push_back(int64_t{u.copy_from} * bs + t);
+          pass.copy_to.push_back(int64_t{u.copy_to} * bs + t);
         }
         pass_refs_.push_back(u.copy_from);  // until the pass ran
         pass_copied_.push_back(u.copy_to);

@@ -13,7 +13,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,11 +47,12 @@ struct Segment {
 struct Pass {
   std::vector<Segment> segments;
   int64_t tokens = 0;
-  // (from, to) pool slots whose keys and values are copied at every layer
-  // after the pass's own are written, before attention: a prefix that
-  // continues part of a cached block (KvBlocks::MatchPartial) starts from
-  // that block's run instead of computing it again.
-  std::vector<std::pair<int64_t, int64_t>> copies;
+  // Pool slots whose keys and values are copied, copy_from[i] to
+  // copy_to[i], at every layer after the pass's own are written and before
+  // attention: a prefix that continues part of a cached block
+  // (KvBlocks::MatchPartial) starts from that block's run instead of
+  // computing it again.
+  std::vector<int64_t> copy_from, copy_to;
 };
 
 struct PlanStats {

@@ -123,14 +123,9 @@ struct Qwen3Backend::State {
         packed.positions = Longs(positions, device);
         packed.slots = Longs(slots, device);
         packed.outputs = Longs(rows, device);
-        if (!pass->copies.empty()) {
-          std::vector<int64_t> from, to;
-          for (const auto& [f, t] : pass->copies) {
-            from.push_back(f);
-            to.push_back(t);
-          }
-          packed.copy_from = Longs(from, device);
-          packed.copy_to = Longs(to, device);
+        if (!pass->copy_from.empty()) {
+          packed.copy_from = Longs(pass->copy_from, device);
+          packed.copy_to = Longs(pass->copy_to, device);
         }
         packed.attention = &attention;
         packed.layers = layers;

@@ -272,7 +272,7 @@ TEST_CASE(
     // The second time, three of the last block's tokens are copied from
     // the cached one: only the last token runs.
     CHECK(pass->segments[0].start == (round == 0 ? 0 : 7));
-    CHECK(pass->copies.size() == (round == 0 ? 0u : 3u));
+    CHECK(pass->copy_from.size() == (round == 0 ? 0u : 3u));
     planner.Finish(true);
   }
   PromptGroup empty{{}, {{}}, {}};
@@ -304,7 +304,9 @@ TEST_CASE(
   const int64_t bs = blocks.block_tokens();
   std::vector<int64_t> to;
   std::set<int64_t> from_blocks;
-  for (const auto& [f, t] : pass->copies) {
+  REQUIRE(pass->copy_from.size() == pass->copy_to.size());
+  for (size_t i = 0; i < pass->copy_from.size(); ++i) {
+    const int64_t f = pass->copy_from[i], t = pass->copy_to[i];
     from_blocks.insert(f / bs);
     CHECK(f % bs == t % bs);  // same positions
     to.push_back(t);
@@ -334,7 +336,7 @@ TEST_CASE(
   auto one = tiny.Next(Live);
   REQUIRE(one.ok());
   CHECK(one->segments.size() == 1);
-  CHECK(one->copies.empty());
+  CHECK(one->copy_from.empty());
   CHECK(tiny.stats().reused_tokens == 4 + 2);  // d started
   auto dropped = tiny.Next([](int32_t owner) { return owner != 1; });
   REQUIRE(dropped.ok());
@@ -361,7 +363,7 @@ TEST_CASE(
   auto pass = second.Next(Live);
   REQUIRE(pass.ok());
   REQUIRE(pass->segments.size() == 1);
-  CHECK(pass->copies.empty());
+  CHECK(pass->copy_from.empty());
   CHECK(pass->segments[0].start == 4);
   second.Finish(true);
   REQUIRE(second.Next(Live)->segments.empty());
