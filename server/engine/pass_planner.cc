@@ -207,6 +207,9 @@ absl::StatusOr<Pass> PassPlanner::Next(
         seg.keys.push_back(Slot(u.chain, pos));
       }
       if (u.held + take == p) seg.outputs = u.prefix_outputs;
+      // Its keys are what the group's suffixes share.
+      seg.shared_id = static_cast<int64_t>(i);
+      seg.shared_length = u.held + take;
       if (u.copy_tokens > 0) {
         for (int64_t t = 0; t < u.copy_tokens; ++t) {
           pass.copy_from.push_back(int64_t{u.copy_from} * bs + t);

@@ -38,8 +38,9 @@ struct Segment {
   std::vector<int64_t> keys;
   // Outputs owed at its last token (several prompts may end there).
   std::vector<int64_t> outputs;
-  // Suffixes of one group share keys[0, shared_length) (the group's
-  // prefix): attention may read those once for all of them. -1: none.
+  // The segments of one group (its prefix's part in this pass, whose keys
+  // are all of the prefix's, and its suffixes) share keys[0,
+  // shared_length): attention may read those once for all of them.
   int64_t shared_id = -1;
   int64_t shared_length = 0;
 };

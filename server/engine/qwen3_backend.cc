@@ -117,7 +117,7 @@ struct Qwen3Backend::State {
       // exceptions; they end this call, never the daemon.
       try {
         const model::AttentionPlan attention(model->attention(), keys, device,
-                                             model->varlen());
+                                             model->dtype(), model->varlen());
         model::PackedPass packed;
         packed.tokens = Longs(tokens, device);
         packed.positions = Longs(positions, device);

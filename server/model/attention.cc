@@ -12,9 +12,15 @@
 namespace mesa_anyjev::model {
 namespace {
 
-// A bucket's padded [B, Tq, Tk] may cost this much more than its segments'
-// real Tq x Tk, and no more than this many elements per head.
-constexpr double kPadSlack = 1.5;
+// A group's item (its rows x all its keys) may cost this much more than what
+// its rows see: past that its suffixes split, each part reading the prefix
+// again (on the annotation workload 1.2 ran faster than 1.1 and 1.35).
+constexpr double kGroupSlack = 1.2;
+// A bucket's padded [B, Tq, Tk] may cost this much more than its items'
+// Tq x Tk (causal ones, whose kernel skips what is masked, more), and no
+// more than this many elements per head.
+constexpr double kMaskedPadSlack = 1.1;
+constexpr double kCausalPadSlack = 1.5;
 constexpr int64_t kMaxBucketElements = int64_t{1} << 21;
 
 // [B, kv, T, D] -> [B, kv * rep, T, D], each kv head repeated rep times.
@@ -36,12 +42,9 @@ const char* AttentionName(Attention attention) {
 
 AttentionPlan::AttentionPlan(Attention kind,
                              const std::vector<SegmentKeys>& segments,
-                             at::Device device, bool varlen)
+                             at::Device device, at::ScalarType dtype,
+                             bool varlen)
     : kind_(kind), varlen_(varlen) {
-  std::vector<int64_t> first(segments.size(), 0);  // first row in q
-  for (size_t s = 1; s < segments.size(); ++s) {
-    first[s] = first[s - 1] + segments[s - 1].length;
-  }
   if (varlen_) {
     std::vector<int64_t> cu_q{0}, cu_k{0}, keys;
     for (const SegmentKeys& s : segments) {
@@ -56,96 +59,122 @@ AttentionPlan::AttentionPlan(Attention kind,
     all_keys_ = Longs(keys, device);
     return;
   }
-  const bool sdpa = kind_ == Attention::kSdpa;
-  // CPU sdpa reads a group's shared prefix once for all its suffixes.
-  const bool cascade = sdpa && device.is_cpu();
-  std::vector<Item> masked, causal, own;
-  std::vector<std::pair<int64_t, std::vector<size_t>>> groups;  // id, members
-  for (size_t s = 0; s < segments.size(); ++s) {
-    const SegmentKeys& seg = segments[s];
-    const int64_t n = static_cast<int64_t>(seg.keys->size());
-    const Item whole{first[s], seg.length, seg.keys->data(), n};
-    if (cascade && seg.shared_id >= 0 && seg.shared_length > 0) {
-      own.push_back({first[s], seg.length, seg.keys->data() + seg.shared_length,
-                     n - seg.shared_length});
-      if (groups.empty() || groups.back().first != seg.shared_id) {
-        groups.push_back({seg.shared_id, {}});
-      }
-      groups.back().second.push_back(s);
-    } else if (sdpa && n == seg.length) {
-      causal.push_back(whole);
-    } else {
-      masked.push_back(whole);
-    }
+  // Segments with no context take sdpa's causal kernel, without a mask.
+  std::vector<Item> masked, causal;
+  for (Item& item : MakeItems(segments)) {
+    const bool own_only = item.segments == 1 &&
+                          item.rows == static_cast<int64_t>(item.keys.size());
+    (kind_ == Attention::kSdpa && own_only ? causal : masked)
+        .push_back(std::move(item));
   }
-  buckets_ = MakeBuckets(masked, false, sdpa, device);
-  for (Bucket& b : MakeBuckets(causal, true, sdpa, device)) {
+  buckets_ = MakeBuckets(std::move(masked), false, device, dtype);
+  for (Bucket& b : MakeBuckets(std::move(causal), true, device, dtype)) {
     buckets_.push_back(std::move(b));
   }
-  in_order_ = own.empty() && buckets_.size() == 1 && buckets_[0].rows_in_order;
-  own_buckets_ = MakeBuckets(own, true, sdpa, device);
-  for (const auto& [id, members] : groups) {
-    std::vector<int64_t> rows;
-    for (size_t s : members) {
-      for (int64_t i = 0; i < segments[s].length; ++i) {
-        rows.push_back(first[s] + i);
+  in_order_ = buckets_.size() == 1 && buckets_[0].rows_in_order;
+}
+
+std::vector<AttentionPlan::Item> AttentionPlan::MakeItems(
+    const std::vector<SegmentKeys>& segments) {
+  std::vector<Item> items;
+  int64_t row = 0;
+  // The group items.back() holds, and its shared keys: a later segment of
+  // that group joins it while the padded area stays within the slack.
+  int64_t open_id = -1, open_shared = 0;
+  for (const SegmentKeys& seg : segments) {
+    const std::vector<int64_t>& keys = *seg.keys;
+    const int64_t n = static_cast<int64_t>(keys.size()), l = seg.length;
+    const int64_t shared =
+        seg.shared_id >= 0 ? std::min(seg.shared_length, n) : n;
+    // Row i sees n - l + i + 1 of the segment's keys.
+    const int64_t visible = l * (n - l) + l * (l + 1) / 2;
+    Item* item = nullptr;
+    if (seg.shared_id >= 0 && seg.shared_id == open_id &&
+        shared == open_shared) {
+      Item& open = items.back();
+      const double rows = static_cast<double>(open.rows + l);
+      const double cols = static_cast<double>(open.keys.size()) +
+                          static_cast<double>(n - shared);
+      if (rows * cols <=
+              kGroupSlack * static_cast<double>(open.visible + visible) &&
+          std::equal(keys.begin(), keys.begin() + shared, open.keys.begin())) {
+        item = &open;
       }
     }
-    const SegmentKeys& lead = segments[members.front()];
-    shared_.push_back(
-        {Longs(rows, device),
-         Longs(std::vector<int64_t>(lead.keys->begin(),
-                                    lead.keys->begin() + lead.shared_length),
-               device)});
+    if (item == nullptr) {
+      items.push_back(
+          {row, 0, {keys.begin(), keys.begin() + shared}, {}, 0, 0});
+      item = &items.back();
+      open_id = seg.shared_id;
+      open_shared = shared;
+    }
+    const int64_t own = static_cast<int64_t>(item->keys.size());
+    item->keys.insert(item->keys.end(), keys.begin() + shared, keys.end());
+    for (int64_t i = 0; i < l; ++i) {
+      const int64_t see = n - l + i + 1;
+      item->see.push_back(
+          {std::min(see, shared), own, std::max<int64_t>(0, see - shared)});
+    }
+    item->rows += l;
+    item->visible += visible;
+    ++item->segments;
+    row += l;
   }
+  return items;
 }
 
 std::vector<AttentionPlan::Bucket> AttentionPlan::MakeBuckets(
-    std::vector<Item> items, bool causal, bool sdpa, at::Device device) {
+    std::vector<Item> items, bool causal, at::Device device,
+    at::ScalarType dtype) const {
+  auto area = [](const Item& item) {
+    return item.rows * static_cast<int64_t>(item.keys.size());
+  };
+  const double slack = causal ? kCausalPadSlack : kMaskedPadSlack;
   // Longest queries first; a bucket grows while padding stays bounded.
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) {
-                     if (a.length != b.length) return a.length > b.length;
-                     return a.n > b.n;
+                     if (a.rows != b.rows) return a.rows > b.rows;
+                     return a.keys.size() > b.keys.size();
                    });
   std::vector<std::vector<const Item*>> groups;
   int64_t tq = 0, tk = 0, real = 0;
   for (const Item& item : items) {
-    const int64_t l = item.length, k = item.n;
+    const int64_t l = item.rows, k = static_cast<int64_t>(item.keys.size());
     if (!groups.empty()) {
       const int64_t b = static_cast<int64_t>(groups.back().size()) + 1;
       const int64_t padded = b * std::max(tq, l) * std::max(tk, k);
-      if (padded <= kPadSlack * static_cast<double>(real + l * k) &&
+      if (padded <= slack * static_cast<double>(real + area(item)) &&
           padded <= kMaxBucketElements) {
         groups.back().push_back(&item);
         tq = std::max(tq, l);
         tk = std::max(tk, k);
-        real += l * k;
+        real += area(item);
         continue;
       }
     }
     groups.push_back({&item});
     tq = l;
     tk = k;
-    real = l * k;
+    real = area(item);
   }
   std::vector<Bucket> buckets;
   for (const auto& members : groups) {
     Bucket bucket;
     bucket.b = static_cast<int64_t>(members.size());
-    bucket.causal = causal && sdpa;
+    bucket.causal = causal;
     for (const Item* item : members) {
-      bucket.tq = std::max(bucket.tq, item->length);
-      bucket.tk = std::max(bucket.tk, item->n);
+      bucket.tq = std::max(bucket.tq, item->rows);
+      bucket.tk = std::max(bucket.tk, static_cast<int64_t>(item->keys.size()));
     }
     std::vector<int64_t> q_index, key_slots, keep, out_rows;
-    at::Tensor masked;
-    if (!bucket.causal) {
-      masked = at::ones({bucket.b, 1, bucket.tq, bucket.tk}, at::kBool);
+    at::Tensor allowed;
+    if (!causal) {
+      allowed = at::zeros({bucket.b, 1, bucket.tq, bucket.tk}, at::kBool);
     }
+    bool* mask = causal ? nullptr : allowed.data_ptr<bool>();
     for (int64_t r = 0; r < bucket.b; ++r) {
       const Item& item = *members[static_cast<size_t>(r)];
-      const int64_t l = item.length, k = item.n;
+      const int64_t l = item.rows, k = static_cast<int64_t>(item.keys.size());
       for (int64_t i = 0; i < bucket.tq; ++i) {
         // A pad query repeats a real row and sees key 0 only (no NaN).
         q_index.push_back(item.row0 + std::min(i, l - 1));
@@ -153,17 +182,20 @@ std::vector<AttentionPlan::Bucket> AttentionPlan::MakeBuckets(
           keep.push_back(r * bucket.tq + i);
           out_rows.push_back(item.row0 + i);
         }
-      }
-      if (!bucket.causal) {
-        auto m = masked.accessor<bool, 4>();
-        for (int64_t i = 0; i < bucket.tq; ++i) {
-          const int64_t visible = i < l ? k - l + i + 1 : 1;
-          for (int64_t j = 0; j < visible; ++j) m[r][0][i][j] = false;
+        if (mask != nullptr) {
+          bool* row = mask + (r * bucket.tq + i) * bucket.tk;
+          if (i < l) {
+            const Visible& v = item.see[static_cast<size_t>(i)];
+            std::fill(row, row + v.shared, true);
+            std::fill(row + v.own, row + v.own + v.owned, true);
+          } else {
+            row[0] = true;
+          }
         }
       }
       // A pad key repeats a real, written one (masked out): never garbage.
       for (int64_t j = 0; j < bucket.tk; ++j) {
-        key_slots.push_back(item.keys[std::min(j, k - 1)]);
+        key_slots.push_back(item.keys[static_cast<size_t>(std::min(j, k - 1))]);
       }
     }
     bucket.q_index = Longs(q_index, device);
@@ -174,9 +206,20 @@ std::vector<AttentionPlan::Bucket> AttentionPlan::MakeBuckets(
     for (size_t i = 0; i < out_rows.size(); ++i) {
       bucket.rows_in_order &= out_rows[i] == static_cast<int64_t>(i);
     }
-    if (!bucket.causal) {
-      bucket.masked = masked.to(device);
-      if (sdpa) bucket.allowed = bucket.masked.logical_not();
+    if (bucket.b == 1) bucket.first_row = members[0]->row0;
+    if (!causal) {
+      if (kind_ == Attention::kEager) {
+        bucket.mask = allowed.logical_not();  // true = may not attend
+      } else if (device.is_cpu()) {
+        // The CPU flash kernel adds a mask of the queries' dtype.
+        bucket.mask =
+            at::zeros(allowed.sizes(), at::TensorOptions(dtype))
+                .masked_fill_(allowed.logical_not(),
+                              -std::numeric_limits<float>::infinity());
+      } else {
+        bucket.mask = allowed;  // true = may attend
+      }
+      bucket.mask = bucket.mask.to(device);
     }
     buckets.push_back(std::move(bucket));
   }
@@ -185,97 +228,46 @@ std::vector<AttentionPlan::Bucket> AttentionPlan::MakeBuckets(
 
 at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
                                  const at::Tensor& k_pool,
-                                 const at::Tensor& v_pool, double scaling,
-                                 at::Tensor* lse) const {
+                                 const at::Tensor& v_pool,
+                                 double scaling) const {
   const int64_t heads = q.size(1), d = q.size(2), kv = k_pool.size(1);
   const int64_t b = bucket.b, tq = bucket.tq, tk = bucket.tk;
-  // [B, heads, Tq, D] queries, [B, heads, Tk, D] keys and values.
+  // [B, heads, Tq, D] queries (one item's: a view of its rows), [B, kv, Tk,
+  // D] keys and values.
   const at::Tensor qb =
-      q.index_select(0, bucket.q_index).view({b, tq, heads, d}).transpose(1, 2);
-  const at::Tensor kb = RepeatKv(k_pool.index_select(0, bucket.key_slots)
-                                     .view({b, tk, kv, d})
-                                     .transpose(1, 2),
-                                 heads / kv);
-  const at::Tensor vb = RepeatKv(v_pool.index_select(0, bucket.key_slots)
-                                     .view({b, tk, kv, d})
-                                     .transpose(1, 2),
-                                 heads / kv);
+      (bucket.first_row >= 0 ? q.narrow(0, bucket.first_row, tq)
+                             : q.index_select(0, bucket.q_index))
+          .reshape({b, tq, heads, d})
+          .transpose(1, 2);
+  const at::Tensor kb = k_pool.index_select(0, bucket.key_slots)
+                            .view({b, tk, kv, d})
+                            .transpose(1, 2);
+  const at::Tensor vb = v_pool.index_select(0, bucket.key_slots)
+                            .view({b, tk, kv, d})
+                            .transpose(1, 2);
+  const std::optional<at::Tensor> mask =
+      bucket.causal ? std::nullopt : std::optional<at::Tensor>(bucket.mask);
   at::Tensor out;
-  if (lse != nullptr) {
-    // The CPU flash kernel returns its log-sum-exp [B, heads, Tq].
-    at::Tensor l;
-    std::tie(out, l) = at::_scaled_dot_product_flash_attention_for_cpu(
-        qb, kb, vb, /*dropout_p=*/0.0, bucket.causal,
-        bucket.causal ? std::nullopt
-                      : std::optional<at::Tensor>(bucket.allowed),
-        scaling);
-    *lse =
-        l.transpose(1, 2).reshape({b * tq, heads}).index_select(0, bucket.keep);
+  if (kind_ == Attention::kSdpa && q.device().is_cpu()) {
+    // The CPU flash kernel reads each kv head for its query heads.
+    out = std::get<0>(at::_scaled_dot_product_flash_attention_for_cpu(
+        qb, kb, vb, /*dropout_p=*/0.0, bucket.causal, mask, scaling));
   } else if (kind_ == Attention::kSdpa) {
     out = at::scaled_dot_product_attention(
-        qb, kb, vb,
-        bucket.causal ? std::nullopt
-                      : std::optional<at::Tensor>(bucket.allowed),
+        qb, RepeatKv(kb, heads / kv), RepeatKv(vb, heads / kv), mask,
         /*dropout_p=*/0.0, bucket.causal, scaling);
   } else {
-    at::Tensor scores = at::matmul(qb, kb.transpose(2, 3)) * scaling;
-    scores = scores.masked_fill(bucket.masked,
+    at::Tensor scores =
+        at::matmul(qb, RepeatKv(kb, heads / kv).transpose(2, 3)) * scaling;
+    scores = scores.masked_fill(bucket.mask,
                                 -std::numeric_limits<float>::infinity());
     const at::Tensor probs =
         at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
-    out = at::matmul(probs, vb);
+    out = at::matmul(probs, RepeatKv(vb, heads / kv));
   }
   // [B, heads, Tq, D] -> [B * Tq, heads, D] -> the real rows.
-  return out.transpose(1, 2)
-      .reshape({b * tq, heads, d})
-      .index_select(0, bucket.keep);
-}
-
-void AttentionPlan::AttendShared(const at::Tensor& q, const at::Tensor& k_pool,
-                                 const at::Tensor& v_pool, double scaling,
-                                 at::Tensor& out) const {
-  const int64_t heads = q.size(1), d = q.size(2), kv = k_pool.size(1);
-  const int64_t rep = heads / kv;
-  // Each row's own part first: [N, heads, D] and its log-sum-exp.
-  at::Tensor own = at::empty_like(q);
-  at::Tensor own_lse =
-      at::empty({q.size(0), heads}, q.options().dtype(at::kFloat));
-  for (const Bucket& bucket : own_buckets_) {
-    at::Tensor lse;
-    own.index_copy_(0, bucket.out_rows,
-                    Padded(bucket, q, k_pool, v_pool, scaling, &lse));
-    own_lse.index_copy_(0, bucket.out_rows, lse);
-  }
-  for (const Shared& group : shared_) {
-    const int64_t m = group.q_rows.size(0), p = group.key_slots.size(0);
-    // [M, heads, D] -> [1, kv, rep * M, D]: one query axis per kv head.
-    const at::Tensor folded = q.index_select(0, group.q_rows)
-                                  .view({m, kv, rep, d})
-                                  .permute({1, 2, 0, 3})
-                                  .reshape({1, kv, rep * m, d});
-    const at::Tensor pk = k_pool.index_select(0, group.key_slots)
-                              .view({1, p, kv, d})
-                              .transpose(1, 2);
-    const at::Tensor pv = v_pool.index_select(0, group.key_slots)
-                              .view({1, p, kv, d})
-                              .transpose(1, 2);
-    auto [o1, lse1] = at::_scaled_dot_product_flash_attention_for_cpu(
-        folded, pk, pv, /*dropout_p=*/0.0, /*is_causal=*/false, std::nullopt,
-        scaling);
-    o1 = o1.reshape({kv, rep, m, d})
-             .permute({2, 0, 1, 3})
-             .reshape({m, heads, d});
-    lse1 = lse1.reshape({kv, rep, m}).permute({2, 0, 1}).reshape({m, heads, 1});
-    const at::Tensor o2 = own.index_select(0, group.q_rows);
-    const at::Tensor lse2 = own_lse.index_select(0, group.q_rows).unsqueeze(-1);
-    // Two softmaxes over disjoint keys merged into one over all of them.
-    const at::Tensor top = at::maximum(lse1, lse2);
-    const at::Tensor w1 = (lse1 - top).exp(), w2 = (lse2 - top).exp();
-    out.index_copy_(
-        0, group.q_rows,
-        ((o1.to(at::kFloat) * w1 + o2.to(at::kFloat) * w2) / (w1 + w2))
-            .to(q.scalar_type()));
-  }
+  out = out.transpose(1, 2).reshape({b * tq, heads, d});
+  return bucket.first_row >= 0 ? out : out.index_select(0, bucket.keep);
 }
 
 at::Tensor AttentionPlan::operator()(const at::Tensor& q,
@@ -297,7 +289,6 @@ at::Tensor AttentionPlan::operator()(const at::Tensor& q,
     out.index_copy_(0, bucket.out_rows,
                     Padded(bucket, q, k_pool, v_pool, scaling));
   }
-  if (!shared_.empty()) AttendShared(q, k_pool, v_pool, scaling, out);
   return out;
 }
 
@@ -321,9 +312,9 @@ bool VarlenAttentionWorks(at::Device device, at::ScalarType dtype,
     const at::Tensor v = at::randn({15, kv_heads, head_dim}, options);
     const double scaling = 1.0 / std::sqrt(static_cast<double>(head_dim));
     const at::Tensor fast = AttentionPlan(Attention::kSdpa, segments, device,
-                                          true)(q, k, v, scaling);
+                                          dtype, true)(q, k, v, scaling);
     const at::Tensor exact = AttentionPlan(Attention::kEager, segments, device,
-                                           false)(q, k, v, scaling);
+                                           dtype, false)(q, k, v, scaling);
     const double err =
         (fast.to(at::kFloat) - exact.to(at::kFloat)).abs().max().item<double>();
     if (!(err < 2e-2)) {

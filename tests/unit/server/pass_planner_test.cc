@@ -142,7 +142,9 @@ TEST_CASE("PassPlanner: a group's prefix and its suffixes in one pass",
     CHECK(std::equal(prefix.keys.begin(), prefix.keys.end(),
                      suffix.keys.begin()));
     CHECK(suffix.shared_length == 10);
+    CHECK(suffix.shared_id == prefix.shared_id);
   }
+  CHECK(prefix.shared_length == 10);  // all its keys
   CHECK(pass->tokens == 18);
   planner.Finish(true);
   REQUIRE(planner.Next(Live)->segments.empty());
@@ -316,7 +318,7 @@ TEST_CASE(
   // Each copy lands in the block its prompt's first segment attends to.
   int prefixes = 0;
   for (const Segment& seg : pass->segments) {
-    if (seg.shared_id >= 0) continue;  // the suffixes
+    if (seg.shared_length == seg.start) continue;  // a suffix
     ++prefixes;
     CHECK(seg.start == 6);
     CHECK(std::find(to.begin(), to.end(), seg.keys[4]) != to.end());
