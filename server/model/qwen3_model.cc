@@ -7,12 +7,17 @@
 #include <cmath>
 #include <limits>
 
+#include "server/model/row_norm.h"
+
 namespace mesa_anyjev::model {
 namespace {
 
 // transformers' Qwen3RMSNorm: float32 statistics, weight applied in the
 // input's dtype.  x: [..., d], weight: [d].
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  if (x.dim() == 2 && RowNormApplies(x.unsqueeze(1))) {
+    return RowNorm(x.unsqueeze(1), weight, eps, {}, {}).squeeze(1);
+  }
   const at::Tensor x32 = x.to(at::kFloat);
   const at::Tensor variance = x32.pow(2).mean(-1, /*keepdim=*/true);
   // In place on the fresh product: the same values, one [N, d] less.
@@ -95,11 +100,18 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   // normalised per head, then rotated at each token's position.
   const LayerLinears& linear = linears_[static_cast<size_t>(index)];
   const auto qkv = linear.qkv_proj(x).split({heads * d, kv * d, kv * d}, -1);
-  at::Tensor q = RmsNorm(qkv[0].reshape({n, heads, d}), w.q_norm, eps);
-  at::Tensor k = RmsNorm(qkv[1].reshape({n, kv, d}), w.k_norm, eps);
+  at::Tensor q = qkv[0].reshape({n, heads, d});
+  at::Tensor k = qkv[1].reshape({n, kv, d});
   const at::Tensor v = qkv[2].reshape({n, kv, d});
-  q = q * context.cos + RotateHalf(q) * context.sin;
-  k = k * context.cos + RotateHalf(k) * context.sin;
+  if (RowNormApplies(q) && RowNormApplies(k)) {
+    q = RowNorm(q, w.q_norm, eps, context.cos, context.sin);
+    k = RowNorm(k, w.k_norm, eps, context.cos, context.sin);
+  } else {
+    q = RmsNorm(q, w.q_norm, eps);
+    k = RmsNorm(k, w.k_norm, eps);
+    q = q * context.cos + RotateHalf(q) * context.sin;
+    k = k * context.cos + RotateHalf(k) * context.sin;
+  }
   // Every key of the pass is written before any segment attends, so a
   // segment may follow another of the same pass; then the copies, whose
   // sources may be this pass's own keys.
