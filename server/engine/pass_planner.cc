@@ -65,12 +65,15 @@ PassPlanner::PassPlanner(KvBlocks* blocks, const std::vector<PlanGroup>& groups,
     unit.owner = g.owner;
     for (size_t i = 0; i < group.suffixes.size(); ++i) {
       const int64_t out = g.first_output + static_cast<int64_t>(i);
-      if (group.suffixes[i].empty()) {
+      const std::vector<TokenId>& suffix = group.suffixes[i];
+      if (suffix.empty()) {
         unit.prefix_outputs.push_back(out);
       } else {
-        unit.suffixes.emplace_back(&group.suffixes[i], out);
+        unit.suffixes.push_back(
+            {suffix.data(), static_cast<int64_t>(suffix.size()), out});
       }
     }
+    ExtendPrefix(unit, blocks_->block_tokens());
     units_.push_back(std::move(unit));
   }
   // Prompts that share a beginning run next to each other (a state's
@@ -80,6 +83,35 @@ PassPlanner::PassPlanner(KvBlocks* blocks, const std::vector<PlanGroup>& groups,
         return std::lexicographical_compare(a.prefix->begin(), a.prefix->end(),
                                             b.prefix->begin(), b.prefix->end());
       });
+}
+
+void PassPlanner::ExtendPrefix(Unit& unit, int64_t bs) {
+  // A prompt that ends with the prefix owes its output at the prefix's end.
+  if (unit.suffixes.size() < 2 || !unit.prefix_outputs.empty()) return;
+  // The tokens every suffix begins with; each suffix keeps one at least.
+  int64_t common = unit.suffixes[0].length - 1, longest = 0;
+  for (const Suffix& s : unit.suffixes) {
+    common = std::min(common, s.length - 1);
+    longest = std::max(longest, s.length);
+    const TokenId* first = unit.suffixes[0].tokens;
+    common = std::mismatch(s.tokens, s.tokens + common, first).first - s.tokens;
+  }
+  // No more blocks than the group needed as it came (Check sized those).
+  const int64_t p = static_cast<int64_t>(unit.prefix->size());
+  while (common > 0 &&
+         BlocksFor(p + common, bs) + BlocksFor(longest - common, bs) >
+             BlocksFor(p, bs) + BlocksFor(longest, bs)) {
+    --common;
+  }
+  if (common == 0) return;
+  unit.extended = std::make_unique<std::vector<TokenId>>(*unit.prefix);
+  const TokenId* first = unit.suffixes[0].tokens;
+  unit.extended->insert(unit.extended->end(), first, first + common);
+  unit.prefix = unit.extended.get();
+  for (Suffix& s : unit.suffixes) {
+    s.tokens += common;
+    s.length -= common;
+  }
 }
 
 PassPlanner::~PassPlanner() {
@@ -237,8 +269,8 @@ absl::StatusOr<Pass> PassPlanner::Next(
     }
     bool full = false;
     while (u.next_suffix < u.suffixes.size()) {
-      const auto& [suffix, out] = u.suffixes[u.next_suffix];
-      const int64_t len = static_cast<int64_t>(suffix->size());
+      const Suffix& suffix = u.suffixes[u.next_suffix];
+      const int64_t len = suffix.length;
       if (len > left && !pass.segments.empty()) {
         full = true;
         break;
@@ -256,7 +288,7 @@ absl::StatusOr<Pass> PassPlanner::Next(
         break;
       }
       Segment seg;
-      seg.tokens = suffix->data();
+      seg.tokens = suffix.tokens;
       seg.length = len;
       seg.start = p;
       seg.keys.reserve(static_cast<size_t>(p + len));
@@ -266,7 +298,7 @@ absl::StatusOr<Pass> PassPlanner::Next(
       for (int64_t pos = 0; pos < len; ++pos) {
         seg.keys.push_back(Slot(own, pos));
       }
-      seg.outputs = {out};
+      seg.outputs = {suffix.output};
       seg.shared_id = static_cast<int64_t>(i);
       seg.shared_length = p;
       pass_refs_.insert(pass_refs_.end(), own.begin(), own.end());

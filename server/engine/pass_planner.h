@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -87,10 +88,18 @@ class PassPlanner {
   const PlanStats& stats() const { return stats_; }
 
  private:
+  struct Suffix {
+    const TokenId* tokens = nullptr;
+    int64_t length = 0;
+    int64_t output = 0;
+  };
   struct Unit {
     const std::vector<TokenId>* prefix = nullptr;  // the cacheable part
-    std::vector<int64_t> prefix_outputs;           // prompts that end with it
-    std::vector<std::pair<const std::vector<TokenId>*, int64_t>> suffixes;
+    // The group's prefix and the tokens all its suffixes begin with (the
+    // same sequences, those tokens computed once), when there are any.
+    std::unique_ptr<std::vector<TokenId>> extended;
+    std::vector<int64_t> prefix_outputs;  // prompts that end with it
+    std::vector<Suffix> suffixes;
     int32_t owner = 0;
     // Progress
     bool started = false, finished = false;
@@ -103,6 +112,8 @@ class PassPlanner {
     size_t next_suffix = 0;
   };
   int64_t Slot(const std::vector<BlockId>& blocks, int64_t position) const;
+  // Moves the tokens all of a group's suffixes begin with into its prefix.
+  static void ExtendPrefix(Unit& unit, int64_t bs);
   void Start(Unit& unit);
   // Appends blocks to `unit.chain` until it covers `end` positions; false
   // (nothing appended) when the pool is full.

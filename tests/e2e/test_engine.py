@@ -67,6 +67,24 @@ def test_prompt_group_equals_whole_prompts(checkpoint):
     assert_same(grouped, plain(checkpoint, [prefix + s for s in suffixes]))
 
 
+def test_suffixes_that_begin_alike_compute_their_common_tokens_once(checkpoint):
+    # Shifted options all begin "A." and so on: those tokens join the prefix
+    # (once, cached with it), the same sequences as whole prompts.
+    rng = np.random.default_rng(11)
+    prefix, common = ids(rng, 21), ids(rng, 5)
+    tails = [ids(rng, n) for n in (4, 1, 7)]
+    group = {"prefix": prefix, "suffixes": [common + t for t in tails]}
+    grouped = run(checkpoint, {"groups": [group], "layers": list(range(N + 1)),
+                               "label_ids": LABELS, "top_k": 5})
+    assert_same(grouped, plain(checkpoint, [prefix + common + t for t in tails]))
+    counted = run(checkpoint, {"calls": [{"groups": [group], "label_ids": LABELS}]})
+    assert counted["tokens_run"] == 21 + 5 + 4 + 1 + 7
+    # A prompt that ends with the prefix keeps the group as it came.
+    alone = run(checkpoint, {"calls": [{"groups": [{**group, "suffixes": group["suffixes"] + [[]]}],
+                                        "label_ids": LABELS}]})
+    assert alone["tokens_run"] == 21 + 3 * 5 + 4 + 1 + 7
+
+
 def test_prefix_cache_across_calls_is_exact_and_saves_work(checkpoint):
     rng = np.random.default_rng(1)
     state = ids(rng, 60)  # shared by every question

@@ -123,6 +123,52 @@ TEST_CASE(
   CHECK(blocks.cached() == 0);
 }
 
+TEST_CASE("PassPlanner: the tokens every suffix begins with join the prefix",
+          "[engine]") {
+  KvBlocks blocks(64, 4, true);
+  std::vector<TokenId> a = Ids(100, 3), b = Ids(100, 2), c = Ids(100, 6);
+  b.push_back(7);
+  c[2] = 9;  // all three begin 100 101, then differ
+  PromptGroup group{Ids(0, 10), {a, b, c}, {}};
+  PassPlanner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
+  auto pass = planner.Next(Live);
+  REQUIRE(pass.ok());
+  REQUIRE(pass->segments.size() == 4);
+  const Segment& prefix = pass->segments[0];
+  CHECK(prefix.length == 12);
+  CHECK(prefix.tokens[10] == 100);
+  CHECK(prefix.tokens[11] == 101);
+  const std::vector<std::vector<TokenId>> rest{{102}, {7}, {9, 103, 104, 105}};
+  for (size_t s = 1; s < 4; ++s) {
+    const Segment& suffix = pass->segments[s];
+    CHECK(suffix.start == 12);
+    CHECK(suffix.shared_length == 12);
+    CHECK(std::vector<TokenId>(suffix.tokens, suffix.tokens + suffix.length) ==
+          rest[s - 1]);
+    CHECK(suffix.outputs == std::vector<int64_t>{static_cast<int64_t>(s - 1)});
+  }
+  CHECK(pass->tokens == 12 + 1 + 1 + 4);
+  planner.Finish(true);
+  REQUIRE(planner.Next(Live)->segments.empty());
+}
+
+TEST_CASE(
+    "PassPlanner: suffixes keep a token each, and a prompt ending with "
+    "the prefix keeps the group as it came",
+    "[engine]") {
+  for (const bool empty : {false, true}) {
+    KvBlocks blocks(64, 4, true);
+    PromptGroup group{Ids(0, 10), {Ids(100, 3), Ids(100, 5)}, {}};
+    if (empty) group.suffixes.push_back({});
+    PassPlanner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
+    auto pass = planner.Next(Live);
+    REQUIRE(pass.ok());
+    CHECK(pass->segments[0].length == (empty ? 10 : 12));
+    CHECK(pass->tokens == (empty ? 10 + 3 + 5 : 12 + 1 + 3));
+    planner.Finish(true);
+  }
+}
+
 TEST_CASE("PassPlanner: a group's prefix and its suffixes in one pass",
           "[engine]") {
   KvBlocks blocks(64, 4, true);
