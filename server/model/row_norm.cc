@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <vector>
 
 namespace mesa_anyjev::model {
 namespace {
