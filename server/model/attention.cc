@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
+#include <optional>
 #include <string>
 
 namespace mesa_anyjev::model {
