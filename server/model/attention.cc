@@ -44,7 +44,9 @@ AttentionPlan::AttentionPlan(Attention kind,
                              const std::vector<SegmentKeys>& segments,
                              at::Device device, at::ScalarType dtype,
                              bool varlen)
-    : kind_(kind), varlen_(varlen) {
+    : kind_(kind),
+      varlen_(varlen),
+      cpu_flash_(kind == Attention::kSdpa && device.is_cpu()) {
   if (varlen_) {
     std::vector<int64_t> cu_q{0}, cu_k{0}, keys;
     for (const SegmentKeys& s : segments) {
@@ -210,7 +212,7 @@ std::vector<AttentionPlan::Bucket> AttentionPlan::MakeBuckets(
     if (!causal) {
       if (kind_ == Attention::kEager) {
         bucket.mask = allowed.logical_not();  // true = may not attend
-      } else if (device.is_cpu()) {
+      } else if (cpu_flash_) {
         // The CPU flash kernel adds a mask of the queries' dtype.
         bucket.mask =
             at::zeros(allowed.sizes(), at::TensorOptions(dtype))
@@ -248,7 +250,7 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
   const std::optional<at::Tensor> mask =
       bucket.causal ? std::nullopt : std::optional<at::Tensor>(bucket.mask);
   at::Tensor out;
-  if (kind_ == Attention::kSdpa && q.device().is_cpu()) {
+  if (cpu_flash_) {
     // The CPU flash kernel reads each kv head for its query heads.
     out = std::get<0>(at::_scaled_dot_product_flash_attention_for_cpu(
         qb, kb, vb, /*dropout_p=*/0.0, bucket.causal, mask, scaling));

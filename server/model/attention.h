@@ -92,6 +92,9 @@ class AttentionPlan {
 
   Attention kind_;
   bool varlen_ = false;
+  // sdpa on the CPU: the flash kernel called directly (masks in the
+  // queries' dtype, kv heads as they are).
+  bool cpu_flash_ = false;
   std::vector<Bucket> buckets_;
   bool in_order_ = false;  // one bucket holding every row in order
   // varlen
