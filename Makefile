@@ -124,3 +124,21 @@ fuzz: install
 	  -DMESA_ANYJEV_WITH_TORCH=OFF -DMESA_ANYJEV_WERROR=OFF >/dev/null
 	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target mesa_anyjev_fuzz
 	@bash scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+# The GPU check for the GPU test host (issue 28; docs/benchmarks.md): the
+# daemon and qwen3_dump for CUDA against that host's torch (2.11.0+cu130, in
+# its own environment from scripts/install.sh --gpu-bundle), the libraries
+# and wheels the host lacks, one file of at most 45 MiB in $(GPU_BUNDLE_DIR)
+# to send with tests/gpu/run.sh. gpu-rehearsal runs the check from that file
+# without a GPU in an environment made to look like the host.
+GPU_BUILD_DIR  ?= build-gpu
+GPU_BUNDLE_DIR ?= build-gpu-bundle
+.PHONY: install-gpu-bundle gpu-bundle gpu-rehearsal
+install-gpu-bundle:
+	@bash scripts/install.sh --gpu-bundle
+
+gpu-bundle: install-gpu-bundle
+	@bash scripts/gpu_bundle.sh $(GPU_BUILD_DIR) $(GPU_BUNDLE_DIR)/mesa-anyjev-gpu.tar.xz
+
+gpu-rehearsal: gpu-bundle
+	@bash tests/gpu/rehearsal.sh $(GPU_BUNDLE_DIR)/mesa-anyjev-gpu.tar.xz

@@ -137,7 +137,8 @@ def run(directory, daemon_args, threads, n_states=32, n_questions=17,
                                          "--set", f"model.device={device}",
                                          "--set", f"model.dtype={dtype}",
                                          "--set", "server.default_deadline_s=3600",
-                                         "--set", "server.max_deadline_s=3600", *daemon_args])
+                                         "--set", "server.max_deadline_s=3600", *daemon_args],
+                        start_timeout=900)  # a bound on failure only: an 8B load
         # Replies with every prompt's text run to megabytes.
         channel = grpc.insecure_channel(daemon.address, options=[
             ("grpc.max_receive_message_length", 256 << 20)])

@@ -3,9 +3,18 @@
 # Safe to run again: each step checks first and a second run finishes in seconds.
 # --core: only what building and the demo need (not the vLLM and LiteLLM
 # environments that the gateway tests start).
+# --gpu-bundle: the core, then what `make gpu-bundle` and `make gpu-rehearsal`
+# add (issue 28): patchelf and an environment that looks like the GPU test
+# host's image (Python 3.12, torch 2.11.0+cu130), never part of the default.
 set -euo pipefail
 CORE=0
-[ "${1:-}" = "--core" ] && CORE=1
+GPU_BUNDLE=0
+case "${1:-}" in
+  --core) CORE=1 ;;
+  --gpu-bundle) CORE=1; GPU_BUNDLE=1 ;;
+  "") ;;
+  *) echo "usage: scripts/install.sh [--core | --gpu-bundle]" >&2; exit 2 ;;
+esac
 
 VENV="${MESA_ANYJEV_VENV:-/opt/mesa-anyjev/venv}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,6 +29,7 @@ DEB_PACKAGES=(
   libcurl4-openssl-dev libssl-dev openssl python3-venv python3-dev curl
   prometheus systemd nginx
 )
+[ "$GPU_BUNDLE" -eq 1 ] && DEB_PACKAGES+=(patchelf xz-utils)
 
 log() { printf '[install] %s\n' "$*"; }
 
@@ -57,6 +67,7 @@ fi
 # reinstalls, an unchanged one is a no-op.
 # install_venv DIR REQUIREMENTS [--no-deps] [PACKAGE...]: the packages after
 # the requirements go in last, with the same pip flags.
+# PYTHON_FOR_VENV: the interpreter a new venv is made with (default Debian's).
 install_venv() {
   local venv=$1 reqs=$2 want have
   shift 2
@@ -70,7 +81,7 @@ install_venv() {
   fi
   log "Python venv $venv: installing pinned requirements"
   sudo_if_needed mkdir -p "$(dirname "$venv")"
-  [ -x "$venv/bin/python" ] || sudo_if_needed /usr/bin/python3 -m venv "$venv"
+  [ -x "$venv/bin/python" ] || sudo_if_needed "${PYTHON_FOR_VENV:-/usr/bin/python3}" -m venv "$venv"
   sudo_if_needed "$venv/bin/pip" install -q --disable-pip-version-check --upgrade pip
   sudo_if_needed "$venv/bin/pip" install -q --disable-pip-version-check "${flags[@]}" -r "$reqs"
   [ "$#" -eq 0 ] || sudo_if_needed "$venv/bin/pip" install -q --disable-pip-version-check "${flags[@]}" "$@"
@@ -78,6 +89,24 @@ install_venv() {
 }
 
 install_venv "$VENV" "$REQS"
+if [ "$GPU_BUNDLE" -eq 1 ]; then
+  # The host's python3 is CPython 3.12: the bundle's wheels are cp312, so the
+  # rehearsal needs a 3.12 too (Debian 12 has 3.11; pyenv's builds count).
+  py312=""
+  for candidate in "$(command -v python3.12 || true)" /root/.pyenv/versions/3.12.*/bin/python3.12 \
+      /usr/local/bin/python3.12; do
+    if [ -x "$candidate" ] && "$candidate" -c 'import venv, ssl' 2>/dev/null; then
+      py312="$candidate"; break
+    fi
+  done
+  if [ -z "$py312" ]; then
+    echo "[install] --gpu-bundle needs a CPython 3.12 with venv (python3.12 on PATH);" \
+      "Debian 12 has none: install one (pyenv, or Debian 13's python3.12)" >&2
+    exit 2
+  fi
+  PYTHON_FOR_VENV="$py312" install_venv "${MESA_ANYJEV_GPU_HOST_VENV:-/opt/gpu-host-image/venv}" \
+    "$HERE/gpu-host-requirements.txt"
+fi
 [ "$CORE" -eq 1 ] && exit 0
 # Wheels for tests/e2e/test_python_client.py, which installs clients/python
 # into a fresh virtual environment offline: the pinned venv's grpcio,

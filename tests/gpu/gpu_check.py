@@ -8,7 +8,9 @@ transformers' sdpa); the engine comparison of make bench-engine on that
 checkpoint; and the annotation workload (32 states x 17 questions at L0
 through Decide: passes, tokens/s, TFLOP/s against a measured bf16 GEMM peak,
 against anyjev's HFBackend on the same GPU). Prints JSON and writes it to
-$OUT/gpu_check.json; exits 1 when a parity bound fails.
+$OUT/gpu_check.json after each section; exits 1 when a parity bound fails or a
+section fails. GPU_BUDGET_S (390 on the GPU) bounds the whole check: the
+sections that do not fit in what is left are skipped and named in the report.
 
 GPU_SMOKE=1 runs the same code on the CPU with small shapes, in float32
 where the GPU runs bf16 (bf16 GEMMs on this CPU are emulated and slow), so
@@ -33,7 +35,7 @@ from make_tiny_qwen3 import copy_tokenizer, make  # noqa: E402
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
 DUMP = os.environ.get("MESA_ANYJEV_QWEN3_DUMP", "build/tests/qwen3_dump")
-OUT = Path(os.environ.get("OUT", "/tmp"))
+OUT = Path(os.environ.get("OUT", "build/gpu-results"))
 WORK = Path(os.environ.get("GPU_WORK", "/tmp/mesa-anyjev-gpu"))
 SMOKE = os.environ.get("GPU_SMOKE") == "1"
 DEVICE = "cpu" if SMOKE else "cuda"
@@ -180,52 +182,115 @@ def prefill(model, directory):
     return rows
 
 
-def engine(model, directory, layers, peak):
+def engine_table(model, directory, layers, peak):
     """make bench-engine's table on this checkpoint, bf16, sdpa both sides."""
     ours = Ours(DUMP, directory, attention="sdpa", dtype=DTYPE, device=DEVICE)
     rows, per_s = compare(model, ours, layers, device=DEVICE,
                           prefill_lengths=(512,) if SMOKE else (128, 512, 2048))
     rows.append(achieved_row(model, per_s, peak, "TFLOP/s", 1e12))
-    # The annotation workload through the daemon, against anyjev on the
-    # same device; its FLOP/s from the tokens the engine computed.
+    return table(rows)
+
+
+def annotation(model, directory, peak, peer):
+    """The annotation workload through the daemon, against anyjev on the
+    same device (when `peer`); its FLOP/s from the tokens the engine
+    computed."""
     shape = dict(n_states=4, n_questions=3, rounds=1) if SMOKE else {}
     # Qwen3-8B's KV is 147 KB a token: a pool for two full passes.
     pool = [] if SMOKE else ["--set", f"engine.kv_pool_bytes={4 << 30}"]
-    more, facts, figures = annotation_workload.run(directory, pool, os.cpu_count(),
-                                                   device=DEVICE, dtype=DTYPE, **shape)
-    rows += more
+    rows, facts, figures = annotation_workload.run(directory, pool, os.cpu_count(), device=DEVICE,
+                                                   dtype=DTYPE, peer=peer, **shape)
     achieved = 2 * backbone_params(model) * figures["tokens"] / figures["seconds"]
     rows.append(("annotation FLOP/s of the tokens computed vs GEMM peak (TFLOP/s)",
                  achieved / 1e12, peak / 1e12, achieved / peak, "the limit"))
-    out = [dict(zip(("measurement", "ours", "peer", "ratio", "target"), r)) for r in rows]
-    return out, facts
+    return {"rows": table(rows), "facts": facts, "figures": figures}
+
+
+def table(rows):
+    return [dict(zip(("measurement", "ours", "peer", "ratio", "target"), r)) for r in rows]
+
+
+class Run:
+    """The report, written to $OUT after every section (a run cut short
+    still brings back what it measured), and the time budget: GPU_BUDGET_S
+    for the whole check, so that a run and a rerun fit in the GPU test
+    host's 15 minutes. A section that needs more than is left is skipped
+    and says so; one that fails records its error and the rest go on."""
+
+    def __init__(self):
+        self.start = time.monotonic()
+        self.budget = float(os.environ.get("GPU_BUDGET_S", "100000" if SMOKE else "330"))
+        self.report = {"torch": torch.__version__, "cuda": torch.version.cuda, "smoke": SMOKE,
+                       "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
+                       "budget_s": self.budget, "seconds": {}, "skipped": {}, "errors": {}}
+        host = WORK / "host.json"
+        if host.exists():
+            self.report["host"] = json.loads(host.read_text())
+
+    def left(self):
+        return self.budget - (time.monotonic() - self.start)
+
+    def section(self, name, fn, needs_s=0.0):
+        if self.left() < needs_s:
+            self.report["skipped"][name] = (f"{self.left():.0f} s left of the budget, "
+                                            f"it needs about {needs_s:.0f}")
+            print(f"gpu check: skipped {name}: {self.report['skipped'][name]}", flush=True)
+            self.save()
+            return None
+        began = time.monotonic()
+        try:
+            value = fn()
+        except Exception as error:  # noqa: BLE001 - recorded; the other sections go on
+            self.report["errors"][name] = f"{type(error).__name__}: {error}"[-4000:]
+            print(f"gpu check: {name} failed: {self.report['errors'][name]}", flush=True)
+            value = None
+        else:
+            if value is not None:
+                self.report[name] = value
+        self.report["seconds"][name] = round(time.monotonic() - began, 1)
+        print(f"gpu check: {name} took {self.report['seconds'][name]} s", flush=True)
+        self.save()
+        return value
+
+    def save(self):
+        (OUT / "gpu_check.json").write_text(json.dumps(self.report, indent=2))
+
+    def ok(self):
+        r = self.report
+        if "parity" not in r or "engine_parity" not in r:
+            return False
+        good = all(v["argmax_equal"] and v["max_abs_label_logprob_diff"] < LOGPROB_BOUND
+                   for v in r["parity"].values())
+        return good and all(v["label_argmax_equal"] and
+                            v["max_abs_label_logprob_diff"] < LOGPROB_BOUND and
+                            v["hidden_max_rel_diff"] < HIDDEN_BOUND
+                            for v in r["engine_parity"].values()) and not r["errors"]
 
 
 def main():
     if SMOKE:
         keep_freed_memory()
     WORK.mkdir(parents=True, exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
     layers = int(os.environ.get("GPU_LAYERS", "2" if SMOKE else "36"))
-    report = {"torch": torch.__version__, "cuda": torch.version.cuda, "smoke": SMOKE,
-              "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
-              "parity": parity(), "engine_parity": engine_parity()}
-    directory = eight_b_shaped(layers)
-    model = Qwen3ForCausalLM.from_pretrained(directory, dtype=getattr(torch, DTYPE),
-                                             attn_implementation="sdpa").to(DEVICE).eval()
-    peak = gemm_peak()
-    report["gemm_peak_tflops"] = peak / 1e12
-    report["layers"] = layers
-    report["backbone_params"] = backbone_params(model)
-    report["prefill"] = prefill(model, directory)
-    report["engine"], report["annotation"] = engine(model, directory, layers, peak)
-    text = json.dumps(report, indent=2)
-    print(text)
-    (OUT / "gpu_check.json").write_text(text)
-    ok = all(r["argmax_equal"] and r["max_abs_label_logprob_diff"] < LOGPROB_BOUND
-             for r in report["parity"].values())
-    ok &= all(r["label_argmax_equal"] and r["max_abs_label_logprob_diff"] < LOGPROB_BOUND and
-              r["hidden_max_rel_diff"] < HIDDEN_BOUND for r in report["engine_parity"].values())
-    sys.exit(0 if ok else 1)
+    run = Run()
+    run.report["layers"] = layers
+    # What is skipped first when time runs short: the engine table, then
+    # anyjev's side of the annotation workload, then the workload, then prefill.
+    run.section("parity", parity)
+    run.section("engine_parity", engine_parity)
+    directory = run.section("checkpoint", lambda: str(eight_b_shaped(layers)), needs_s=150)
+    if directory is not None:
+        model = Qwen3ForCausalLM.from_pretrained(directory, dtype=getattr(torch, DTYPE),
+                                                 attn_implementation="sdpa").to(DEVICE).eval()
+        run.report["backbone_params"] = backbone_params(model)
+        peak = (run.section("gemm_peak_tflops", lambda: gemm_peak() / 1e12) or float("nan")) * 1e12
+        run.section("prefill", lambda: prefill(model, directory), needs_s=100)
+        run.section("annotation", lambda: annotation(model, directory, peak, peer=run.left() > 150),
+                    needs_s=60)
+        run.section("engine", lambda: engine_table(model, directory, layers, peak), needs_s=120)
+    print(json.dumps(run.report, indent=2))
+    sys.exit(0 if run.ok() else 1)
 
 
 if __name__ == "__main__":
