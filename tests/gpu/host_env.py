@@ -44,8 +44,7 @@ def report_versions(torch, smoke):
             stop(f"torch {torch.__version__} sees no CUDA device here")
         props = torch.cuda.get_device_properties(0)
         facts.update(device=props.name, capability=f"{props.major}.{props.minor}",
-                     memory_gib=round(props.total_memory / 2 ** 30, 1),
-                     driver_cuda=torch._C._cuda_getDriverVersion())
+                     memory_gib=round(props.total_memory / 2 ** 30, 1))
         smi = shutil.which("nvidia-smi")
         if smi:
             facts["nvidia_smi"] = subprocess.run(
