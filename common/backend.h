@@ -61,6 +61,15 @@ struct DeviceMemory {
   int64_t reserved_bytes = 0;   // reserved from the device by the allocator
 };
 
+// The device a model runs on, as GetModelInfo and the metrics report it.
+struct DeviceInfo {
+  std::string name;                // "NVIDIA GB10", "cpu"
+  std::string compute_capability;  // "12.1"; empty on the CPU
+  bool shared_memory = true;       // the system's memory: CPU, integrated GPU
+  std::string driver_cuda;         // "13.0"; empty on the CPU
+  std::string runtime_cuda;
+};
+
 // One caller's share of a merged call: groups from `first_group` up to the
 // next part's, with that caller's deadline and cancellation.
 struct CallPart {
@@ -148,6 +157,9 @@ class Backend {
   virtual std::optional<DeviceMemory> device_memory() const {
     return std::nullopt;
   }
+
+  // The device of a local model; nullopt for the fake and remote backends.
+  virtual std::optional<DeviceInfo> device_info() const { return std::nullopt; }
 };
 
 // A Backend that forwards everything to `inner` (which outlives it): the
@@ -179,6 +191,9 @@ class ForwardingBackend : public Backend {
   }
   std::optional<DeviceMemory> device_memory() const override {
     return inner_->device_memory();
+  }
+  std::optional<DeviceInfo> device_info() const override {
+    return inner_->device_info();
   }
 
  protected:

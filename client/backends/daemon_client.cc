@@ -195,6 +195,14 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
   out.limits.max_label_ids = limits.max_label_ids();
   out.limits.max_texts = limits.max_texts();
   out.limits.max_text_bytes = limits.max_text_bytes();
+  if (info.has_device_info()) {
+    const v1::DeviceInfo& d = info.device_info();
+    out.device = DeviceInfo{d.name(), d.compute_capability(), d.shared_memory(),
+                            d.driver_cuda(), d.runtime_cuda()};
+  }
+  if (info.system_memory_available_bytes() > 0) {
+    out.system_memory_available = info.system_memory_available_bytes();
+  }
   return out;
 }
 

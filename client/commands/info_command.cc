@@ -1,4 +1,5 @@
 // `mesa-anyjev info`: what the daemon serves (model, shape, limits).
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,11 +11,35 @@
 namespace mesa_anyjev::client {
 namespace {
 
+nlohmann::json DeviceJson(const DaemonInfo& info) {
+  if (!info.device.has_value()) return nullptr;
+  const DeviceInfo& d = *info.device;
+  return {{"name", d.name},
+          {"compute_capability", d.compute_capability},
+          {"shared_memory", d.shared_memory},
+          {"driver_cuda", d.driver_cuda},
+          {"runtime_cuda", d.runtime_cuda}};
+}
+
+std::string DeviceText(const DeviceInfo& d) {
+  std::string text = d.name;
+  if (!d.compute_capability.empty()) {
+    text += ", compute capability " + d.compute_capability + ", CUDA driver " +
+            d.driver_cuda + ", runtime " + d.runtime_cuda;
+  }
+  return text + (d.shared_memory ? " (memory shared with the system)" : "");
+}
+
 nlohmann::json ToJson(const DaemonInfo& info) {
   const auto& id = info.identity;
   const auto& caps = info.capabilities;
   const auto& limits = info.limits;
   return {{"name", id.name},
+          {"device_info", DeviceJson(info)},
+          {"system_memory_available_bytes",
+           info.system_memory_available.has_value()
+               ? nlohmann::json(*info.system_memory_available)
+               : nlohmann::json(nullptr)},
           {"identity", id.identity},
           {"dtype", id.dtype},
           {"device", id.device},
@@ -47,6 +72,13 @@ void PrintTable(const std::string& address, const DaemonInfo& info) {
   row("model", info.identity.name);
   row("identity", info.identity.identity);
   row("dtype / device", info.identity.dtype + " / " + info.identity.device);
+  if (info.device.has_value()) row("device", DeviceText(*info.device));
+  if (info.system_memory_available.has_value()) {
+    char gb[32];
+    std::snprintf(gb, sizeof gb, "%.2f GB",
+                  static_cast<double>(*info.system_memory_available) / 1e9);
+    row("memory available", std::string(gb) + " (the host's MemAvailable)");
+  }
   row("attention", info.identity.attention);
   row("layers", caps.n_layers);
   row("hidden size", caps.hidden_size);

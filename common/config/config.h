@@ -64,6 +64,10 @@ struct EngineConfig {
   // pass, at most this many bytes (server/engine/host_block_cache.h); 0 =
   // off, every block back to malloc.
   int64_t host_cache_bytes = int64_t{2} << 30;
+  // Memory left free beyond the weights, the pool and the block cache: the
+  // passes' activations, the CUDA context, the rest of the system. A load
+  // that would not leave it is refused before it starts (memory_fit.h).
+  int64_t memory_reserve_bytes = int64_t{2} << 30;
 };
 
 struct LimitsConfig {

@@ -100,6 +100,8 @@ class Validator {
                    4096);
     Range<int64_t>("engine.host_cache_bytes", config_.engine.host_cache_bytes,
                    0, int64_t{1} << 40);
+    Range<int64_t>("engine.memory_reserve_bytes",
+                   config_.engine.memory_reserve_bytes, 0, int64_t{1} << 40);
     Range<int64_t>("decisions.workers", config_.decisions.workers, 1, 256);
 
     Positive("client.timeout_s", config_.client.timeout_s);

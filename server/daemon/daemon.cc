@@ -100,6 +100,9 @@ int Daemon::Run() {
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
     metrics_->SetModelLoaded(true);
     metrics_->SetModelLoadSeconds(seconds);
+    if (auto device = backend_->device_info(); device.has_value()) {
+      metrics_->SetDeviceInfo(*device);
+    }
     loaded_backend_.store(backend_.get());
     state_->set(service::ServingState::kServing);
     server_->GetHealthCheckService()->SetServingStatus(true);

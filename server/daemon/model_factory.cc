@@ -95,6 +95,7 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
 #if MESA_ANYJEV_WITH_TORCH
   ASSIGN_OR_RETURN(auto backend,
                    engine::Qwen3Backend::Load(model, engine, observer));
+  spdlog::info("{}", model::Describe(backend->device_facts()));
   spdlog::info("Qwen3 on {} in {}, {} attention, projections by {}",
                backend->identity().device, backend->identity().dtype,
                backend->identity().attention, backend->gemm());

@@ -17,13 +17,39 @@
 #include "common/status/status_macros.h"
 #include "common/text/bpe_tokenizer.h"
 #include "common/text/utf8.h"
+#include "common/util/meminfo.h"
 #include "server/engine/host_block_cache.h"
 #include "server/engine/kv_blocks.h"
 #include "server/engine/pass_planner.h"
+#include "server/model/device_probe.h"
+#include "server/model/memory_fit.h"
 #include "server/model/qwen3_loader.h"
 
 namespace mesa_anyjev::engine {
 namespace {
+
+// The load's memory check (memory_fit.h): what stays once loaded, against
+// MemAvailable where the device's memory is the system's, else against the
+// device's free memory.
+absl::Status CheckMemoryFits(const model::Qwen3Config& c,
+                             const std::string& dtype,
+                             const config::EngineConfig& engine,
+                             const model::DeviceFacts& device) {
+  const int64_t element = dtype == "bfloat16" ? 2 : 4;
+  const int64_t params = c.ParameterCount();
+  model::MemoryPlan plan;
+  plan.weights = params > std::numeric_limits<int64_t>::max() / element
+                     ? std::numeric_limits<int64_t>::max()
+                     : params * element;
+  plan.kv_pool = engine.kv_pool_bytes;
+  plan.host_cache = device.device == "cpu" ? engine.host_cache_bytes : 0;
+  plan.reserve = engine.memory_reserve_bytes;
+  int64_t available = 0;
+  if (device.shared_memory) {
+    ASSIGN_OR_RETURN(available, util::ReadMemAvailable());
+  }
+  return model::CheckMemoryFits(plan, device, available);
+}
 
 // What an exception from libtorch says, for a status: c10::Error's what()
 // carries a C++ backtrace after its first line, which stays out of errors.
@@ -190,9 +216,14 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
           ? config.threads
           : static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(std::max(threads, 1));
+  ASSIGN_OR_RETURN(const model::DeviceFacts device,
+                   model::ProbeDevice(config.device));
   model::Qwen3LoadOptions options;
   options.dtype = config.dtype;
   options.device = config.device;
+  options.before_weights = [&](const model::Qwen3Config& c) {
+    return CheckMemoryFits(c, config.dtype, engine, device);
+  };
   ASSIGN_OR_RETURN(options.attention, model::ParseAttention(config.attention));
   ASSIGN_OR_RETURN(options.gemm, model::ParseCpuGemm(config.cpu_gemm));
   ASSIGN_OR_RETURN(model::LoadedQwen3 loaded,
@@ -251,6 +282,7 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
     backend->identity_.attention += " (varlen)";
   }
   backend->attention_note_ = loaded.varlen_why;
+  backend->device_ = device;
   backend->capabilities_.hidden_states = true;
   backend->capabilities_.early_stop = true;
   backend->capabilities_.max_choice_k = 26;
@@ -372,6 +404,16 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;
+}
+
+std::optional<DeviceInfo> Qwen3Backend::device_info() const {
+  DeviceInfo info;
+  info.name = device_.name;
+  info.compute_capability = device_.compute_capability;
+  info.shared_memory = device_.shared_memory;
+  info.driver_cuda = model::CudaVersionText(device_.driver_cuda);
+  info.runtime_cuda = model::CudaVersionText(device_.runtime_cuda);
+  return info;
 }
 
 std::optional<DeviceMemory> Qwen3Backend::device_memory() const {

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/backend.h"
 #include "common/config/config.h"
 #include "server/engine/engine_observer.h"
+#include "server/model/device_facts.h"
 
 namespace mesa_anyjev::engine {
 
@@ -43,6 +45,9 @@ class Qwen3Backend final : public Backend {
 
   // CUDA's caching-allocator statistics for the model's device.
   std::optional<DeviceMemory> device_memory() const override;
+  std::optional<DeviceInfo> device_info() const override;
+  // What the load read of its device (logged at start).
+  const model::DeviceFacts& device_facts() const { return device_; }
 
   int64_t weight_bytes() const { return weight_bytes_; }
   // How the block projections multiply, for the load log: "onednn",
@@ -64,6 +69,7 @@ class Qwen3Backend final : public Backend {
   int64_t weight_bytes_ = 0;
   std::string gemm_;
   std::string attention_note_;
+  model::DeviceFacts device_;
 };
 
 }  // namespace mesa_anyjev::engine

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/meminfo.h"
 
 namespace mesa_anyjev::metrics {
 namespace {
@@ -270,6 +271,18 @@ ServerMetrics::ServerMetrics(const std::string& version,
                          .Help("Resident host memory of the daemon.")
                          .Register(*registry_)
                          .Add({});
+  system_available_ =
+      &prometheus::BuildGauge()
+           .Name("mesa_anyjev_system_memory_available_bytes")
+           .Help("The host's MemAvailable: on a GPU that shares the "
+                 "system's memory (GB10), the device's headroom too.")
+           .Register(*registry_)
+           .Add({});
+  device_info_ = &prometheus::BuildGauge()
+                      .Name("mesa_anyjev_device_info")
+                      .Help("Always 1 once a local model is loaded; the "
+                            "labels describe its device.")
+                      .Register(*registry_);
   auto& device = prometheus::BuildGauge()
                      .Name("mesa_anyjev_device_memory_bytes")
                      .Help(
@@ -376,6 +389,19 @@ void ServerMetrics::RefreshProcessMemory() {
     resident_bytes_->Set(static_cast<double>(resident) *
                          static_cast<double>(sysconf(_SC_PAGESIZE)));
   }
+  if (auto available = util::ReadMemAvailable(); available.ok()) {
+    system_available_->Set(static_cast<double>(*available));
+  }
+}
+
+void ServerMetrics::SetDeviceInfo(const DeviceInfo& info) {
+  device_info_
+      ->Add({{"device_name", info.name},
+             {"compute_capability", info.compute_capability},
+             {"integrated", info.shared_memory ? "true" : "false"},
+             {"driver_cuda", info.driver_cuda},
+             {"runtime_cuda", info.runtime_cuda}})
+      .Set(1);
 }
 
 void ServerMetrics::SetDeviceMemory(double allocated_bytes,

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/backend.h"
 #include "common/gateway/gateway_backend.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -72,8 +73,11 @@ class ServerMetrics : public engine::EngineObserver,
   void OnBundleRefused() { bundles_refused_->Increment(); }
   // Host memory (this process's resident set, read from /proc at scrape
   // time) and, where the model has one, device memory.
+  // The host's MemAvailable is read then too.
   void RefreshProcessMemory();
   void SetDeviceMemory(double allocated_bytes, double reserved_bytes);
+  // mesa_anyjev_device_info, once the model is loaded.
+  void SetDeviceInfo(const DeviceInfo& info);
 
   // gateway::GatewayObserver (router mode; zero elsewhere)
   void OnGatewayAttempt(const char* outcome, absl::Duration took) override;
@@ -133,6 +137,8 @@ class ServerMetrics : public engine::EngineObserver,
   prometheus::Family<prometheus::Gauge>* bundle_version_;
   prometheus::Counter* bundles_refused_;
   prometheus::Gauge* resident_bytes_;
+  prometheus::Gauge* system_available_;
+  prometheus::Family<prometheus::Gauge>* device_info_;
   prometheus::Gauge* device_allocated_;
   prometheus::Gauge* device_reserved_;
   absl::Mutex questions_mu_;

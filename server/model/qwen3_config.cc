@@ -1,5 +1,6 @@
 #include "server/model/qwen3_config.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -177,6 +178,23 @@ absl::StatusOr<Qwen3Config> Qwen3Config::FromJson(std::string_view text,
     }
   }
   return c;
+}
+
+int64_t Qwen3Config::ParameterCount() const {
+  // In double first: a hostile config.json must not overflow the exact sum.
+  const auto count = [&](auto zero) {
+    using T = decltype(zero);
+    const T h = static_cast<T>(hidden_size), d = static_cast<T>(head_dim);
+    const T q = static_cast<T>(num_attention_heads) * d;
+    const T kv = static_cast<T>(num_key_value_heads) * d;
+    const T layer = 2 * h + 2 * q * h + 2 * kv * h + 2 * d +
+                    3 * static_cast<T>(intermediate_size) * h;
+    const T embed = static_cast<T>(vocab_size) * h;
+    return embed * (tie_word_embeddings ? 1 : 2) +
+           layer * static_cast<T>(num_hidden_layers) + h;
+  };
+  if (count(0.0) > 9e18) return std::numeric_limits<int64_t>::max();
+  return count(int64_t{0});
 }
 
 }  // namespace mesa_anyjev::model

@@ -25,6 +25,10 @@ struct Qwen3Config {
   bool tie_word_embeddings = false;
   std::string torch_dtype;  // as saved ("bfloat16", "float32"), informational
 
+  // Weights of the model (the lm_head once when tied), saturating at
+  // INT64_MAX for a config no machine holds.
+  int64_t ParameterCount() const;
+
   // Parses config.json text; `source` names the file in errors.
   static absl::StatusOr<Qwen3Config> FromJson(std::string_view json,
                                               std::string_view source);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
 #include "server/model/checkpoint.h"
+#include "server/model/device_probe.h"
 
 namespace mesa_anyjev::model {
 namespace {
@@ -19,19 +20,6 @@ absl::StatusOr<at::ScalarType> TargetDtype(const std::string& name) {
   if (name == "bfloat16") return at::kBFloat16;
   return absl::InvalidArgumentError(
       absl::StrCat("model.dtype: '", name, "' is not float32 or bfloat16"));
-}
-
-absl::StatusOr<at::Device> TargetDevice(const std::string& name) {
-  if (name == "cpu") return at::Device(at::kCPU);
-  if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
-    if (!at::hasCUDA()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "model.device: '", name, "' asked for, but CUDA is not available"));
-    }
-    return at::Device(name);
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("model.device: '", name, "' is not cpu, cuda or cuda:N"));
 }
 
 // Copies checkpoint tensors into the model's dtype and device, once each,
@@ -127,12 +115,13 @@ absl::StatusOr<Attention> ParseAttention(const std::string& name) {
 absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,
                                       const Qwen3LoadOptions& options) {
   ASSIGN_OR_RETURN(const at::ScalarType dtype, TargetDtype(options.dtype));
-  ASSIGN_OR_RETURN(const at::Device device, TargetDevice(options.device));
+  ASSIGN_OR_RETURN(const at::Device device, ParseDevice(options.device));
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
                    Checkpoint::Open(dir));
   ASSIGN_OR_RETURN(Qwen3Config config,
                    Qwen3Config::FromJson(checkpoint->config_json(),
                                          absl::StrCat(dir, "/config.json")));
+  if (options.before_weights) RETURN_IF_ERROR(options.before_weights(config));
   c10::InferenceMode guard;
   WeightReader reader(*checkpoint, dtype, device);
   const int64_t v = config.vocab_size, h = config.hidden_size;

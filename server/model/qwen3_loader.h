@@ -5,10 +5,12 @@
 // weights themselves.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/model/qwen3_config.h"
 #include "server/model/qwen3_model.h"
 
 namespace mesa_anyjev::model {
@@ -18,6 +20,9 @@ struct Qwen3LoadOptions {
   std::string device = "cpu";     // cpu | cuda | cuda:N
   Attention attention = Attention::kEager;
   CpuGemm gemm = CpuGemm::kOneDnn;  // CPU float32 only (packed_linear.h)
+  // Called once config.json is read and before the first weight is: an
+  // error stops the load there (the engine's memory check, memory_fit.h).
+  std::function<absl::Status(const Qwen3Config&)> before_weights;
 };
 
 struct LoadedQwen3 {

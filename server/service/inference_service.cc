@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/status/status_macros.h"
+#include "common/util/meminfo.h"
 #include "server/service/batched_jobs.h"
 #include "server/service/call_admission.h"
 #include "server/service/request_convert.h"
@@ -69,6 +70,8 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
   [[maybe_unused]] v1::ModelInfo* response = typed.second;
   FillModelInfo((*backend)->identity(), (*backend)->capabilities(),
                 options_.limits, response);
+  FillDeviceInfo((*backend)->device_info(), util::ReadMemAvailable(),
+                 response);
   call->Complete(absl::OkStatus());
   return call;
 }

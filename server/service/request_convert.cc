@@ -255,4 +255,20 @@ void FillModelInfo(const ModelIdentity& identity,
   out->set_max_text_bytes(limits.max_text_bytes);
 }
 
+void FillDeviceInfo(const std::optional<DeviceInfo>& device,
+                    const absl::StatusOr<int64_t>& mem_available,
+                    v1::ModelInfo* info) {
+  if (device.has_value()) {
+    v1::DeviceInfo* out = info->mutable_device_info();
+    out->set_name(device->name);
+    out->set_compute_capability(device->compute_capability);
+    out->set_shared_memory(device->shared_memory);
+    out->set_driver_cuda(device->driver_cuda);
+    out->set_runtime_cuda(device->runtime_cuda);
+  }
+  if (mem_available.ok()) {
+    info->set_system_memory_available_bytes(*mem_available);
+  }
+}
+
 }  // namespace mesa_anyjev::service

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,5 +52,9 @@ void FillHiddenStates(const HiddenStatesResult& result,
 void FillModelInfo(const ModelIdentity& identity,
                    const Capabilities& capabilities,
                    const config::LimitsConfig& limits, v1::ModelInfo* info);
+// The model's device (when local) and the host's MemAvailable (when read).
+void FillDeviceInfo(const std::optional<DeviceInfo>& device,
+                    const absl::StatusOr<int64_t>& mem_available,
+                    v1::ModelInfo* info);
 
 }  // namespace mesa_anyjev::service

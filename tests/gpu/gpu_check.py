@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import annotation_workload  # noqa: E402
 from bench_engine import (Ours, achieved_row, backbone_params, compare,  # noqa: E402
                           keep_freed_memory, sync)
@@ -182,6 +184,46 @@ def engine_parity():
     return result
 
 
+def device_report():
+    """What the daemon reads of the device (issue 25): its start-up line,
+    GetModelInfo's device_info and mesa_anyjev_device_info; then a KV pool
+    that does not fit, which must stop the start with exit 2 and one line
+    naming the memory it was checked against (the device's free memory on
+    a discrete GPU, MemAvailable on the CPU and on an integrated one)."""
+    from conftest import Daemon, metric, pb
+    directory = make(WORK / "tiny", heads=8, kv_heads=2, head_dim=16, dtype="bfloat16")
+    args = ["--model", str(directory), "--set", f"model.device={DEVICE}",
+            "--set", f"model.dtype={DTYPE}"]
+    with tempfile.TemporaryDirectory(prefix="mesa-anyjev-gpu-device-") as tmp:
+        for name in ("fits", "refused"):
+            (Path(tmp) / name).mkdir()
+        daemon = Daemon(Path(tmp) / "fits", args=args, start_timeout=600)
+        try:
+            d = daemon.stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=60).device_info
+            exported = metric(daemon.metrics(), "mesa_anyjev_device_info", device_name=d.name,
+                              compute_capability=d.compute_capability,
+                              integrated=str(d.shared_memory).lower(),
+                              driver_cuda=d.driver_cuda, runtime_cuda=d.runtime_cuda)
+            line = next(x for x in daemon.output().splitlines() if "device " in x)
+        finally:
+            daemon.stop()
+        refused = Daemon(Path(tmp) / "refused", args=[*args, "--set",
+                                                      f"engine.kv_pool_bytes={1 << 40}"],
+                         wait_serving=False, start_timeout=600)
+        code = refused.wait(timeout=600)
+        why = [x for x in refused.output().splitlines() if "does not fit" in x]
+        refused.stop()
+    report = {"log": line.split("] ")[-1], "name": d.name,
+              "compute_capability": d.compute_capability, "shared_memory": d.shared_memory,
+              "driver_cuda": d.driver_cuda, "runtime_cuda": d.runtime_cuda,
+              "metric_exported": exported == 1, "too_large_pool_exit": code,
+              "too_large_pool_line": why[0].split("] ")[-1] if why else None}
+    report["ok"] = exported == 1 and code == 2 and len(why) == 1 and \
+        ("free memory of cuda" in why[0] if DEVICE == "cuda" and not d.shared_memory
+         else "MemAvailable" in why[0])
+    return report
+
+
 def eight_b_shaped(layers):
     """A random Qwen3-8B-shaped checkpoint (SMOKE: a small one), bf16."""
     if SMOKE:
@@ -317,7 +359,7 @@ class Run:
         if "parity" not in r or "engine_parity" not in r or r["errors"]:
             return False
         return all(v["ok"] and v["argmax_equal"] for v in r["parity"].values()) and \
-            all(v["ok"] for v in r["engine_parity"].values())
+            all(v["ok"] for v in r["engine_parity"].values()) and r.get("device", {}).get("ok")
 
 
 def main():
@@ -332,6 +374,7 @@ def main():
     # anyjev's side of the annotation workload, then the workload, then prefill.
     run.section("parity", parity)
     run.section("engine_parity", engine_parity)
+    run.section("device", device_report)
     directory = run.section("checkpoint", lambda: str(eight_b_shaped(layers)), needs_s=150)
     if directory is not None:
         model = Qwen3ForCausalLM.from_pretrained(directory, dtype=getattr(torch, DTYPE),

@@ -59,7 +59,10 @@ def unpack(bundle, work):
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     with tarfile.open(bundle) as tar:  # xz through the standard library's lzma
-        tar.extractall(target, filter="data")
+        # The "data" filter (Python 3.12, 3.11.4) refuses links out and
+        # device files; an older Python extracts as it always did.
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tar.extractall(target, **safe)
     for f in (target / "bin").iterdir():
         f.chmod(0o755)
     return target, json.loads((target / "manifest.json").read_text())
@@ -94,6 +97,8 @@ def install_wheels(bundle, work):
     site = work / "site"
     shutil.rmtree(site, ignore_errors=True)
     wheels = sorted(str(w) for w in (bundle / "wheels").glob("*.whl"))
+    if not wheels:
+        return site
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                     "--no-compile", "--disable-pip-version-check", "--target", str(site),
                     *wheels], check=True)
