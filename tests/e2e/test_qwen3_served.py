@@ -84,13 +84,20 @@ def test_broken_checkpoint_is_refused_at_start(tmp_path, checkpoint):
 
 
 def test_a_libtorch_error_while_loading_is_one_line_not_an_abort(tmp_path, checkpoint):
-    # A 1 TB KV pool: libtorch's allocator throws while loading; the daemon
-    # exits 1 with one line saying what failed and what to check.
+    # libtorch's allocator throws while loading: the KV pool (4 GiB) passes
+    # the memory check (the host has the memory) but not the 6 GiB address
+    # space the daemon is given (it maps about 4 GiB of libraries first).
+    # The daemon exits 1 with one line saying what failed and what to check.
+    import resource
     import subprocess
     from conftest import DAEMON
+    limit = 6 << 30
     out = subprocess.run([DAEMON, "--model", str(checkpoint), "--listen", "127.0.0.1:0",
-                          "--metrics-listen", "", "--set", "engine.kv_pool_bytes=1000000000000"],
-                         capture_output=True, text=True, timeout=120)
+                          "--metrics-listen", "", "--set", f"engine.kv_pool_bytes={4 << 30}",
+                          "--set", "engine.host_cache_bytes=0",
+                          "--set", "engine.memory_reserve_bytes=0"],
+                         capture_output=True, text=True, timeout=120,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
     assert out.returncode == 1, out.stderr
     lines = [line for line in out.stderr.splitlines() if "loading the model on cpu" in line]
     assert len(lines) == 1, out.stderr
