@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# scripts/install.sh --arm64 (issue 26): what `make check-arm64` adds to the
+# core install to cross-build for linux/arm64 and run the result under
+# qemu-user (shared/spec/platform.md section 3). Never part of the default
+# install: it adds a foreign architecture to dpkg, which upgrades ~21 amd64
+# shared libraries in place so both architectures carry one version.
+# Safe to run again: each step checks first (seconds when nothing is missing).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="${MESA_ANYJEV_VENV:-/opt/mesa-anyjev/venv}"
+ARM64="${MESA_ANYJEV_ARM64_DIR:-/opt/mesa-anyjev/arm64}"
+
+log() { printf '[install --arm64] %s\n' "$*"; }
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# The cross compilers named explicitly (else apt's resolver picks gcc:arm64
+# and refuses), qemu, and the arm64 side of every library CMakeLists.txt
+# finds in DEB_PACKAGES of install.sh. Header-only and arch-all packages
+# (Eigen, nlohmann-json, CLI11, Catch2) serve both architectures as they
+# are. Two -dev packages cannot be installed for both architectures at
+# once (libyaml-cpp-dev is not Multi-Arch; prometheus-cpp-dev depends on
+# the civetweb program): apt installs their libraries, and the -dev parts
+# are unpacked below.
+CROSS_PACKAGES=(crossbuild-essential-arm64 gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
+  qemu-user qemu-user-static)
+ARM64_LIBS=(libgrpc++-dev libprotobuf-dev libabsl-dev libcpp-httplib-dev libpcre2-dev
+  libutf8proc-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libssl-dev zlib1g-dev
+  libcivetweb-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  libprometheus-cpp-push1.0 libyaml-cpp0.7)
+
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  log "dpkg: adding the arm64 architecture"
+  sudo_if_needed dpkg --add-architecture arm64
+fi
+missing=()
+for p in "${CROSS_PACKAGES[@]}" "${ARM64_LIBS[@]/%/:arm64}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "Debian packages: installing ${missing[*]}"
+  sudo_if_needed apt-get update -q
+  # An arm64 package that conflicts with an amd64 one makes apt remove the
+  # amd64 one (and what depends on it): the native build would break.
+  removed="$(apt-get install -s -q --no-install-recommends "${missing[@]}" | sed -n 's/^Remv //p')"
+  if [ -n "$removed" ]; then
+    echo "[install --arm64] installing ${missing[*]} would remove:" >&2
+    echo "$removed" >&2
+    echo "[install --arm64] nothing installed; see scripts/install_arm64.sh" >&2
+    exit 1
+  fi
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends "${missing[@]}"
+else
+  log "Debian packages: all $((${#CROSS_PACKAGES[@]} + ${#ARM64_LIBS[@]})) present"
+fi
+
+# The two -dev packages, unpacked with their libraries into one prefix
+# (their CMake files name the libraries relative to themselves) at the
+# versions apt installed; the programs load the same libraries from
+# /usr/lib/aarch64-linux-gnu.
+v() { dpkg-query -W -f='${Version}' "$1:arm64"; }
+unpacked=("prometheus-cpp-dev:arm64=$(v libprometheus-cpp-core1.0)"
+  "libprometheus-cpp-core1.0:arm64=$(v libprometheus-cpp-core1.0)"
+  "libprometheus-cpp-pull1.0:arm64=$(v libprometheus-cpp-pull1.0)"
+  "libprometheus-cpp-push1.0:arm64=$(v libprometheus-cpp-push1.0)"
+  "libyaml-cpp-dev:arm64=$(v libyaml-cpp0.7)" "libyaml-cpp0.7:arm64=$(v libyaml-cpp0.7)")
+if [ "$(cat "$ARM64/dev/.versions" 2>/dev/null || true)" != "${unpacked[*]}" ]; then
+  log "unpacking ${unpacked[*]} into $ARM64/dev"
+  tmp="$(mktemp -d)"
+  (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "${unpacked[@]}" >/dev/null)
+  sudo_if_needed rm -rf "$ARM64/dev"
+  sudo_if_needed mkdir -p "$ARM64/dev"
+  for deb in "$tmp"/*.deb; do sudo_if_needed dpkg-deb -x "$deb" "$ARM64/dev"; done
+  sudo_if_needed rm -rf "$ARM64/dev/usr/share"
+  echo "${unpacked[*]}" | sudo_if_needed tee "$ARM64/dev/.versions" >/dev/null
+  rm -rf "$tmp"
+else
+  log "arm64 prometheus-cpp and yaml-cpp -dev packages: up to date"
+fi
+
+# The aarch64 torch wheel of the x86_64 build's pin (the CUDA build, as on
+# PyPI), unpacked: torch/lib and torch/include, which cmake/libtorch.cmake
+# links, less the CUDA and Python libraries nothing here loads (550 MB).
+# Its libtorch_cpu.so needs libcudart and libcupti: the two small nvidia
+# wheels of the cuda-toolkit pin in the wheel's metadata go beside torch/
+# as its RPATH expects ($ORIGIN/../../nvidia/cu13/lib). pip only
+# finds every wheel with every manylinux tag named (--platform fills no
+# gaps; the nvidia wheels are tagged 2_18, 2_25, 2_27).
+torch_pin="$(grep -E '^torch==' "$HERE/requirements.txt")"
+want="$torch_pin; torch/lib (no cuda, python) torch/include nvidia/ (cudart cupti)"
+if [ "$(cat "$ARM64/.mesa-anyjev-reqs" 2>/dev/null || true)" != "$want" ]; then
+  log "aarch64 $torch_pin wheel and its CUDA runtime wheels into $ARM64"
+  platforms=(--platform manylinux2014_aarch64)
+  for minor in $(seq 17 39); do platforms+=(--platform "manylinux_2_${minor}_aarch64"); done
+  pyver="$("$VENV/bin/python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"
+  pip_get() {
+    "$VENV/bin/pip" download -q --disable-pip-version-check --only-binary=:all: \
+      "${platforms[@]}" --python-version "$pyver" --implementation cp -d "$wheels" "$@"
+  }
+  wheels="$(mktemp -d)"
+  pip_get --no-deps "$torch_pin"
+  # e.g. cuda-toolkit[cublas,cudart,...]==13.2.2: the same pin, two extras.
+  toolkit="$("$VENV/bin/python" - "$wheels"/torch-*.whl <<'EOF'
+import re, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as whl:
+    meta = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+    text = whl.read(meta).decode()
+pin = re.search(r"^Requires-Dist: cuda-toolkit\[[^\]]*\](==[^;\s]+)", text, re.M)
+print("cuda-toolkit[cudart,cupti]" + pin.group(1))
+EOF
+)"
+  pip_get "$toolkit"
+  sudo_if_needed rm -rf "$ARM64/torch" "$ARM64/nvidia"
+  sudo_if_needed mkdir -p "$ARM64"
+  sudo_if_needed "$VENV/bin/python" - "$ARM64" "$wheels"/*.whl <<'EOF'
+import sys, zipfile
+dest, wheels = sys.argv[1], sys.argv[2:]
+unused = ("torch/lib/libtorch_cuda", "torch/lib/libtorch_nvshmem", "torch/lib/libtorch_python")
+for path in wheels:
+    with zipfile.ZipFile(path) as whl:
+        for info in whl.infolist():
+            name = info.filename
+            if name.startswith(("torch/lib/", "torch/include/", "nvidia/")) and \
+                    not name.startswith(unused):
+                whl.extract(info, dest)
+EOF
+  sudo_if_needed chmod -R a+rX "$ARM64"
+  rm -rf "$wheels"
+  echo "$want" | sudo_if_needed tee "$ARM64/.mesa-anyjev-reqs" >/dev/null
+else
+  log "aarch64 $torch_pin: up to date"
+fi
+
+# A qemu-user prefix whose /proc/cpuinfo is an arm64 one: libtorch's CPU
+# detection reads it and crashes on the host's x86 text. qemu -L looks there
+# first and falls back to / for every other file.
+cpuinfo="$ARM64/qemu-prefix/proc/cpuinfo"
+# The GB10's Cortex-X925 (implementer 0x41, part 0xd85) as the kernel shows it.
+cpuinfo_want="$(for cpu in $(seq 0 $(($(getconf _NPROCESSORS_CONF) - 1))); do
+  printf 'processor\t: %s\nBogoMIPS\t: 2000.00\nFeatures\t: %s\n' "$cpu" \
+    "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma lrcpc dcpop sha3 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs sb paca pacg dcpodp sve2 sveaes svepmull svebitperm svesha3 flagm2 frint svei8mm svebf16 i8mm bf16 dgh rng bti"
+  printf 'CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd85\nCPU revision\t: 1\n\n'
+done)"
+if [ "$(cat "$cpuinfo" 2>/dev/null || true)" != "$cpuinfo_want" ]; then
+  log "qemu prefix with an arm64 /proc/cpuinfo: $cpuinfo"
+  sudo_if_needed mkdir -p "$(dirname "$cpuinfo")"
+  printf '%s\n' "$cpuinfo_want" | sudo_if_needed tee "$cpuinfo" >/dev/null
+else
+  log "qemu prefix: up to date"
+fi
