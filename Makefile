@@ -23,7 +23,7 @@ $(BUILD_DIR)/build.ninja: | install-core
 	  -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) \
 	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" \
 	  -DCMAKE_CUDA_COMPILER=$${CUDACXX:-/usr/local/cuda/bin/nvcc} \
-	  -DMESA_ANYJEV_PYTHON=$(PYTHON)
+	  -DMESA_ANYJEV_PYTHON=$(PYTHON) $(CMAKE_ARGS)
 
 configure: install-core $(BUILD_DIR)/build.ninja
 
@@ -142,3 +142,24 @@ gpu-bundle: install-gpu-bundle
 
 gpu-rehearsal: gpu-bundle
 	@bash tests/gpu/rehearsal.sh $(GPU_BUNDLE_DIR)/mesa-anyjev-gpu.tar.xz
+
+# The container image (deploy/container/Containerfile; docs/build.md), with
+# podman as shared/spec/platform.md measured it here (runc, vfs, a base from
+# debootstrap; IMAGE_SUITE=trixie for Debian 13). `image` compiles inside
+# the image (the torch wheel and a full build: long); `image-prebuilt` packs
+# this host's $(BUILD_DIR) into the runtime stage alone (a Debian 12 host for
+# the bookworm base). On the GB10: docker build, docs/operations.md.
+VERSION     := $(shell sed -n 's/^project.mesa_anyjev VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+IMAGE       ?= mesa-anyjevd:$(VERSION)
+IMAGE_SUITE ?= bookworm
+PODMAN_BUILD = deploy/container/podman.sh build --format docker --network host \
+  -f deploy/container/Containerfile -t $(IMAGE)
+.PHONY: image image-prebuilt
+image: install
+	@base=$$(bash deploy/container/base.sh $(IMAGE_SUITE)) && \
+	  $(PODMAN_BUILD) --build-arg BASE=$$base .
+
+image-prebuilt: install build
+	@bash deploy/container/collect.sh $(BUILD_DIR) $(BUILD_DIR)/image-context
+	@base=$$(bash deploy/container/base.sh $(IMAGE_SUITE)) && \
+	  $(PODMAN_BUILD) --build-arg BASE=$$base --build-arg BINARIES=prebuilt $(BUILD_DIR)/image-context

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything mesa-anyjev needs into machine-wide places, so any clone reuses it.
 # Safe to run again: each step checks first and a second run finishes in seconds.
-# --core: only what building and the demo need (not the vLLM and LiteLLM
-# environments that the gateway tests start).
+# --core: only what building and the demo need (not the tools and the vLLM
+# and LiteLLM environments that only the tests use); what the container
+# image's build stage runs.
+# Debian 12 (bookworm) and 13 (trixie) only: anywhere else, build and run
+# the container image (deploy/container/Containerfile).
 # --gpu-bundle: the core, then what `make gpu-bundle` and `make gpu-rehearsal`
 # add (issue 28): patchelf and an environment that looks like the GPU test
 # host's image (Python 3.12, torch 2.11.0+cu130), never part of the default.
@@ -25,14 +28,36 @@ VENV="${MESA_ANYJEV_VENV:-/opt/mesa-anyjev/venv}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REQS="$HERE/requirements.txt"
 
+# Which Debian: the package names below differ between 12 and 13, and on
+# anything else this script would fail half-way, so it stops first.
+. /etc/os-release 2>/dev/null || true
+case "${ID:-}:${VERSION_ID:-}" in
+  debian:12) CLANG_RT=libclang-rt-14-dev ;;
+  debian:13) CLANG_RT=libclang-rt-19-dev ;;
+  *)
+    echo "[install] scripts/install.sh supports Debian 12 (bookworm) and Debian 13 (trixie);" \
+      "this is ${PRETTY_NAME:-an unknown system}. Build and run the container image instead:" \
+      "docker build -f deploy/container/Containerfile -t mesa-anyjevd:0.1.0 ." \
+      "(docs/operations.md, 'The container image')." >&2
+    exit 2 ;;
+esac
+
+# Building (--core): compilers, the libraries the code links, Python for
+# the torch wheel. catch2 is Catch2 v2 on Debian 12; Debian 13 has only v3,
+# which the unit tests do not build with (docs/build.md).
 DEB_PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config clang-format
-  clang libclang-rt-14-dev valgrind procps
+  build-essential cmake ninja-build ccache pkg-config procps
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
   prometheus-cpp-dev libcpp-httplib-dev catch2 libeigen3-dev nlohmann-json3-dev
   libyaml-cpp-dev libpcre2-dev libutf8proc-dev libcli11-dev libspdlog-dev libfmt-dev
   libcurl4-openssl-dev libssl-dev openssl python3-venv python3-dev curl
-  prometheus systemd nginx
+)
+# Testing (the full install): lint, fuzzing, memcheck, the servers the
+# e2e tests start, and podman for the container image test (shared/spec/
+# platform.md section 2; tini is the image's init).
+[ "$CORE" -eq 1 ] || DEB_PACKAGES+=(
+  clang-format clang "$CLANG_RT" valgrind prometheus systemd nginx
+  podman buildah debootstrap runc tini
 )
 [ "$GPU_BUNDLE" -eq 1 ] && DEB_PACKAGES+=(patchelf xz-utils)
 
@@ -94,6 +119,41 @@ install_venv() {
 }
 
 install_venv "$VENV" "$REQS"
+# A CUDA torch needs nvcc at configure time (cuda-compiler-requirements.txt
+# says why); where there is none, the compiler and headers come from
+# NVIDIA's wheels on PyPI, laid out as a toolkit in /usr/local/cuda-13.0.
+install_cuda_compiler() {
+  local want dir=/usr/local/cuda-13.0 tmp arch
+  want="$(sha256sum <"$HERE/cuda-compiler-requirements.txt" | cut -d' ' -f1)"
+  if [ "$(cat "$dir/.mesa-anyjev-reqs" 2>/dev/null || true)" = "$want" ]; then
+    log "CUDA compiler $dir: up to date"
+    return
+  fi
+  log "CUDA compiler: nvcc and headers from PyPI into $dir"
+  tmp="$(mktemp -d)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$tmp" \
+    -r "$HERE/cuda-compiler-requirements.txt"
+  sudo_if_needed rm -rf "$dir"
+  sudo_if_needed mv "$tmp/nvidia/cu13" "$dir"
+  rm -rf "$tmp"
+  # Where nvcc.profile and CMake's FindCUDAToolkit look: targets/<arch>
+  # (sbsa-linux on aarch64), lib64, and an unversioned libcudart.so.
+  case "$(uname -m)" in aarch64) arch=sbsa-linux ;; *) arch="$(uname -m)-linux" ;; esac
+  sudo_if_needed mkdir -p "$dir/targets/$arch"
+  sudo_if_needed ln -sfn ../../include "$dir/targets/$arch/include"
+  sudo_if_needed ln -sfn ../../lib "$dir/targets/$arch/lib"
+  sudo_if_needed ln -sfn lib "$dir/lib64"
+  sudo_if_needed ln -sfn libcudart.so.13 "$dir/lib/libcudart.so"
+  [ -e /usr/local/cuda ] || sudo_if_needed ln -s cuda-13.0 /usr/local/cuda
+  echo "$want" | sudo_if_needed tee "$dir/.mesa-anyjev-reqs" >/dev/null
+}
+if [ -f /usr/local/cuda-13.0/.mesa-anyjev-reqs ]; then
+  install_cuda_compiler  # this script's own: kept to its pins
+elif [ -x "${CUDACXX:-/usr/local/cuda/bin/nvcc}" ] || [ -e /usr/local/cuda-13.0 ]; then
+  :  # a toolkit someone installed (the build hosts, the GB10): left alone
+elif [ -n "$("$VENV/bin/python" -c 'import torch; print(torch.version.cuda or "")')" ]; then
+  install_cuda_compiler
+fi
 if [ "$GPU_BUNDLE" -eq 1 ]; then
   # The host's python3 is CPython 3.12: the bundle's wheels are cp312, so the
   # rehearsal needs a 3.12 too (Debian 12 has 3.11; pyenv's builds count).
