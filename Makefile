@@ -156,14 +156,22 @@ gpu-rehearsal: gpu-bundle
 VERSION     := $(shell sed -n 's/^project.mesa_anyjev VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 IMAGE       ?= mesa-anyjevd:$(VERSION)
 IMAGE_SUITE ?= bookworm
+# pip in the build stage trusts what pip here trusts (PIP_CERT: a proxy's CA).
+IMAGE_CA    ?= $(PIP_CERT)
 PODMAN_BUILD = deploy/container/podman.sh build --format docker --network host \
-  -f deploy/container/Containerfile -t $(IMAGE)
+  -f deploy/container/Containerfile -t $(IMAGE) \
+  $(if $(IMAGE_CA),-v $(IMAGE_CA):/run/build-ca.crt:ro --build-arg PIP_CERT=/run/build-ca.crt)
 .PHONY: image image-prebuilt
 image: install
 	@base=$$(bash deploy/container/base.sh $(IMAGE_SUITE)) && \
-	  $(PODMAN_BUILD) --build-arg BASE=$$base .
+	  $(PODMAN_BUILD) --build-arg BASE=$$base --build-arg BINARIES=build .
 
+# --layers=false: one commit of the runtime stage, no cached copies of its
+# 3.4 GB of libraries (podman's vfs copies every layer whole).
+BINARIES_IMAGE = localhost/mesa-anyjev-binaries:$(VERSION)
 image-prebuilt: install build
-	@bash deploy/container/collect.sh $(BUILD_DIR) $(BUILD_DIR)/image-context
+	@bash deploy/container/binaries.sh $(BUILD_DIR) $(BINARIES_IMAGE) >/dev/null
 	@base=$$(bash deploy/container/base.sh $(IMAGE_SUITE)) && \
-	  $(PODMAN_BUILD) --build-arg BASE=$$base --build-arg BINARIES=prebuilt $(BUILD_DIR)/image-context
+	  $(PODMAN_BUILD) --layers=false --build-arg BASE=$$base \
+	  --build-arg BINARIES=$(BINARIES_IMAGE) deploy/container; \
+	  rc=$$?; deploy/container/podman.sh rmi --force $(BINARIES_IMAGE) >/dev/null 2>&1; exit $$rc
