@@ -3,8 +3,12 @@ Kubernetes version (kubernetes-validate, strict: unknown fields fail), and
 held to what the daemon needs: native gRPC probes, a grace period longer than
 the drain, one GPU per pod, the bundle store on a volume, a daemon
 configuration the daemon accepts, and the balancer's nginx.conf equal to the
-shipped one but for its upstreams and log paths."""
+shipped one but for its upstreams and log paths. Issue 25: the StatefulSet
+and deploy/compose.yaml name the image `make image` builds, compose reserves
+the GPU as docker's NVIDIA toolkit expects and mounts what the image's own
+configuration (which the daemon accepts) reads."""
 import copy
+import re
 import subprocess
 from pathlib import Path
 
@@ -17,6 +21,8 @@ from k8s_nginx import SHIPPED, render
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "kubernetes"
+COMPOSE = ROOT / "deploy" / "compose.yaml"
+IMAGE_CONFIG = ROOT / "deploy" / "container" / "mesa-anyjevd.yaml"
 VERSION = "1.34.0"
 
 
@@ -101,3 +107,50 @@ def test_the_balancer_runs_the_shipped_nginx_conf():
     port = one("Deployment", "mesa-anyjev-balancer")["spec"]["template"]["spec"][
         "containers"][0]["ports"][0]["containerPort"]
     assert f"listen {port} http2;" in conf
+
+
+def make_image_name():
+    """IMAGE as the Makefile sets it, its $(VERSION) read from CMakeLists.txt."""
+    image = re.search(r"^IMAGE\s*\?=\s*(\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    version = re.search(r"^project\(mesa_anyjev VERSION ([0-9.]+)",
+                        (ROOT / "CMakeLists.txt").read_text(), re.M).group(1)
+    return image.replace("$(VERSION)", version)
+
+
+def test_kubernetes_and_compose_run_the_image_make_image_builds():
+    (container,) = one("StatefulSet")["spec"]["template"]["spec"]["containers"]
+    service = yaml.safe_load(COMPOSE.read_text())["services"]["mesa-anyjevd"]
+    assert container["image"] == service["image"] == make_image_name() == "mesa-anyjevd:0.1.0"
+    build = service["build"]
+    assert (COMPOSE.parent / build["context"] / build["dockerfile"]).is_file()
+
+
+def test_compose_reserves_the_gpu_and_mounts_what_the_image_reads(tmp_path):
+    compose = yaml.safe_load(COMPOSE.read_text())
+    service = compose["services"]["mesa-anyjevd"]
+    (gpu,) = service["deploy"]["resources"]["reservations"]["devices"]
+    assert gpu["driver"] == "nvidia" and gpu["capabilities"] == ["gpu"]
+    config = yaml.safe_load(IMAGE_CONFIG.read_text())
+    mounts = {target: source for source, target, *_ in
+              (v.split(":") for v in service["volumes"])}
+    assert config["model"]["path"].startswith("/models/") and mounts["/models"]
+    assert service["volumes"][0].endswith(":/models:ro")
+    assert mounts[config["decisions"]["bundles_dir"]] in compose["volumes"]
+    (secret,) = service["secrets"]
+    assert config["auth"]["token_file"] == f"/run/secrets/{secret}"
+    assert secret in compose["secrets"]
+    grace = int(service["stop_grace_period"].rstrip("s"))
+    assert grace > config["server"]["drain_deadline_s"] + 5
+    published = {p.split(":")[-1] for p in service["ports"]}
+    assert {config["server"]["listen"].rsplit(":", 1)[1],
+            config["server"]["metrics_listen"].rsplit(":", 1)[1]} == published
+
+
+def test_the_daemon_accepts_the_image_configuration_and_composes_overrides():
+    env = {k: str(v) for k, v in yaml.safe_load(COMPOSE.read_text())["services"][
+        "mesa-anyjevd"]["environment"].items()}
+    r = subprocess.run([DAEMON, "--config", str(IMAGE_CONFIG), "--print-config"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert 'bundles_dir: "/var/lib/mesa-anyjev/bundles"' in r.stdout
+    assert 'token_file: "/run/secrets/mesa-anyjevd-token"' in r.stdout
