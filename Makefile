@@ -161,10 +161,14 @@ IMAGE_CA    ?= $(PIP_CERT)
 PODMAN_BUILD = deploy/container/podman.sh build --format docker --network host \
   -f deploy/container/Containerfile -t $(IMAGE) \
   $(if $(IMAGE_CA),-v $(IMAGE_CA):/run/build-ca.crt:ro --build-arg PIP_CERT=/run/build-ca.crt)
+# What the build stage compiles (every file git would commit), hashed: its
+# SOURCE_ID, so podman's layer cache misses when a source changed.
+SOURCE_ID = $(shell git ls-files -z -co --exclude-standard | xargs -0 sha256sum 2>/dev/null | sha256sum | cut -c1-16)
 .PHONY: image image-prebuilt
 image: install
 	@base=$$(bash deploy/container/base.sh $(IMAGE_SUITE)) && \
-	  $(PODMAN_BUILD) --build-arg BASE=$$base --build-arg BINARIES=build .
+	  $(PODMAN_BUILD) --build-arg BASE=$$base --build-arg BINARIES=build \
+	  --build-arg SOURCE_ID=$(SOURCE_ID) .
 
 # --layers=false: one commit of the runtime stage, no cached copies of its
 # 3.4 GB of libraries (podman's vfs copies every layer whole).
