@@ -147,9 +147,24 @@ gpu-bundle: install-gpu-bundle
 gpu-rehearsal: gpu-bundle
 	@bash tests/gpu/rehearsal.sh $(GPU_BUNDLE_DIR)/mesa-anyjev-gpu.tar.xz
 
+# The GB10's architecture checked here (issue 26; docs/build.md, "aarch64"):
+# the daemon, the CLI and the unit tests cross-compiled for linux/arm64 into
+# $(ARM64_BUILD_DIR), the unit tests under qemu-user, and the aarch64 daemon
+# against $(BUILD_DIR)'s on one tiny Qwen3. Not in CI (docs/build.md says
+# why): run it after a change to CMake, the install or a CPU-specific path.
+ARM64_BUILD_DIR ?= build-arm64
+.PHONY: install-arm64 check-arm64
+install-arm64:
+	@bash scripts/install.sh --arm64
+
+check-arm64: install-arm64
+	@$(MAKE) --no-print-directory build
+	@bash scripts/check_arm64.sh $(ARM64_BUILD_DIR) $(BUILD_DIR) $(JOBS)
+
 # The container image (deploy/container/Containerfile; docs/build.md), with
-# podman as shared/spec/platform.md measured it here (runc, vfs, a base from
-# debootstrap; IMAGE_SUITE=trixie for Debian 13). `image` compiles inside
+# podman as shared/spec/platform.md measured it here (runc, a base from
+# debootstrap; IMAGE_SUITE=trixie for Debian 13; overlay storage where the
+# kernel mounts it, else vfs: deploy/container/podman.sh). `image` compiles inside
 # the image (the torch wheel and a full build: long); `image-prebuilt` packs
 # this host's $(BUILD_DIR) into the runtime stage alone (a Debian 12 host for
 # the bookworm base). On the GB10: docker build, docs/operations.md.
@@ -170,12 +185,7 @@ image: install
 	  $(PODMAN_BUILD) --build-arg BASE=$$base --build-arg BINARIES=build \
 	  --build-arg SOURCE_ID=$(SOURCE_ID) .
 
-# --layers=false: one commit of the runtime stage, no cached copies of its
-# 3.4 GB of libraries (podman's vfs copies every layer whole).
-BINARIES_IMAGE = localhost/mesa-anyjev-binaries:$(VERSION)
+# The runtime stage alone from $(BUILD_DIR), one commit (--layers=false);
+# it says first if the disk cannot hold that commit (about 15 GB).
 image-prebuilt: install build
-	@bash deploy/container/binaries.sh $(BUILD_DIR) $(BINARIES_IMAGE) >/dev/null
-	@base=$$(bash deploy/container/base.sh $(IMAGE_SUITE)) && \
-	  $(PODMAN_BUILD) --layers=false --build-arg BASE=$$base \
-	  --build-arg BINARIES=$(BINARIES_IMAGE) deploy/container; \
-	  rc=$$?; deploy/container/podman.sh rmi --force $(BINARIES_IMAGE) >/dev/null 2>&1; exit $$rc
+	@bash deploy/container/prebuilt.sh $(BUILD_DIR) $(IMAGE) $(IMAGE_SUITE)

@@ -1,9 +1,11 @@
 """Issue 25: the container image (deploy/container/Containerfile) for real.
-Its runtime stage is packed from this build's binaries (BINARIES=prebuilt:
-the full in-image build, `make image`, downloads the torch wheel and
-compiles for most of an hour on 2 cores, past CI's budget; docs/build.md)
-and run with podman as shared/spec/platform.md measured it (runc, vfs, a
-debootstrap'd base cached machine-wide). A tiny Qwen3 is mounted read-only,
+Its runtime stage is packed from this build's binaries
+(deploy/container/prebuilt.sh: the full in-image build, `make image`,
+downloads the torch wheel and compiles for most of an hour on 2 cores, past
+CI's budget; docs/build.md) and run with podman as shared/spec/platform.md
+measured it (runc, a debootstrap'd base cached machine-wide), overlay
+storage where the kernel mounts it (else vfs), in a store of the test's own
+that goes with it: a failed or killed run leaves no gigabytes behind. A tiny Qwen3 is mounted read-only,
 auth is on (a mounted secret file, then the environment); the container's
 Decide equals the host-built daemon's on the same checkpoint, configuration
 and request; the daemon runs as uid 10001 and cannot write the model; a
@@ -30,7 +32,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTAINER = ROOT / "deploy" / "container"
 PODMAN = str(CONTAINER / "podman.sh")
 TAG = f"localhost/mesa-anyjevd-e2e:{uuid.uuid4().hex[:8]}"
-BINARIES = TAG.replace("mesa-anyjevd-e2e", "mesa-anyjev-binaries-e2e")
 TOKEN = "container-t0ken-5e1f"
 AUTH = [("authorization", f"Bearer {TOKEN}")]
 LOCK = "0190586d" * 8
@@ -48,7 +49,7 @@ SETTINGS = {"MODEL__NAME": MODEL, "MODEL__DEVICE": "cpu", "MODEL__DTYPE": "float
 ENV = {f"MESA_ANYJEV_{k}": v for k, v in SETTINGS.items()}
 # Bounds for failures only, sized for a loaded 2-core host: the image build
 # (debootstrap on a cold cache, then 3.4 GB of torch and CUDA libraries
-# through vfs) and a container's start.
+# committed) and a container's start.
 BUILD_TIMEOUT = 1500
 START_TIMEOUT = 180
 
@@ -75,24 +76,36 @@ def poll(probe, what, timeout, alive=lambda: True):
 
 
 @pytest.fixture(scope="module")
-def building(tmp_path_factory):
-    """Starts the image build (minutes) at once, so the host daemon's part
-    runs meanwhile; yields a function that waits for it."""
+def store(tmp_path_factory):
+    """podman's store for this test alone (MESA_ANYJEV_PODMAN_ROOT, read by
+    deploy/container/podman.sh): the base is imported from the machine-wide
+    tar cache in seconds, and the image, its containers and the volume go
+    with the folder at the end, whatever happened."""
     if os.geteuid() != 0:
         pytest.skip("needs root: rootful podman as shared/spec/platform.md runs it")
     if subprocess.run(["bash", "-c", "command -v podman debootstrap"],
                       capture_output=True).returncode != 0:
         pytest.fail("podman or debootstrap is missing: run scripts/install.sh")
+    root = tmp_path_factory.mktemp("podman")
+    os.environ["MESA_ANYJEV_PODMAN_ROOT"] = str(root)
+    yield root
+    # Not `system reset`: it also removes the machine's podman networks.
+    podman("rm", "--all", "--force", "--volumes", check=False)
+    podman("volume", "rm", "--all", "--force", check=False)
+    podman("rmi", "--all", "--force", check=False)
+    del os.environ["MESA_ANYJEV_PODMAN_ROOT"]
+    subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+@pytest.fixture(scope="module")
+def building(store, tmp_path_factory):
+    """Starts the image build (minutes) at once, so the host daemon's part
+    runs meanwhile; yields a function that waits for it."""
     log = tmp_path_factory.mktemp("image") / "build.log"
     build_dir = Path(DAEMON).resolve().parents[1]
-    # As make image-prebuilt: this build's binaries imported as BINARIES,
-    # then the runtime stage alone, --layers=false (one commit, no cached
-    # copies of 3.7 GB left behind).
-    script = (f"set -e; base=$(bash {CONTAINER}/base.sh bookworm); "
-              f"bash {CONTAINER}/binaries.sh {build_dir} {BINARIES}; "
-              f"{PODMAN} build --layers=false --format docker --network host "
-              f"-f {CONTAINER}/Containerfile --build-arg BASE=$base "
-              f"--build-arg BINARIES={BINARIES} -t {TAG} {CONTAINER}")
+    # As make image-prebuilt: the runtime stage alone, this build's binaries
+    # copied from a folder, one commit (--layers=false).
+    script = f"bash {CONTAINER}/prebuilt.sh {build_dir} {TAG} bookworm"
     started = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(["bash", "-c", script], stdout=out, stderr=subprocess.STDOUT)
@@ -108,7 +121,6 @@ def building(tmp_path_factory):
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-    podman("rmi", "--force", TAG, BINARIES, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +223,7 @@ class Container:
 
 
 @pytest.fixture(scope="module")
-def volume():
+def volume(store):
     name = f"mesa-anyjev-e2e-bundles-{uuid.uuid4().hex[:8]}"
     podman("volume", "create", name)
     yield name
