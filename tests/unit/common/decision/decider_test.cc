@@ -6,6 +6,7 @@
 // heads file.
 #include "common/decision/decider.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -418,6 +419,125 @@ TEST_CASE("export and load keep decisions", "[decision]") {
   CHECK(other.LoadArtifact(q, artifact).ok());
   artifact["method"] = "histogram_binning";
   CHECK(absl::IsInvalidArgument(other.LoadArtifact(q, artifact)));
+}
+
+TEST_CASE("a head artifact loads for the question it is given",
+          "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  std::vector<std::string> states;
+  std::vector<int> labels;
+  for (int i = 0; i < 16; ++i) {
+    states.push_back("About " + kTopics[i % 4] + " #" + std::to_string(i));
+    labels.push_back(i % 4);
+  }
+  const auto fitted = decider.FitHead(q, states, labels);
+  REQUIRE(fitted.ok());
+  // The entry describes the question it is loaded for (not the text the
+  // artifact carries); its question_id is the artifact's.
+  Json artifact = *fitted;
+  artifact["text"] = "another wording";
+  artifact["question_id"] = "from the file";
+  Decider other(&fake);
+  REQUIRE(other.LoadArtifact(q, artifact).ok());
+  const Json loaded = other.ExportArtifacts(false)["heads"][q.key()];
+  CHECK(loaded["text"] == q.text());
+  CHECK(loaded["question_id"] == "from the file");
+  CHECK(loaded["W"] == (*fitted)["W"]);
+  const auto a = decider.Decide(states, {q}, Level::kL2);
+  const auto b = other.Decide(states, {q}, Level::kL2);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  for (size_t s = 0; s < states.size(); ++s) {
+    for (int j = 0; j < 4; ++j) {
+      CHECK((*a)[s][0].probs[j] == Approx((*b)[s][0].probs[j]).margin(1e-5));
+    }
+  }
+  // Another layout is refused; without a "question", a head of another K
+  // or outside the model's blocks is malformed.
+  CHECK(absl::IsFailedPrecondition(
+      other.LoadArtifact(Topic(Reversed(kTopics)), *fitted)));
+  Json anywhere = *fitted;
+  anywhere.erase("question");
+  const Question three = Topic({"genes", "proteins", "cells"});
+  const absl::Status k3 = other.LoadArtifact(three, anywhere);
+  CHECK(absl::IsInvalidArgument(k3));
+  CHECK(absl::StrContains(k3.message(), "K=3"));
+  anywhere["layer_abs"] = 99;
+  const absl::Status deep = other.LoadArtifact(q, anywhere);
+  CHECK(absl::IsInvalidArgument(deep));
+  CHECK(absl::StrContains(deep.message(), "layer_abs"));
+  CHECK_FALSE(other.HasHead(three.key()));
+}
+
+// The fake model, keeping the prompts of every Logprobs call as text.
+class RecordingBackend final : public ForwardingBackend {
+ public:
+  RecordingBackend() : ForwardingBackend(&fake_) {}
+
+  absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
+      const std::vector<PromptGroup>& groups, int32_t top_k,
+      const CallControl& control) override {
+    std::vector<std::string> prompts;
+    for (const PromptGroup& group : groups) {
+      const std::string prefix = *tokenizer().Decode(group.prefix);
+      for (const auto& suffix : group.suffixes) {
+        prompts.push_back(prefix + *tokenizer().Decode(suffix));
+      }
+    }
+    calls.push_back(std::move(prompts));
+    return ForwardingBackend::Logprobs(groups, top_k, control);
+  }
+
+  std::vector<std::vector<std::string>> calls;
+
+ private:
+  FakeBackend fake_;
+};
+
+bool AllStates(const std::vector<std::string>& prompts) {
+  return std::all_of(prompts.begin(), prompts.end(), [](const auto& p) {
+    return absl::StrContains(p, "State:\nRecord ");
+  });
+}
+
+TEST_CASE("content-free probes are read in a call of their own, once",
+          "[decision]") {
+  RecordingBackend backend;
+  DeciderOptions options;
+  options.prior = PriorMode::kContentFree;
+  Decider decider(&backend, options);
+  const Question four = Topic();
+  const Question three = Topic({"genes", "proteins", "cells"});
+  REQUIRE(decider.Decide(PlainStates(2), {four, three}, Level::kL0).ok());
+  // The states' prompts in one call; every probe of both questions in the
+  // next, none beside a state.
+  REQUIRE(backend.calls.size() == 2);
+  CHECK(backend.calls[0].size() == 2 * 4 + 2 * 3);
+  CHECK(AllStates(backend.calls[0]));
+  CHECK(backend.calls[1].size() == 3 * 4 + 3 * 3);
+  for (const std::string& probe : backend.calls[1]) {
+    CHECK_FALSE(absl::StrContains(probe, "Record "));
+  }
+  // Kept per listing: the next call reads the states alone.
+  backend.calls.clear();
+  REQUIRE(decider.Decide(PlainStates(2, "n"), {four, three}, Level::kL0).ok());
+  REQUIRE(backend.calls.size() == 1);
+  CHECK(AllStates(backend.calls[0]));
+  // The rotation budget reads its question's probes first, on their own.
+  backend.calls.clear();
+  DecideOptions adaptive;
+  adaptive.adaptive_shifts = true;
+  const Question reworded = *Question::Choice("Which topic?", kTopics);
+  REQUIRE(
+      decider.Decide(PlainStates(2), {reworded}, Level::kL0, adaptive).ok());
+  REQUIRE(backend.calls.size() >= 2);
+  CHECK(backend.calls[0].size() == 3 * 4);
+  CHECK_FALSE(AllStates({backend.calls[0][0]}));
+  for (size_t c = 1; c < backend.calls.size(); ++c) {
+    CHECK(AllStates(backend.calls[c]));
+  }
 }
 
 TEST_CASE("observe fits at 30, 60, 120 (16.7.32)", "[decision]") {
