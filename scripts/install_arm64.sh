@@ -131,20 +131,30 @@ else
   log "aarch64 $torch_pin: up to date"
 fi
 
-# A qemu-user prefix whose /proc/cpuinfo is an arm64 one: libtorch's CPU
-# detection reads it and crashes on the host's x86 text. qemu -L looks there
-# first and falls back to / for every other file.
-cpuinfo="$ARM64/qemu-prefix/proc/cpuinfo"
-# The GB10's Cortex-X925 (implementer 0x41, part 0xd85) as the kernel shows it.
-cpuinfo_want="$(for cpu in $(seq 0 $(($(getconf _NPROCESSORS_CONF) - 1))); do
+# A qemu-user prefix that shows the GB10's CPU: an arm64 /proc/cpuinfo
+# (libtorch's CPU detection reads it and crashes on the host's x86 text)
+# and each CPU's MIDR_EL1 in sysfs (oneDNN's xbyak_aarch64 reads it, else
+# prints "Can't open MIDR_EL1 sysfs entry"): a Cortex-X925, implementer
+# 0x41, part 0xd85, r0p1. qemu -L looks there first and falls back to /
+# for every other file.
+prefix="$ARM64/qemu-prefix"
+cpus="$(getconf _NPROCESSORS_CONF)"
+cpuinfo="$(for cpu in $(seq 0 $((cpus - 1))); do
   printf 'processor\t: %s\nBogoMIPS\t: 2000.00\nFeatures\t: %s\n' "$cpu" \
     "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma lrcpc dcpop sha3 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs sb paca pacg dcpodp sve2 sveaes svepmull svebitperm svesha3 flagm2 frint svei8mm svebf16 i8mm bf16 dgh rng bti"
   printf 'CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd85\nCPU revision\t: 1\n\n'
 done)"
-if [ "$(cat "$cpuinfo" 2>/dev/null || true)" != "$cpuinfo_want" ]; then
-  log "qemu prefix with an arm64 /proc/cpuinfo: $cpuinfo"
-  sudo_if_needed mkdir -p "$(dirname "$cpuinfo")"
-  printf '%s\n' "$cpuinfo_want" | sudo_if_needed tee "$cpuinfo" >/dev/null
+midr="$prefix/sys/devices/system/cpu/cpu$((cpus - 1))/regs/identification/midr_el1"
+if [ "$(cat "$prefix/proc/cpuinfo" 2>/dev/null || true)" != "$cpuinfo" ] || [ ! -s "$midr" ]; then
+  log "qemu prefix with an arm64 /proc/cpuinfo and MIDR_EL1: $prefix"
+  sudo_if_needed rm -rf "$prefix"
+  sudo_if_needed mkdir -p "$prefix/proc"
+  printf '%s\n' "$cpuinfo" | sudo_if_needed tee "$prefix/proc/cpuinfo" >/dev/null
+  for cpu in $(seq 0 $((cpus - 1))); do
+    dir="$prefix/sys/devices/system/cpu/cpu$cpu/regs/identification"
+    sudo_if_needed mkdir -p "$dir"
+    echo 0x00000000410fd851 | sudo_if_needed tee "$dir/midr_el1" >/dev/null
+  done
 else
   log "qemu prefix: up to date"
 fi

@@ -99,6 +99,9 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
   spdlog::info("Qwen3 on {} in {}, {} attention, projections by {}",
                backend->identity().device, backend->identity().dtype,
                backend->identity().attention, backend->gemm());
+  if (!backend->cpu_paths().empty()) {
+    spdlog::info("CPU paths: {}", backend->cpu_paths());
+  }
   if (!backend->attention_note().empty()) {
     spdlog::info("sdpa uses the masked kernel: {}", backend->attention_note());
   }

@@ -4,7 +4,6 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <malloc.h>
 
 #include <algorithm>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include "common/text/bpe_tokenizer.h"
 #include "common/text/utf8.h"
 #include "common/util/meminfo.h"
+#include "server/engine/cpu_paths.h"
 #include "server/engine/host_block_cache.h"
 #include "server/engine/kv_blocks.h"
 #include "server/engine/pass_planner.h"
@@ -229,14 +229,14 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
   ASSIGN_OR_RETURN(model::LoadedQwen3 loaded,
                    model::LoadQwen3(config.path, options));
   state->model = std::move(loaded.model);
+  bool heap_kept = false;
   if (state->model->device().is_cpu()) {
     // A pass's activations on the CPU (tens of MB each) are over glibc's
     // mmap threshold, so each would be mapped, page-faulted in and unmapped
     // again, op after op. Keeping freed memory in the heap measured
     // 2,850-3,120 against 2,390 tokens/s for an 8192-token pass
     // (docs/model.md).
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+    heap_kept = KeepFreedHeap();
     // The largest (over 64 MiB) are mapped anew all the same when the
     // engine thread's arena is not the main one: those are kept here.
     if (engine.host_cache_bytes > 0) {
@@ -298,6 +298,11 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
     backend->gemm_ += " (" + why + ")";
   } else if (!m.gemm_note().empty()) {
     backend->gemm_ += " (cpu_gemm auto: " + m.gemm_note() + ")";
+  }
+  if (m.device().is_cpu()) {
+    backend->cpu_paths_ = DescribeCpuPaths(ChooseCpuPaths(
+        at::TensorOptions(m.dtype()).device(m.device()), m.attention(),
+        m.config().head_dim, heap_kept, engine.host_cache_bytes));
   }
   return backend;
 }

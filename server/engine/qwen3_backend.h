@@ -55,6 +55,10 @@ class Qwen3Backend final : public Backend {
   const std::string& gemm() const { return gemm_; }
   // Why sdpa on CUDA fell back to the masked kernel (empty otherwise).
   const std::string& attention_note() const { return attention_note_; }
+  // A CPU model's other CPU-specific paths, for the load log: "norms fused
+  // (row_norm), attention eager (ATen), heap kept (mallopt), host block
+  // cache N bytes"; empty on CUDA.
+  const std::string& cpu_paths() const { return cpu_paths_; }
 
  private:
   static absl::StatusOr<std::unique_ptr<Qwen3Backend>> LoadUnguarded(
@@ -69,6 +73,7 @@ class Qwen3Backend final : public Backend {
   int64_t weight_bytes_ = 0;
   std::string gemm_;
   std::string attention_note_;
+  std::string cpu_paths_;
   model::DeviceFacts device_;
 };
 

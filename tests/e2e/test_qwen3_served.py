@@ -2,6 +2,7 @@
 GetModelInfo, Tokenize, Logprobs and HiddenStates answer from the model and
 agree with transformers and tokenizers."""
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ def test_served_model_matches_transformers(start_daemon, checkpoint):
     assert (info.name, info.n_layers, info.hidden_size, info.vocab_size) == ("tiny/qwen3", 3, 64, 151936)
     assert (info.dtype, info.device, info.attention) == ("float32", "cpu", "eager")
     assert len(info.identity) == 64 and info.hidden_states and info.early_stop
+    assert_start_names_cpu_paths(daemon.output())
 
     hf_tok = Tokenizer.from_file(str(checkpoint / "tokenizer.json"))
     texts = [PREFIX, *SUFFIXES, "A", " Yes", "naïve café 你好 🙂"]
@@ -67,6 +69,21 @@ def test_served_model_matches_transformers(start_daemon, checkpoint):
                 ref = out.hidden_states[layer][0, -1].numpy()
                 assert np.linalg.norm(got_hidden[i, j] - ref) / np.linalg.norm(ref) < 1e-4
     assert "mesa_anyjev_model_loaded 1" in daemon.metrics()
+
+
+def assert_start_names_cpu_paths(log):
+    """The start log names the CPU paths this model runs (docs/model.md): the
+    projections' GEMM as cpu_gemm auto measured it (both timings), then the
+    norms, attention, heap and host block cache. The heap is glibc's kept
+    one, except in make test-asan's daemon: ASan's allocator takes no
+    mallopt setting, and the line says so."""
+    from conftest import DAEMON
+    asan = b"__asan_init" in Path(DAEMON).read_bytes()
+    heap = r"glibc defaults \(mallopt not taken\)" if asan else r"kept \(mallopt\)"
+    assert re.search(r"Qwen3 on cpu in float32, eager attention, projections by (onednn|aten) "
+                     r"\(cpu_gemm auto: measured \d+ us at::linear, \d+ us oneDNN packed ", log), log
+    assert re.search(r"CPU paths: norms fused \(row_norm\), attention eager \(ATen\), "
+                     rf"heap {heap}, host block cache 2147483648 bytes$", log, re.M), log
 
 
 def test_broken_checkpoint_is_refused_at_start(tmp_path, checkpoint):
