@@ -180,8 +180,8 @@ absl::StatusOr<nlohmann::ordered_json> Decider::FitHead(
                    Features(question, states, layers, perms, control));
   std::optional<LinearHead> best;
   for (const std::string& kind : options.kinds) {
-    auto head = decision::FitHead(feats, labels, question.k(), kind,
-                                  options.n_folds, options.seed);
+    auto head = BestHeadOfKind(feats, labels, question.k(), kind,
+                               options.n_folds, options.seed);
     if (!head.ok()) {
       if (absl::IsInvalidArgument(head.status()) ||
           absl::IsFailedPrecondition(head.status())) {

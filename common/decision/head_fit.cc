@@ -180,10 +180,10 @@ std::vector<int> DefaultCandidateBlocks(int n_blocks) {
   return std::vector<int>(out.begin(), out.end());
 }
 
-absl::StatusOr<LinearHead> FitHead(const std::vector<Matrix>& features,
-                                   const std::vector<int>& labels, int k,
-                                   const std::string& kind, int n_folds,
-                                   uint32_t seed) {
+absl::StatusOr<LinearHead> BestHeadOfKind(const std::vector<Matrix>& features,
+                                          const std::vector<int>& labels, int k,
+                                          const std::string& kind, int n_folds,
+                                          uint32_t seed) {
   const int n = static_cast<int>(labels.size());
   if (n < 2 * k || n < 8) {
     return absl::InvalidArgumentError(absl::StrCat(

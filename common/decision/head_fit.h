@@ -50,13 +50,15 @@ std::vector<nlohmann::ordered_json> DefaultGrid(const std::string& kind);
 // 0.7, 0.85, 1.0.
 std::vector<int> DefaultCandidateBlocks(int n_blocks);
 
-// features[l] = X [N, d] at candidate layer l; labels in [0, K). Needs
-// N >= max(8, 2K) (INVALID_ARGUMENT otherwise). Tries every layer and grid
-// entry in order; the lowest out-of-fold NLL wins, earlier on ties.
-// FAILED_PRECONDITION when no configuration solves.
-absl::StatusOr<LinearHead> FitHead(const std::vector<Matrix>& features,
-                                   const std::vector<int>& labels, int k,
-                                   const std::string& kind, int n_folds = 5,
-                                   uint32_t seed = 0);
+// The best head of one kind (Decider::FitHead picks among kinds and stores
+// the winner): features[l] = X [N, d] at candidate layer l; labels in
+// [0, K). Needs N >= max(8, 2K) (INVALID_ARGUMENT otherwise). Tries every
+// layer and grid entry in order; the lowest out-of-fold NLL wins, earlier on
+// ties, and is refit on every label. FAILED_PRECONDITION when no
+// configuration solves.
+absl::StatusOr<LinearHead> BestHeadOfKind(const std::vector<Matrix>& features,
+                                          const std::vector<int>& labels, int k,
+                                          const std::string& kind,
+                                          int n_folds = 5, uint32_t seed = 0);
 
 }  // namespace mesa_anyjev::decision

@@ -421,8 +421,7 @@ TEST_CASE("export and load keep decisions", "[decision]") {
   CHECK(absl::IsInvalidArgument(other.LoadArtifact(q, artifact)));
 }
 
-TEST_CASE("a head artifact loads for the question it is given",
-          "[decision]") {
+TEST_CASE("a head artifact loads for the question it is given", "[decision]") {
   FakeBackend fake;
   Decider decider(&fake);
   const Question q = Topic();

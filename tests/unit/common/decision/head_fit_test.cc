@@ -125,23 +125,24 @@ TEST_CASE("ridge in the dual fits one-hot targets", "[decision]") {
   CHECK(right == 30);
 }
 
-TEST_CASE("FitHead picks a layer by out-of-fold NLL", "[decision]") {
+TEST_CASE("BestHeadOfKind picks a layer by out-of-fold NLL", "[decision]") {
   const Data signal = Blobs(40, 0.5, 3);
   const Data noise = Blobs(40, 50.0, 4);
   // Layer 1 carries the signal; layer 0 is noise.
-  const auto head = FitHead({noise.x, signal.x}, signal.y, 3, "lda");
+  const auto head = BestHeadOfKind({noise.x, signal.x}, signal.y, 3, "lda");
   REQUIRE(head.ok());
   CHECK(head->layer == 1);
   CHECK(head->n_calib == 40);
   CHECK(head->cv["oof_acc"].get<double>() > 0.9);
   CHECK(head->temperature > 0.0);
   CHECK(absl::IsInvalidArgument(
-      FitHead({signal.x.topRows(7)}, {0, 1, 2, 0, 1, 2, 0}, 3, "lda")
+      BestHeadOfKind({signal.x.topRows(7)}, {0, 1, 2, 0, 1, 2, 0}, 3, "lda")
           .status()));
   // max(8, 2K): K = 5 needs 10.
-  CHECK(absl::IsInvalidArgument(
-      FitHead({signal.x.topRows(9)}, {0, 1, 2, 3, 4, 0, 1, 2, 3}, 5, "ridge")
-          .status()));
+  CHECK(absl::IsInvalidArgument(BestHeadOfKind({signal.x.topRows(9)},
+                                               {0, 1, 2, 3, 4, 0, 1, 2, 3}, 5,
+                                               "ridge")
+                                    .status()));
 }
 
 TEST_CASE("heads-file arrays (16.7.33)", "[decision]") {
@@ -164,7 +165,7 @@ TEST_CASE("heads-file arrays (16.7.33)", "[decision]") {
 
 TEST_CASE("a head survives its JSON", "[decision]") {
   const Data data = Blobs(40, 0.5, 5);
-  auto head = FitHead({data.x}, data.y, 3, "ridge");
+  auto head = BestHeadOfKind({data.x}, data.y, 3, "ridge");
   REQUIRE(head.ok());
   const auto json = head->ToJson();
   CHECK(json["method"] == "head:ridge");
