@@ -29,25 +29,32 @@ bool EveryPartStopped(const std::vector<CallPart>& parts, absl::Time now) {
 }  // namespace
 
 bool CallControl::ShouldStop(absl::Time now) const {
-  return now >= deadline ||
-         (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) ||
+  return CallPart{0, deadline, cancelled}.ShouldStop(now) ||
          EveryPartStopped(parts, now);
 }
 
-absl::Status CallControl::StopStatus(absl::Time now, const char* where) const {
-  if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
-    return absl::CancelledError(
-        absl::StrCat(where, ": the call was cancelled"));
+absl::Status CallPart::StopStatus(absl::Time now, const char* where) const {
+  if (Cancelled()) {
+    return absl::CancelledError(absl::StrCat(where, ": the caller cancelled"));
   }
   if (now >= deadline) {
     return absl::DeadlineExceededError(
         absl::StrCat(where, ": the call's deadline passed"));
   }
-  if (EveryPartStopped(parts, now)) {
-    return absl::CancelledError(
-        absl::StrCat(where, ": every caller of the merged call stopped"));
-  }
   return absl::OkStatus();
+}
+
+absl::Status CallControl::StopStatus(absl::Time now, const char* where) const {
+  const CallPart self{0, deadline, cancelled};
+  RETURN_IF_ERROR(self.StopStatus(now, where));
+  if (!EveryPartStopped(parts, now)) return absl::OkStatus();
+  const bool all_late =
+      std::none_of(parts.begin(), parts.end(),
+                   [](const CallPart& p) { return p.Cancelled(); });
+  return all_late ? absl::DeadlineExceededError(absl::StrCat(
+                        where, ": every caller's deadline passed"))
+                  : absl::CancelledError(absl::StrCat(
+                        where, ": every caller of the merged call stopped"));
 }
 
 namespace {

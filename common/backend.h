@@ -77,10 +77,17 @@ struct CallPart {
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;
 
-  bool ShouldStop(absl::Time now) const {
-    return now >= deadline ||
-           (cancelled != nullptr && cancelled->load(std::memory_order_relaxed));
+  bool Cancelled() const {
+    return cancelled != nullptr && cancelled->load(std::memory_order_relaxed);
   }
+  bool ShouldStop(absl::Time now) const {
+    return now >= deadline || Cancelled();
+  }
+  // The one rule for a stopped caller, wherever it is found stopped (the
+  // queue, the engine, a merged call's member): CANCELLED when it cancelled,
+  // else DEADLINE_EXCEEDED once its deadline passed ("<where>: ..."); OK
+  // while it waits.
+  absl::Status StopStatus(absl::Time now, const char* where) const;
 };
 
 // Prompt tokens one call may send to the model in all (a Decide or Fit
@@ -114,8 +121,9 @@ struct CallControl {
   // True once the call's own deadline or cancel says so, or, for a merged
   // call, once every part's caller has stopped (nobody needs the rest).
   bool ShouldStop(absl::Time now) const;
-  // CANCELLED or DEADLINE_EXCEEDED ("<where>: ...") once ShouldStop, OK
-  // before.
+  // CallPart::StopStatus for the call itself; for a merged call whose
+  // callers all stopped, DEADLINE_EXCEEDED when every one of them ran out of
+  // time and CANCELLED otherwise. OK before ShouldStop.
   absl::Status StopStatus(absl::Time now, const char* where) const;
 };
 

@@ -58,13 +58,6 @@ std::string FirstLine(const std::exception& e) {
   return text::Printable(what.substr(0, what.find('\n')), 400);
 }
 
-absl::Status Stopped(const CallControl& control) {
-  if (control.cancelled != nullptr && control.cancelled->load()) {
-    return absl::CancelledError("the caller cancelled the call");
-  }
-  return absl::DeadlineExceededError("the deadline passed during the forward");
-}
-
 at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
   return at::tensor(v, at::kLong).to(device);
 }
@@ -114,7 +107,7 @@ struct Qwen3Backend::State {
     const at::Device device = model->device();
     while (status.ok()) {
       if (all_stopped()) {
-        status = Stopped(control);
+        status = control.StopStatus(absl::Now(), "the forward");
         break;
       }
       absl::StatusOr<Pass> pass = planner.Next(live);

@@ -102,16 +102,11 @@ std::vector<Scheduler::Queued> Scheduler::TakeBatch() {
 
 bool Scheduler::SkipIfStale(Queued& item, absl::Time now) {
   if (observer_ != nullptr) observer_->OnQueueWait(now - item.enqueued);
-  absl::Status status;
-  if (item.job.cancelled != nullptr && item.job.cancelled->load()) {
-    status = absl::CancelledError("the caller cancelled the call");
-    if (observer_ != nullptr) observer_->OnSkipped("cancelled");
-  } else if (now >= item.job.deadline) {
-    status = absl::DeadlineExceededError(
-        "the deadline passed while the call waited in the queue");
-    if (observer_ != nullptr) observer_->OnSkipped("deadline");
-  } else {
-    return false;
+  absl::Status status = CallPart{0, item.job.deadline, item.job.cancelled}
+                            .StopStatus(now, "waiting in the queue");
+  if (status.ok()) return false;
+  if (observer_ != nullptr) {
+    observer_->OnSkipped(absl::IsCancelled(status) ? "cancelled" : "deadline");
   }
   item.job.done(std::move(status));
   return true;

@@ -53,14 +53,8 @@ CallControl PartsOf(const std::vector<engine::Job*>& jobs,
 // A member whose caller stopped while the merged call ran gets its own
 // status, not the (partial) results.
 absl::Status StoppedDuring(const engine::Job& job) {
-  if (job.cancelled != nullptr && job.cancelled->load()) {
-    return absl::CancelledError("the caller cancelled the call");
-  }
-  if (absl::Now() >= job.deadline) {
-    return absl::DeadlineExceededError(
-        "the deadline passed during the forward");
-  }
-  return absl::OkStatus();
+  return CallPart{0, job.deadline, job.cancelled}.StopStatus(absl::Now(),
+                                                            "the forward");
 }
 
 }  // namespace

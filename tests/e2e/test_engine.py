@@ -244,3 +244,37 @@ def test_a_short_prefix_runs_in_its_suffixes_pass_without_a_cache(checkpoint):
                                "prefix_caching": cache})
         assert_same(got, plain(checkpoint, [prefix + s for s in suffixes]))
         assert got["passes"] == 2  # one for the hidden states, one for logprobs
+
+
+def refused(checkpoint, request):
+    directory, attention = checkpoint
+    out = subprocess.run([DUMP, str(directory), "float32", attention], input=json.dumps(request),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stdout
+    return out.stderr
+
+
+def test_a_merged_call_whose_callers_all_stopped_is_cancelled_not_late(checkpoint):
+    # Callers that cancel are not callers whose deadline passed: the merged
+    # call's status says which (CallControl::StopStatus, the one rule).
+    rng = np.random.default_rng(12)
+    groups = [{"prefix": ids(rng, 9), "suffixes": [ids(rng, 3)]} for _ in range(2)]
+    for stopped in (["cancelled", "cancelled"], ["cancelled", "deadline"]):
+        parts = [{"first_group": g, "stopped": s} for g, s in enumerate(stopped)]
+        stderr = refused(checkpoint, {"groups": groups, "label_ids": LABELS, "parts": parts})
+        assert stderr.startswith("CANCELLED: ") and "every caller" in stderr, stderr
+    parts = [{"first_group": g, "stopped": "deadline"} for g in range(2)]
+    stderr = refused(checkpoint, {"groups": groups, "label_ids": LABELS, "parts": parts})
+    assert stderr.startswith("DEADLINE_EXCEEDED: ") and "every caller" in stderr, stderr
+
+
+def test_a_merged_call_goes_on_for_the_callers_still_waiting(checkpoint):
+    rng = np.random.default_rng(13)
+    groups = [{"prefix": ids(rng, 9 + 4 * g), "suffixes": [ids(rng, 3), ids(rng, 2)]}
+              for g in range(3)]
+    parts = [{"first_group": 0, "stopped": "cancelled"}, {"first_group": 1},
+             {"first_group": 2, "stopped": "deadline"}]
+    got = run(checkpoint, {"groups": groups, "layers": list(range(N + 1)), "label_ids": LABELS,
+                           "top_k": 5, "parts": parts})
+    alone = plain(checkpoint, [groups[1]["prefix"] + s for s in groups[1]["suffixes"]])
+    assert_same({k: got[k][2:4] for k in ("label_logprobs", "hidden", "top")}, alone)

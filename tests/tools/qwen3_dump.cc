@@ -7,14 +7,18 @@
 //                                         "label_ids": [..], "top_k": k}
 //   -> {"hidden": [p][l][h], "label_logprobs": [p][i], "top": [p][[id, lp]],
 //       "identity": "...", "weight_bytes": n}
+//   or, when the backend refuses, exit 1 with "CODE: message" on stderr.
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "common/text/bpe_tokenizer.h"
 #include "server/engine/qwen3_backend.h"
 #include "server/model/qwen3_loader.h"
@@ -79,10 +83,36 @@ absl::Status RunOnly(mesa_anyjev::Backend& backend, const json& request) {
   return backend.Logprobs(groups, request.value("top_k", 0), control).status();
 }
 
+// "parts": [{"first_group": g, "stopped": "cancelled" | "deadline" | null}]
+// makes the call a merged one (CallControl::parts), each part's caller
+// already stopped as named.
+struct Parts {
+  std::vector<std::unique_ptr<std::atomic<bool>>> flags;
+  mesa_anyjev::CallControl control;
+};
+
+std::unique_ptr<Parts> PartsOf(const json& request) {
+  auto parts = std::make_unique<Parts>();
+  for (const json& part : request.value("parts", json::array())) {
+    const std::string stopped =
+        part.contains("stopped") && part["stopped"].is_string()
+            ? part["stopped"].get<std::string>()
+            : "";
+    parts->flags.push_back(
+        std::make_unique<std::atomic<bool>>(stopped == "cancelled"));
+    parts->control.parts.push_back(
+        {part.at("first_group").get<size_t>(),
+         stopped == "deadline" ? absl::Now() : absl::InfiniteFuture(),
+         parts->flags.back().get()});
+  }
+  return parts;
+}
+
 absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
                             const json& request) {
   const auto groups = Groups(request);
-  const mesa_anyjev::CallControl control;
+  const std::unique_ptr<Parts> parts = PartsOf(request);
+  const mesa_anyjev::CallControl& control = parts->control;
   json out = json::object();
   const auto layers = request.value("layers", std::vector<int32_t>{});
   if (!layers.empty()) {
@@ -238,7 +268,7 @@ int main(int argc, char** argv) {
     for (const json& call : request["calls"]) {
       auto answer = Answer(**backend, call);
       if (!answer.ok()) {
-        std::cerr << answer.status().message() << "\n";
+        std::cerr << answer.status().ToString() << "\n";
         return 1;
       }
       answers.push_back(*std::move(answer));
@@ -254,7 +284,7 @@ int main(int argc, char** argv) {
   }
   auto answer = Answer(**backend, request);
   if (!answer.ok()) {
-    std::cerr << answer.status().message() << "\n";
+    std::cerr << answer.status().ToString() << "\n";
     return 1;
   }
   (*answer)["identity"] = (*backend)->identity().identity;
