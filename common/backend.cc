@@ -51,8 +51,8 @@ absl::Status CallControl::StopStatus(absl::Time now, const char* where) const {
   const bool all_late =
       std::none_of(parts.begin(), parts.end(),
                    [](const CallPart& p) { return p.Cancelled(); });
-  return all_late ? absl::DeadlineExceededError(absl::StrCat(
-                        where, ": every caller's deadline passed"))
+  return all_late ? absl::DeadlineExceededError(
+                        absl::StrCat(where, ": every caller's deadline passed"))
                   : absl::CancelledError(absl::StrCat(
                         where, ": every caller of the merged call stopped"));
 }

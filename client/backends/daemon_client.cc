@@ -17,10 +17,10 @@
 #include "common/status/status_macros.h"
 #include "common/text/strict_json.h"
 #include "common/util/daemon_target.h"
-#include "common/util/files.h"
 #include "common/util/secret.h"
 #include "mesa/anyjev/v1/decisions.grpc.pb.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
+#include "proto/daemon_channel.h"
 
 namespace mesa_anyjev::client {
 namespace {
@@ -89,32 +89,7 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   QuietGrpcLog();
   ASSIGN_OR_RETURN(auto token, util::LoadSecret(config.token_env,
                                                 config.token_file, "client"));
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
-  if (config.tls_ca.empty()) {
-    credentials = grpc::InsecureChannelCredentials();
-  } else {
-    auto ca = util::ReadFile(config.tls_ca);
-    if (!ca.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("client.tls_ca: ", ca.status().message()));
-    }
-    // gRPC would only log its refusal and then fail every call as "empty
-    // address list".
-    if (ca->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "client.tls_ca: ", config.tls_ca,
-          " holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
-    }
-    grpc::SslCredentialsOptions options;
-    options.pem_root_certs = *ca;
-    credentials = grpc::SslCredentials(options);
-  }
-  ASSIGN_OR_RETURN(const util::DaemonTarget target,
-                   util::ParseDaemonTarget(config.address));
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);  // the daemon caps what it sends
-  args.SetServiceConfigJSON(target.service_config);
-  auto channel = grpc::CreateCustomChannel(target.target, credentials, args);
+  ASSIGN_OR_RETURN(auto channel, OpenDaemonChannel(config));
   DaemonEndpoint endpoint{config.address, !config.tls_ca.empty(),
                           token.has_value(), config.timeout_s};
   return std::unique_ptr<DaemonClient>(new DaemonClient(

@@ -33,8 +33,9 @@ struct DaemonInfo {
   ModelIdentity identity;
   Capabilities capabilities;
   config::LimitsConfig limits;
-  std::optional<DeviceInfo> device;              // a local model's device
-  std::optional<int64_t> system_memory_available;  // the daemon host's MemAvailable
+  std::optional<DeviceInfo> device;  // a local model's device
+  std::optional<int64_t>
+      system_memory_available;  // the daemon host's MemAvailable
 };
 
 // The daemon's bundle store under one questions lock (Bundles.List).

@@ -20,6 +20,7 @@ inline constexpr char kMemInfoPath[] = "/proc/meminfo";
 absl::StatusOr<int64_t> ParseMemAvailable(std::string_view meminfo);
 
 // Reads `path` (at most 64 KiB) and parses it.
-absl::StatusOr<int64_t> ReadMemAvailable(const std::string& path = kMemInfoPath);
+absl::StatusOr<int64_t> ReadMemAvailable(
+    const std::string& path = kMemInfoPath);
 
 }  // namespace mesa_anyjev::util

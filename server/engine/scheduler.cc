@@ -102,8 +102,9 @@ std::vector<Scheduler::Queued> Scheduler::TakeBatch() {
 
 bool Scheduler::SkipIfStale(Queued& item, absl::Time now) {
   if (observer_ != nullptr) observer_->OnQueueWait(now - item.enqueued);
-  absl::Status status = CallPart{0, item.job.deadline, item.job.cancelled}
-                            .StopStatus(now, "waiting in the queue");
+  absl::Status status =
+      CallPart{0, item.job.deadline, item.job.cancelled}.StopStatus(
+          now, "waiting in the queue");
   if (status.ok()) return false;
   if (observer_ != nullptr) {
     observer_->OnSkipped(absl::IsCancelled(status) ? "cancelled" : "deadline");

@@ -274,14 +274,16 @@ ServerMetrics::ServerMetrics(const std::string& version,
   system_available_ =
       &prometheus::BuildGauge()
            .Name("mesa_anyjev_system_memory_available_bytes")
-           .Help("The host's MemAvailable: on a GPU that shares the "
-                 "system's memory (GB10), the device's headroom too.")
+           .Help(
+               "The host's MemAvailable: on a GPU that shares the "
+               "system's memory (GB10), the device's headroom too.")
            .Register(*registry_)
            .Add({});
   device_info_ = &prometheus::BuildGauge()
                       .Name("mesa_anyjev_device_info")
-                      .Help("Always 1 once a local model is loaded; the "
-                            "labels describe its device.")
+                      .Help(
+                          "Always 1 once a local model is loaded; the "
+                          "labels describe its device.")
                       .Register(*registry_);
   auto& device = prometheus::BuildGauge()
                      .Name("mesa_anyjev_device_memory_bytes")

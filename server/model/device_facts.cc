@@ -30,7 +30,8 @@ absl::Status CheckDriverFitsRuntime(int driver_cuda, int runtime_cuda) {
       "the NVIDIA driver supports CUDA ", CudaVersionText(driver_cuda),
       ", older than the CUDA ", CudaVersionText(runtime_cuda),
       " runtime this daemon's torch was built with: install a driver for "
-      "CUDA ", runtime_cuda / 1000,
+      "CUDA ",
+      runtime_cuda / 1000,
       " (580.65.06 or later for CUDA 13), or build against a torch for CUDA ",
       CudaVersionText(driver_cuda), " (docs/build.md)"));
 }

@@ -20,7 +20,7 @@ struct DeviceFacts {
   // load must fit in, and cudaMemGetInfo is not read (it reports MemFree,
   // which counts the page cache as used).
   bool shared_memory = true;
-  int driver_cuda = 0;   // cudaDriverGetVersion: 13000 = CUDA 13.0; 0 on the CPU
+  int driver_cuda = 0;  // cudaDriverGetVersion: 13000 = CUDA 13.0; 0 on the CPU
   int runtime_cuda = 0;  // cudaRuntimeGetVersion of the libcudart loaded
   int64_t device_free_bytes = 0;  // discrete CUDA devices only
   int64_t device_total_bytes = 0;

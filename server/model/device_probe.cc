@@ -51,7 +51,8 @@ absl::StatusOr<DeviceFacts> ProbeDevice(const std::string& name) {
   const int index = device.has_index() ? device.index() : 0;
   facts.device = absl::StrCat("cuda:", index);
   cudaDeviceProp props{};
-  if (cudaError_t e = cudaGetDeviceProperties(&props, index); e != cudaSuccess) {
+  if (cudaError_t e = cudaGetDeviceProperties(&props, index);
+      e != cudaSuccess) {
     return CudaFailed("cudaGetDeviceProperties", e);
   }
   facts.name = props.name;

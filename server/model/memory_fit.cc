@@ -27,8 +27,8 @@ std::string Gigabytes(int64_t bytes) {
 
 absl::Status CheckMemoryFits(const MemoryPlan& plan, const DeviceFacts& facts,
                              int64_t mem_available) {
-  const int64_t need =
-      SaturatingSum({plan.weights, plan.kv_pool, plan.host_cache, plan.reserve});
+  const int64_t need = SaturatingSum(
+      {plan.weights, plan.kv_pool, plan.host_cache, plan.reserve});
   const int64_t available =
       facts.shared_memory ? mem_available : facts.device_free_bytes;
   if (need <= available) return absl::OkStatus();

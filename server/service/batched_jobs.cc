@@ -54,7 +54,7 @@ CallControl PartsOf(const std::vector<engine::Job*>& jobs,
 // status, not the (partial) results.
 absl::Status StoppedDuring(const engine::Job& job) {
   return CallPart{0, job.deadline, job.cancelled}.StopStatus(absl::Now(),
-                                                            "the forward");
+                                                             "the forward");
 }
 
 }  // namespace

@@ -216,14 +216,13 @@ template <typename Request, typename Response, typename Work>
 grpc::ServerUnaryReactor* BundlesService::Run(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response, Method method, Work work) {
-  auto* call = new UnaryCall(metrics_, method);
-  if (absl::Status admitted = AdmitCall(*context, *auth_, *state_, metrics_);
-      !admitted.ok()) {
-    call->Complete(admitted);
-    return call;
-  }
-  const auto typed = call->Parse<Request, Response>(raw_request, raw_response);
-  if (typed.first == nullptr) return call;
+  const auto opened = OpenCall<Request, Response>(
+      metrics_, method, AdmitCall(*context, *auth_, *state_, metrics_),
+      raw_request, raw_response);
+  if (!opened.ok()) return opened.call;
+  UnaryCall* call = opened.call;
+  const std::pair<const Request*, Response*> typed{opened.request,
+                                                   opened.response};
   absl::Status submitted =
       worker_.TrySubmit([this, call, typed, work = std::move(work)]() mutable {
         absl::Status status;
@@ -233,11 +232,7 @@ grpc::ServerUnaryReactor* BundlesService::Run(
         }
         call->Complete(status);
       });
-  if (!submitted.ok()) {
-    metrics_->RecordRejected(absl::IsResourceExhausted(submitted) ? "queue_full"
-                                                                  : "draining");
-    call->Complete(submitted);
-  }
+  call->Submitted(submitted);
   return call;
 }
 

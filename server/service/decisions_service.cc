@@ -150,27 +150,21 @@ absl::Time DecisionsService::Deadline(
 grpc::ServerUnaryReactor* DecisionsService::Decide(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kDecide);
-  // Auth and state before the request bytes are read.
-  auto decider = Admit(*context);
-  if (!decider.ok()) {
-    call->Complete(decider.status());
-    return call;
-  }
-  const auto typed = call->Parse<v1::DecideRequest, v1::DecideResponse>(
-      raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::DecideRequest* request = typed.first;
-  [[maybe_unused]] v1::DecideResponse* response = typed.second;
+  const auto opened = OpenCall<v1::DecideRequest, v1::DecideResponse>(
+      metrics_, Method::kDecide, Admit(*context), raw_request, raw_response);
+  if (!opened.ok()) return opened.call;
+  UnaryCall* call = opened.call;
+  const v1::DecideRequest& request = *opened.request;
+  v1::DecideResponse* response = opened.response;
   auto parsed =
-      ParseDecideRequest(*request, options_.limits, scheduled_->capabilities());
+      ParseDecideRequest(request, options_.limits, scheduled_->capabilities());
   if (!parsed.ok()) {
     call->Complete(parsed.status());
     return call;
   }
   std::optional<nlohmann::ordered_json> scratch_artifacts;
-  if (!request->artifacts_json().empty()) {
-    auto json = ParseArtifactsJson(request->artifacts_json());
+  if (!request.artifacts_json().empty()) {
+    auto json = ParseArtifactsJson(request.artifacts_json());
     if (!json.ok()) {
       call->Complete(json.status());
       return call;
@@ -178,10 +172,10 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
     scratch_artifacts = *std::move(json);
   }
   CallControl control = DecisionControl(*context, *call);
-  absl::Status submitted =
-      workers_.TrySubmit([this, call, response, control, decider = *decider,
-                          metrics = metrics_, parsed = *std::move(parsed),
-                          scratch_artifacts = std::move(scratch_artifacts)]() {
+  absl::Status submitted = workers_.TrySubmit(
+      [this, call, response, control, decider = opened.admitted,
+       metrics = metrics_, parsed = *std::move(parsed),
+       scratch_artifacts = std::move(scratch_artifacts)]() {
         TokenBudget budget = DecisionBudget();
         CallControl bounded = control;
         bounded.budget = &budget;
@@ -216,39 +210,29 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
         }
         call->Complete(result.status());
       });
-  if (!submitted.ok()) {
-    metrics_->RecordRejected(absl::IsResourceExhausted(submitted) ? "queue_full"
-                                                                  : "draining");
-    call->Complete(submitted);
-  }
+  call->Submitted(submitted);
   return call;
 }
 
 grpc::ServerUnaryReactor* DecisionsService::Fit(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kFit);
-  // Auth and state before the request bytes are read.
-  auto decider = Admit(*context);
-  if (!decider.ok()) {
-    call->Complete(decider.status());
-    return call;
-  }
-  const auto typed =
-      call->Parse<v1::FitRequest, v1::FitResponse>(raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::FitRequest* request = typed.first;
-  [[maybe_unused]] v1::FitResponse* response = typed.second;
-  auto parsed = ParseFitRequest(*request, options_.limits);
+  const auto opened = OpenCall<v1::FitRequest, v1::FitResponse>(
+      metrics_, Method::kFit, Admit(*context), raw_request, raw_response);
+  if (!opened.ok()) return opened.call;
+  UnaryCall* call = opened.call;
+  const v1::FitRequest& request = *opened.request;
+  v1::FitResponse* response = opened.response;
+  auto parsed = ParseFitRequest(request, options_.limits);
   if (!parsed.ok()) {
     call->Complete(parsed.status());
     return call;
   }
   CallControl control = DecisionControl(*context, *call);
-  const bool dry_run = request->dry_run();
-  absl::Status submitted =
-      workers_.TrySubmit([this, call, response, control, dry_run,
-                          serving = *decider, parsed = *std::move(parsed)]() {
+  const bool dry_run = request.dry_run();
+  absl::Status submitted = workers_.TrySubmit(
+      [this, call, response, control, dry_run, serving = opened.admitted,
+       parsed = *std::move(parsed)]() {
         TokenBudget budget = DecisionBudget();
         CallControl bounded = control;
         bounded.budget = &budget;
@@ -289,11 +273,7 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
         }
         call->Complete(artifact.status());
       });
-  if (!submitted.ok()) {
-    metrics_->RecordRejected(absl::IsResourceExhausted(submitted) ? "queue_full"
-                                                                  : "draining");
-    call->Complete(submitted);
-  }
+  call->Submitted(submitted);
   return call;
 }
 
@@ -301,18 +281,13 @@ template <typename Request, typename Response, typename Answer>
 grpc::ServerUnaryReactor* DecisionsService::Inline(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response, metrics::Method method, Answer answer) {
-  auto* call = new UnaryCall(metrics_, method);
-  // Auth and state before the request bytes are read.
-  auto decider = Admit(*context);
-  if (!decider.ok()) {
-    call->Complete(decider.status());
-    return call;
+  const auto opened = OpenCall<Request, Response>(
+      metrics_, method, Admit(*context), raw_request, raw_response);
+  if (opened.ok()) {
+    opened.call->Complete(
+        answer(*opened.admitted, *opened.request, opened.response));
   }
-  const auto [request, response] =
-      call->Parse<Request, Response>(raw_request, raw_response);
-  if (request == nullptr) return call;
-  call->Complete(answer(**decider, *request, response));
-  return call;
+  return opened.call;
 }
 
 grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(

@@ -45,54 +45,36 @@ void InferenceService::Submit(UnaryCall* call, absl::Time deadline,
                               engine::Job job) {
   job.deadline = deadline;
   job.cancelled = call->cancelled();
-  absl::Status status = scheduler_->TrySubmit(std::move(job));
-  if (!status.ok()) {
-    metrics_->RecordRejected(absl::IsResourceExhausted(status) ? "queue_full"
-                                                               : "draining");
-    call->Complete(status);
-  }
+  call->Submitted(scheduler_->TrySubmit(std::move(job)));
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kGetModelInfo);
-  // Auth and state before the request bytes are read.
-  auto backend = Admit(*context);
-  if (!backend.ok()) {
-    call->Complete(backend.status());
-    return call;
-  }
-  const auto typed = call->Parse<v1::GetModelInfoRequest, v1::ModelInfo>(
-      raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::GetModelInfoRequest* request = typed.first;
-  [[maybe_unused]] v1::ModelInfo* response = typed.second;
-  FillModelInfo((*backend)->identity(), (*backend)->capabilities(),
-                options_.limits, response);
-  FillDeviceInfo((*backend)->device_info(), util::ReadMemAvailable(),
-                 response);
-  call->Complete(absl::OkStatus());
-  return call;
+  const auto opened = OpenCall<v1::GetModelInfoRequest, v1::ModelInfo>(
+      metrics_, Method::kGetModelInfo, Admit(*context), raw_request,
+      raw_response);
+  if (!opened.ok()) return opened.call;
+  const Backend* model = opened.admitted;
+  FillModelInfo(model->identity(), model->capabilities(), options_.limits,
+                opened.response);
+  FillDeviceInfo(model->device_info(), util::ReadMemAvailable(),
+                 opened.response);
+  opened.call->Complete(absl::OkStatus());
+  return opened.call;
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kTokenize);
-  // Auth and state before the request bytes are read.
-  auto backend = Admit(*context);
-  if (!backend.ok()) {
-    call->Complete(backend.status());
-    return call;
-  }
-  const auto typed = call->Parse<v1::TokenizeRequest, v1::TokenizeResponse>(
-      raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::TokenizeRequest* request = typed.first;
-  [[maybe_unused]] v1::TokenizeResponse* response = typed.second;
-  auto ids =
-      ParseTokenizeRequest(*request, (*backend)->tokenizer(), options_.limits);
+  const auto opened = OpenCall<v1::TokenizeRequest, v1::TokenizeResponse>(
+      metrics_, Method::kTokenize, Admit(*context), raw_request, raw_response);
+  if (!opened.ok()) return opened.call;
+  UnaryCall* call = opened.call;
+  const v1::TokenizeRequest& request = *opened.request;
+  v1::TokenizeResponse* response = opened.response;
+  Backend* model = opened.admitted;
+  auto ids = ParseTokenizeRequest(request, model->tokenizer(), options_.limits);
   if (ids.ok()) {
     for (const auto& item : *ids) {
       response->add_items()->mutable_ids()->Add(item.begin(), item.end());
@@ -105,27 +87,21 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
 grpc::ServerUnaryReactor* InferenceService::Logprobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kLogprobs);
-  // Auth and state before the request bytes are read.
-  auto backend = Admit(*context);
-  if (!backend.ok()) {
-    call->Complete(backend.status());
-    return call;
-  }
-  const auto typed = call->Parse<v1::LogprobsRequest, v1::LogprobsResponse>(
-      raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::LogprobsRequest* request = typed.first;
-  [[maybe_unused]] v1::LogprobsResponse* response = typed.second;
-  Backend* model = *backend;
+  const auto opened = OpenCall<v1::LogprobsRequest, v1::LogprobsResponse>(
+      metrics_, Method::kLogprobs, Admit(*context), raw_request, raw_response);
+  if (!opened.ok()) return opened.call;
+  UnaryCall* call = opened.call;
+  const v1::LogprobsRequest& request = *opened.request;
+  v1::LogprobsResponse* response = opened.response;
+  Backend* model = opened.admitted;
   absl::Status status = CheckTopK(
-      request->top_k(), model->capabilities().vocab_size, options_.limits);
+      request.top_k(), model->capabilities().vocab_size, options_.limits);
   auto parsed =
       status.ok()
-          ? ParseGroups(request->groups(), model->tokenizer(), options_.limits,
+          ? ParseGroups(request.groups(), model->tokenizer(), options_.limits,
                         /*label_vocab=*/model->capabilities().vocab_size)
           : absl::StatusOr<ParsedGroups>(status);
-  if (parsed.ok() && request->top_k() == 0) {
+  if (parsed.ok() && request.top_k() == 0) {
     for (const PromptGroup& group : parsed->groups) {
       if (group.label_ids.empty()) {
         parsed = absl::InvalidArgumentError(
@@ -141,7 +117,7 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
   auto work = std::make_shared<LogprobsWork>();
   work->groups = std::move(parsed->groups);
-  engine::Job job = LogprobsJob(model, work.get(), request->top_k());
+  engine::Job job = LogprobsJob(model, work.get(), request.top_k());
   job.done = [call, work, response](absl::Status ran) {
     if (ran.ok()) FillLogprobs(*work->out, response);
     call->Complete(ran);
@@ -153,33 +129,28 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
 grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
-  auto* call = new UnaryCall(metrics_, Method::kHiddenStates);
-  // Auth and state before the request bytes are read.
-  auto backend = Admit(*context);
-  if (!backend.ok()) {
-    call->Complete(backend.status());
-    return call;
-  }
-  const auto typed =
-      call->Parse<v1::HiddenStatesRequest, v1::HiddenStatesResponse>(
-          raw_request, raw_response);
-  if (typed.first == nullptr) return call;
-  [[maybe_unused]] const v1::HiddenStatesRequest* request = typed.first;
-  [[maybe_unused]] v1::HiddenStatesResponse* response = typed.second;
-  Backend* model = *backend;
+  const auto opened =
+      OpenCall<v1::HiddenStatesRequest, v1::HiddenStatesResponse>(
+          metrics_, Method::kHiddenStates, Admit(*context), raw_request,
+          raw_response);
+  if (!opened.ok()) return opened.call;
+  UnaryCall* call = opened.call;
+  const v1::HiddenStatesRequest& request = *opened.request;
+  v1::HiddenStatesResponse* response = opened.response;
+  Backend* model = opened.admitted;
   if (!model->capabilities().hidden_states) {
     call->Complete(
         absl::FailedPreconditionError("this model serves no hidden states"));
     return call;
   }
-  auto parsed = ParseGroups(request->groups(), model->tokenizer(),
+  auto parsed = ParseGroups(request.groups(), model->tokenizer(),
                             options_.limits, /*label_vocab=*/0);
   if (!parsed.ok()) {
     call->Complete(parsed.status());
     return call;
   }
   auto layers =
-      ParseLayers(request->layers(), model->capabilities(), options_.limits,
+      ParseLayers(request.layers(), model->capabilities(), options_.limits,
                   parsed->n_prompts, options_.max_send_bytes);
   if (!layers.ok()) {
     call->Complete(layers.status());

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/util/daemon_target.h"
-#include "common/util/files.h"
 #include "common/util/secret.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
+#include "proto/daemon_channel.h"
 
 namespace mesa_anyjev::service {
 namespace {
@@ -38,24 +38,7 @@ absl::StatusOr<std::unique_ptr<RemoteHiddenStates>> RemoteHiddenStates::Create(
     const config::ClientConfig& client, const text::Tokenizer& prompts) {
   ASSIGN_OR_RETURN(auto token, util::LoadSecret(client.token_env,
                                                 client.token_file, "client"));
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      grpc::InsecureChannelCredentials();
-  if (!client.tls_ca.empty()) {
-    auto ca = util::ReadFile(client.tls_ca);
-    if (!ca.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("client.tls_ca: ", ca.status().message()));
-    }
-    grpc::SslCredentialsOptions options;
-    options.pem_root_certs = *ca;
-    credentials = grpc::SslCredentials(options);
-  }
-  ASSIGN_OR_RETURN(const util::DaemonTarget target,
-                   util::ParseDaemonTarget(client.address));
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetServiceConfigJSON(target.service_config);
-  auto channel = grpc::CreateCustomChannel(target.target, credentials, args);
+  ASSIGN_OR_RETURN(auto channel, OpenDaemonChannel(client));
   std::unique_ptr<RemoteHiddenStates> out(new RemoteHiddenStates(
       channel, std::move(token), prompts, client.affinity_bytes));
 

@@ -10,9 +10,12 @@
 
 #include <atomic>
 #include <memory>
+#include <tuple>
 #include <utility>
+#include <variant>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "server/metrics/metrics.h"
 #include "server/service/request_parse.h"
@@ -61,6 +64,15 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
     Finish(ToGrpcStatus(status));
   }
 
+  // A queue's answer to this call's work: OK leaves the call to its worker;
+  // a refusal (queue full, draining) is counted and completes the call.
+  void Submitted(const absl::Status& submitted) {
+    if (submitted.ok()) return;
+    metrics_->RecordRejected(absl::IsResourceExhausted(submitted) ? "queue_full"
+                                                                  : "draining");
+    Complete(submitted);
+  }
+
   const std::atomic<bool>* cancelled() const { return &cancelled_; }
 
  private:
@@ -72,5 +84,50 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   std::unique_ptr<google::protobuf::Message> response_;
   grpc::ByteBuffer* raw_response_ = nullptr;
 };
+
+// A handler's call once opened: what the service's admission handed over
+// (the model, the decider) and the typed request and response; !ok() when
+// the call was already completed with the refusal.
+template <typename Request, typename Response, typename Admitted>
+struct OpenedCall {
+  UnaryCall* call;
+  Admitted admitted{};
+  const Request* request = nullptr;
+  Response* response = nullptr;
+
+  bool ok() const { return request != nullptr; }
+};
+
+// Every handler's opening, in one place: the call counted in flight from
+// here; the admission (auth, serving state, a model), decided before the
+// request bytes are read; then the bytes parsed.
+template <typename Request, typename Response, typename Admitted>
+OpenedCall<Request, Response, Admitted> OpenCall(
+    metrics::ServerMetrics* metrics, metrics::Method method,
+    absl::StatusOr<Admitted> admitted, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  OpenedCall<Request, Response, Admitted> out{new UnaryCall(metrics, method)};
+  if (!admitted.ok()) {
+    out.call->Complete(admitted.status());
+    return out;
+  }
+  out.admitted = *std::move(admitted);
+  std::tie(out.request, out.response) =
+      out.call->template Parse<Request, Response>(raw_request, raw_response);
+  return out;
+}
+
+// The same where admission hands nothing over.
+template <typename Request, typename Response>
+OpenedCall<Request, Response, std::monostate> OpenCall(
+    metrics::ServerMetrics* metrics, metrics::Method method,
+    const absl::Status& admitted, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  return OpenCall<Request, Response, std::monostate>(
+      metrics, method,
+      admitted.ok() ? absl::StatusOr<std::monostate>(std::monostate{})
+                    : absl::StatusOr<std::monostate>(admitted),
+      raw_request, raw_response);
+}
 
 }  // namespace mesa_anyjev::service

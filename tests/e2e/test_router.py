@@ -89,3 +89,24 @@ def test_router_refuses_a_local_daemon_with_other_label_ids(start_daemon, tmp_pa
         assert "the two tokenizers disagree on label tokens [A, B" in r.output()
     finally:
         server.close()
+
+
+def test_router_refuses_a_ca_file_without_a_certificate(start_daemon, tmp_path):
+    # The router opens its channel to the local daemon as the CLI does: a CA
+    # file that holds no PEM certificate is refused by name at start (gRPC
+    # would only log it and then fail every call as "empty address list").
+    local = start_daemon(name="local")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not a certificate\n")
+    server = Gateway()
+    try:
+        r = start_daemon(
+            "--backend", "composite", "--set", f"client.address={local.address}",
+            "--set", f"client.tls_ca={ca}", "--set", "client.timeout_s=5",
+            "--set", f"backend.gateway_base_url={server.url}",
+            "--set", f"backend.tokenizer={TOKENIZER}",
+            env={"MESA_LLM_API_KEY": KEY}, wait_serving=False, name="router")
+        assert r.wait(timeout=60) != 0
+        assert f"client.tls_ca: {ca} holds no PEM certificate" in r.output(), r.output()
+    finally:
+        server.close()

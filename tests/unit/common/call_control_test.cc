@@ -2,7 +2,6 @@
 // call's (CallControl::StopStatus): the queue, the engine and the service
 // all answer with it.
 #include <atomic>
-
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"

@@ -36,8 +36,7 @@ TEST_CASE("ParseMemAvailable refuses text without a well-formed line",
   }
 }
 
-TEST_CASE("ReadMemAvailable reads a file and names it in errors",
-          "[meminfo]") {
+TEST_CASE("ReadMemAvailable reads a file and names it in errors", "[meminfo]") {
   testing::TempDir dir;
   const std::string good = dir.Write("meminfo", kMeminfo);
   auto bytes = ReadMemAvailable(good);

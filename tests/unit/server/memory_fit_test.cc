@@ -13,13 +13,19 @@ namespace {
 constexpr int64_t kGiB = int64_t{1} << 30;
 
 DeviceFacts Gb10() {
-  return {"cuda:0", "NVIDIA GB10", "12.1", /*shared_memory=*/true, 13000,
-          13020, /*device_free_bytes=*/0, int64_t{128} * kGiB};
+  return {"cuda:0",
+          "NVIDIA GB10",
+          "12.1",
+          /*shared_memory=*/true,
+          13000,
+          13020,
+          /*device_free_bytes=*/0,
+          int64_t{128} * kGiB};
 }
 
 DeviceFacts H200(int64_t free) {
-  return {"cuda:0", "NVIDIA H200", "9.0", false, 13000, 13000, free,
-          int64_t{143} * kGiB};
+  return {"cuda:0", "NVIDIA H200", "9.0", false,
+          13000,    13000,         free,  int64_t{143} * kGiB};
 }
 
 TEST_CASE("a plan that fits passes", "[memory]") {
