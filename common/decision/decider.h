@@ -201,6 +201,7 @@ class Decider {
  private:
   struct Effective;  // DeciderOptions with one call's overrides applied
   struct Observed;
+  struct Loaded;  // artifacts, heads, adaptation, observations to commit
 
   Effective Resolve(const DecideOptions& call) const;
   // Takes `question`'s L1 artifact and head route into `eff` (a route from
@@ -261,6 +262,22 @@ class Decider {
       const Question& question, const std::vector<std::string>& states,
       const std::vector<int32_t>& layers,
       const std::vector<std::vector<int>>& perms, const CallControl& control);
+
+  // Loading: parse everything a load was given, then commit it whole.
+  absl::StatusOr<Loaded> ParseArtifact(
+      const Question& question, const nlohmann::ordered_json& artifact) const;
+  absl::StatusOr<Loaded> ParseFile(const nlohmann::ordered_json& file) const;
+  // Refused, with nothing changed, when an observation's label is no option
+  // of its question.
+  absl::Status Commit(Loaded loaded);
+  void KeepArtifact(const std::string& key,
+                    std::shared_ptr<const TemperatureScaler> scaler)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new observation record of `question` under `key`.
+  std::shared_ptr<Observed> StartObserving(const std::string& key,
+                                           const Question& question,
+                                           int next_fit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   nlohmann::ordered_json HeadArtifact(const std::string& key,
                                       const HeadEntry& entry) const;

@@ -1,24 +1,23 @@
 // The Decider's artifacts: loading one question's artifact or a heads/export
-// file (all or nothing), and exporting them (decision-method.md 9).
+// file (all or nothing), and exporting them (decision-method.md 9). Each kind
+// of entry (an L1 temperature, a head, adaptation statistics, observations)
+// has one parser; a load parses all it was given, then commits it under the
+// lock.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <map>
-#include <numeric>
-#include <set>
+#include <memory>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/decision/contextual.h"
 #include "common/decision/decider.h"
 #include "common/decision/decider_internal.h"
-#include "common/decision/head_fit.h"
-#include "common/decision/legacy_random_state.h"
 #include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
 #include "common/text/json_numbers.h"
-#include "common/util/hash.h"
 
 namespace mesa_anyjev::decision {
 
@@ -123,290 +122,343 @@ absl::Status CheckFileModel(const nlohmann::ordered_json& file,
   return absl::OkStatus();
 }
 
+// `status`'s message behind `where`, as INVALID_ARGUMENT: what a malformed
+// entry gets.
+absl::Status Malformed(const std::string& where, const absl::Status& status) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": ", status.message()));
+}
+
+// Refused when `json` names a model other than `model`; `what` says whose
+// ("artifact was", "artifacts were").
+absl::Status CheckModelName(const Json& json, const std::string& model,
+                            const char* what) {
+  if (json.contains("model") && !json["model"].is_null() &&
+      json["model"] != model) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " fit on ", json["model"].dump(), ", the model is '",
+                     model, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// A file's section `name` when it is an object, else an empty one.
+const Json& Section(const Json& file, const char* name) {
+  static const Json* const empty = new Json(Json::object());
+  return file.contains(name) && file[name].is_object() ? file[name] : *empty;
+}
+
+// An L1 artifact: a temperature, the one method with a loader.
+absl::StatusOr<std::shared_ptr<const TemperatureScaler>> ParseTemperature(
+    const Json& art) {
+  const std::string method =
+      art.is_object() ? art.value("method", std::string()) : std::string();
+  if (!method.empty() && method.substr(0, method.find(':')) != "temperature") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "method '", method, "' has no loader (known: temperature)"));
+  }
+  ASSIGN_OR_RETURN(TemperatureScaler scaler, TemperatureScaler::FromJson(art));
+  return std::make_shared<const TemperatureScaler>(std::move(scaler));
+}
+
+// The question a head is loaded for, as the caller knows it.
+HeadEntry DescribedBy(const Question& question) {
+  HeadEntry about;
+  about.question_id = question.id();
+  about.kind = question.kind();
+  about.text = question.text();
+  about.options = question.options();
+  return about;
+}
+
+// The question a heads-file entry says it was fit on; the file's key stands
+// in for an id it does not name.
+HeadEntry DescribedByEntry(const Json& art, const std::string& key) {
+  HeadEntry about;
+  about.question_id = key;
+  if (art.contains("kind") && art["kind"].is_string()) {
+    const auto kind = ParseQuestionKind(art["kind"].get<std::string>());
+    if (kind.ok()) about.kind = *kind;
+  }
+  if (art.contains("text") && art["text"].is_string()) {
+    about.text = art["text"].get<std::string>();
+  }
+  if (art.contains("options") && art["options"].is_array()) {
+    about.options = art["options"].get<std::vector<std::string>>();
+  }
+  return about;
+}
+
+// A head entry: the head, its block and the question `about` describes (the
+// entry's own "question_id" wins), checked against the served model: its
+// width against the hidden size, its K against the options when known.
+absl::StatusOr<HeadEntry> ParseHead(const Json& art, const Capabilities& caps,
+                                    HeadEntry about) {
+  ASSIGN_OR_RETURN(about.head, LinearHead::FromJson(art));
+  ASSIGN_OR_RETURN(about.layer_abs, LayerAbs(art, caps));
+  if (art.contains("question_id") && art["question_id"].is_string()) {
+    about.question_id = art["question_id"].get<std::string>();
+  }
+  const int k =
+      about.options.has_value() ? static_cast<int>(about.options->size()) : 0;
+  RETURN_IF_ERROR(CheckHeadShape(about.head, caps, k));
+  return about;
+}
+
+// One asked key's label-free adaptation statistics.
+absl::StatusOr<AdaptationStats> ParseAdaptation(const Json& stats) {
+  // operator[] on a const value must not meet a missing key.
+  const auto field = [&stats](const char* name) {
+    return stats.is_object() && stats.contains(name) ? stats.at(name) : Json();
+  };
+  auto sum = DecodeArray(field("sum"));
+  auto sumsq = DecodeArray(field("sumsq"));
+  if (!sum.ok() || !sumsq.ok() || sum->values.size() != sumsq->values.size()) {
+    return absl::InvalidArgumentError("malformed sum or sumsq");
+  }
+  const int64_t n = stats.value("n", int64_t{-1});
+  if (n < 0) return absl::InvalidArgumentError("no non-negative \"n\"");
+  return AdaptationStats{sum->values, sumsq->values, n};
+}
+
+// One question's observations as a file holds them. Without a question (a
+// file that does not say it) they only join a record the decider has.
+struct LoadedObservations {
+  std::string key;
+  std::optional<Question> question;
+  std::vector<std::string> states;
+  std::vector<int> labels;
+  std::optional<int> fits;
+  std::optional<int> next_fit;
+};
+
+absl::StatusOr<LoadedObservations> ParseObservations(const std::string& key,
+                                                     const Json& r) {
+  LoadedObservations loaded;
+  loaded.key = key;
+  const std::string kind_name = r.contains("kind") && r["kind"].is_string()
+                                    ? r["kind"].get<std::string>()
+                                    : "";
+  const auto kind = ParseQuestionKind(kind_name);
+  if (kind.ok() && r.contains("options") && r["options"].is_array() &&
+      !r["options"].empty()) {
+    loaded.question = Question::FromStored(
+        *kind, r.value("text", std::string()),
+        r["options"].get<std::vector<std::string>>(),
+        r.contains("question_id") && r["question_id"].is_string()
+            ? r["question_id"].get<std::string>()
+            : "");
+  }
+  if (r.contains("states")) {
+    for (const auto& s : r["states"]) loaded.states.push_back(StateText(s));
+  }
+  if (r.contains("labels")) {
+    for (const auto& l : r["labels"]) {
+      ASSIGN_OR_RETURN(
+          const int64_t label,
+          text::JsonInteger(l, "observations labels", 0, INT32_MAX));
+      loaded.labels.push_back(static_cast<int>(label));
+    }
+  }
+  if (loaded.labels.size() != loaded.states.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("observations.", key, ": ", loaded.labels.size(),
+                     " labels for ", loaded.states.size(), " states"));
+  }
+  for (auto [field, into] : {std::pair{"fits", &loaded.fits},
+                             std::pair{"next_fit", &loaded.next_fit}}) {
+    if (!r.contains(field)) continue;
+    ASSIGN_OR_RETURN(const int64_t n,
+                     text::JsonInteger(r[field], field, 0, INT32_MAX));
+    *into = static_cast<int>(n);
+  }
+  return loaded;
+}
+
+// Labels index the options of the question they belong to (none known:
+// nothing to check).
+absl::Status CheckObservedLabels(const LoadedObservations& loaded,
+                                 const Question* question) {
+  if (question == nullptr) return absl::OkStatus();
+  for (size_t i = 0; i < loaded.labels.size(); ++i) {
+    if (loaded.labels[i] < 0 || loaded.labels[i] >= question->k()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "observations.", loaded.key, ".labels[", i, "]: ", loaded.labels[i],
+          " is not an option index of a question with K=", question->k()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+// What a load holds, parsed and checked; none of it is in the decider yet.
+struct Decider::Loaded {
+  std::vector<std::pair<std::string, std::shared_ptr<const TemperatureScaler>>>
+      artifacts;
+  std::vector<std::pair<std::string, std::shared_ptr<const HeadEntry>>> heads;
+  std::vector<std::pair<std::string, AdaptationStats>> adaptation;
+  std::vector<LoadedObservations> observations;
+};
 
 absl::Status Decider::LoadArtifact(const Question& question,
                                    const nlohmann::ordered_json& artifact) {
   if (!artifact.is_object()) {
     return absl::InvalidArgumentError("an artifact must be a JSON object");
   }
-  if (artifact.contains("model") && !artifact["model"].is_null() &&
-      artifact["model"] != model_name()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("artifact was fit on ", artifact["model"].dump(),
-                     ", the model is '", model_name(), "'"));
-  }
-  const bool other_layout = artifact.contains("question") &&
-                            !artifact["question"].is_null() &&
-                            artifact["question"] != question.key();
-  const std::string method = artifact.value("method", std::string());
-  if (method.rfind("head:", 0) == 0) {
-    if (other_layout) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("head artifact was fit on a different question layout (",
-                       artifact["question"].dump(), " != ", question.key(),
-                       "); fit a head for this one"));
-    }
-    ASSIGN_OR_RETURN(LinearHead head, LinearHead::FromJson(artifact));
-    const Capabilities& caps = backend_->capabilities();
-    auto layer = LayerAbs(artifact, caps);
-    if (!layer.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("head artifact: ", layer.status().message()));
-    }
-    if (absl::Status shape = CheckHeadShape(head, caps, question.k());
-        !shape.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("head artifact: ", shape.message()));
-    }
-    HeadEntry entry;
-    entry.layer_abs = *layer;
-    entry.head = std::move(head);
-    entry.question_id =
-        artifact.contains("question_id") && artifact["question_id"].is_string()
-            ? artifact["question_id"].get<std::string>()
-            : question.id();
-    entry.kind = question.kind();
-    entry.text = question.text();
-    entry.options = question.options();
-    heads_.Put(question.key(), Finish(question.key(), std::move(entry)));
-    return absl::OkStatus();
-  }
-  if (artifact.contains("prior") && !artifact["prior"].is_null() &&
-      other_layout) {
-    // The frozen prior is indexed by (shift, position) of the layout it was
-    // fit on; temperature-only artifacts load anywhere.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "artifact carries a prior fit on a different question layout (",
-        artifact["question"].dump(), " != ", question.key(),
-        "); calibrate this layout"));
-  }
-  const std::string family =
-      method.empty() ? "temperature" : method.substr(0, method.find(':'));
-  if (family != "temperature") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "artifact method '", method, "' has no loader (known: temperature)"));
-  }
-  ASSIGN_OR_RETURN(TemperatureScaler scaler,
-                   TemperatureScaler::FromJson(artifact));
-  absl::MutexLock lock(&mu_);
-  if (!artifacts_.contains(question.key())) {
-    artifact_order_.push_back(question.key());
-  }
-  artifacts_[question.key()] =
-      std::make_shared<const TemperatureScaler>(std::move(scaler));
-  return absl::OkStatus();
+  RETURN_IF_ERROR(CheckModelName(artifact, model_name(), "artifact was"));
+  ASSIGN_OR_RETURN(Loaded loaded, ParseArtifact(question, artifact));
+  return Commit(std::move(loaded));
 }
 
 absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
   if (!file.is_object()) {
     return absl::InvalidArgumentError("an artifacts file is a JSON object");
   }
-  if (file.contains("model") && !file["model"].is_null() &&
-      file["model"] != model_name()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("artifacts were fit on ", file["model"].dump(),
-                     ", the model is '", model_name(), "'"));
-  }
+  RETURN_IF_ERROR(CheckModelName(file, model_name(), "artifacts were"));
   RETURN_IF_ERROR(
       CheckFileModel(file, backend_->identity(), backend_->capabilities()));
-  // Parse everything first: a file is loaded whole or not at all.
-  std::vector<std::pair<std::string, std::shared_ptr<const TemperatureScaler>>>
-      artifacts;
-  std::vector<std::pair<std::string, std::shared_ptr<const HeadEntry>>> heads;
-  std::vector<std::pair<std::string, AdaptationStats>> adaptation;
-  struct LoadedObservations {
-    std::string key;
-    std::optional<Question> question;
-    std::vector<std::string> states;
-    std::vector<int> labels;
-    std::optional<int> fits;
-    std::optional<int> next_fit;
-  };
-  std::vector<LoadedObservations> observations;
+  ASSIGN_OR_RETURN(Loaded loaded, ParseFile(file));
+  const int count =
+      static_cast<int>(loaded.artifacts.size() + loaded.heads.size());
+  RETURN_IF_ERROR(Commit(std::move(loaded)));
+  return count;
+}
+
+absl::StatusOr<Decider::Loaded> Decider::ParseArtifact(
+    const Question& question, const nlohmann::ordered_json& artifact) const {
+  const std::string& key = question.key();
+  // A head, and an L1 artifact's frozen prior, are indexed by the layout
+  // (shift, position) they were fit on; temperature-only artifacts load
+  // anywhere.
+  const bool other_layout = artifact.contains("question") &&
+                            !artifact["question"].is_null() &&
+                            artifact["question"] != key;
+  Loaded loaded;
   try {
-    if (file.contains("artifacts") && file["artifacts"].is_object()) {
-      for (const auto& [key, art] : file["artifacts"].items()) {
-        const std::string method =
-            art.is_object() ? art.value("method", std::string("temperature"))
-                            : std::string();
-        const std::string family = method.substr(0, method.find(':'));
-        if (family != "temperature" && !method.empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("artifacts.", key, ": method '", method,
-                           "' has no loader (known: temperature)"));
-        }
-        auto scaler = TemperatureScaler::FromJson(art);
-        if (!scaler.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("artifacts.", key, ": ", scaler.status().message()));
-        }
-        artifacts.emplace_back(
-            key, std::make_shared<const TemperatureScaler>(*std::move(scaler)));
+    if (artifact.value("method", std::string()).rfind("head:", 0) == 0) {
+      if (other_layout) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "head artifact was fit on a different question layout (",
+            artifact["question"].dump(), " != ", key,
+            "); fit a head for this one"));
       }
+      auto entry =
+          ParseHead(artifact, backend_->capabilities(), DescribedBy(question));
+      if (!entry.ok()) return Malformed("head artifact", entry.status());
+      loaded.heads.emplace_back(key, Finish(key, *std::move(entry)));
+      return loaded;
     }
-    if (file.contains("heads") && file["heads"].is_object()) {
-      for (const auto& [key, art] : file["heads"].items()) {
-        auto head = LinearHead::FromJson(art);
-        if (!head.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("heads.", key, ": ", head.status().message()));
-        }
-        auto layer = LayerAbs(art, backend_->capabilities());
-        if (!layer.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("heads.", key, ".", layer.status().message()));
-        }
-        HeadEntry entry;
-        entry.head = *std::move(head);
-        entry.layer_abs = *layer;
-        entry.question_id =
-            art.contains("question_id") && art["question_id"].is_string()
-                ? art["question_id"].get<std::string>()
-                : key;
-        if (art.contains("kind") && art["kind"].is_string()) {
-          auto kind = ParseQuestionKind(art["kind"].get<std::string>());
-          if (kind.ok()) entry.kind = *kind;
-        }
-        if (art.contains("text") && art["text"].is_string()) {
-          entry.text = art["text"].get<std::string>();
-        }
-        if (art.contains("options") && art["options"].is_array()) {
-          entry.options = art["options"].get<std::vector<std::string>>();
-        }
-        const int k = entry.options.has_value()
-                          ? static_cast<int>(entry.options->size())
-                          : 0;
-        if (absl::Status shape =
-                CheckHeadShape(entry.head, backend_->capabilities(), k);
-            !shape.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("heads.", key, ".", shape.message()));
-        }
-        heads.emplace_back(key, Finish(key, std::move(entry)));
-      }
+    if (artifact.contains("prior") && !artifact["prior"].is_null() &&
+        other_layout) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "artifact carries a prior fit on a different question layout (",
+          artifact["question"].dump(), " != ", key,
+          "); calibrate this layout"));
     }
-    if (file.contains("adaptation") && file["adaptation"].is_object()) {
-      for (const auto& [key, st] : file["adaptation"].items()) {
-        // operator[] on a const value must not meet a missing key.
-        const Json& stats = st;  // a lambda cannot capture a binding (clang)
-        const auto field = [&stats](const char* name) {
-          return stats.is_object() && stats.contains(name) ? stats.at(name)
-                                                           : Json();
-        };
-        auto sum = DecodeArray(field("sum"));
-        auto sumsq = DecodeArray(field("sumsq"));
-        if (!sum.ok() || !sumsq.ok() ||
-            sum->values.size() != sumsq->values.size()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("adaptation.", key, ": malformed sum or sumsq"));
-        }
-        const int64_t n = st.value("n", int64_t{-1});
-        if (n < 0) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("adaptation.", key, ": no non-negative \"n\""));
-        }
-        adaptation.emplace_back(key,
-                                AdaptationStats{sum->values, sumsq->values, n});
+    auto scaler = ParseTemperature(artifact);
+    if (!scaler.ok()) return Malformed("artifact", scaler.status());
+    loaded.artifacts.emplace_back(key, *std::move(scaler));
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("artifact: malformed: ", e.what()));
+  }
+  return loaded;
+}
+
+absl::StatusOr<Decider::Loaded> Decider::ParseFile(
+    const nlohmann::ordered_json& file) const {
+  const Capabilities& caps = backend_->capabilities();
+  Loaded loaded;
+  try {
+    for (const auto& [key, art] : Section(file, "artifacts").items()) {
+      auto scaler = ParseTemperature(art);
+      if (!scaler.ok()) {
+        return Malformed(absl::StrCat("artifacts.", key), scaler.status());
       }
+      loaded.artifacts.emplace_back(key, *std::move(scaler));
     }
-    if (file.contains("observations") && file["observations"].is_object()) {
-      for (const auto& [key, r] : file["observations"].items()) {
-        LoadedObservations loaded;
-        loaded.key = key;
-        const std::string kind_name =
-            r.contains("kind") && r["kind"].is_string()
-                ? r["kind"].get<std::string>()
-                : "";
-        const auto kind = ParseQuestionKind(kind_name);
-        if (kind.ok() && r.contains("options") && r["options"].is_array() &&
-            !r["options"].empty()) {
-          loaded.question = Question::FromStored(
-              *kind, r.value("text", std::string()),
-              r["options"].get<std::vector<std::string>>(),
-              r.contains("question_id") && r["question_id"].is_string()
-                  ? r["question_id"].get<std::string>()
-                  : "");
-        }
-        if (r.contains("states")) {
-          for (const auto& s : r["states"])
-            loaded.states.push_back(StateText(s));
-        }
-        if (r.contains("labels")) {
-          for (const auto& l : r["labels"]) {
-            ASSIGN_OR_RETURN(
-                const int64_t label,
-                text::JsonInteger(l, "observations labels", 0, INT32_MAX));
-            loaded.labels.push_back(static_cast<int>(label));
-          }
-        }
-        if (loaded.labels.size() != loaded.states.size()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("observations.", key, ": ", loaded.labels.size(),
-                           " labels for ", loaded.states.size(), " states"));
-        }
-        for (auto [field, into] : {std::pair{"fits", &loaded.fits},
-                                   std::pair{"next_fit", &loaded.next_fit}}) {
-          if (!r.contains(field)) continue;
-          ASSIGN_OR_RETURN(const int64_t n,
-                           text::JsonInteger(r[field], field, 0, INT32_MAX));
-          *into = static_cast<int>(n);
-        }
-        observations.push_back(std::move(loaded));
+    for (const auto& [key, art] : Section(file, "heads").items()) {
+      auto entry = ParseHead(art, caps, DescribedByEntry(art, key));
+      if (!entry.ok()) {
+        return Malformed(absl::StrCat("heads.", key), entry.status());
       }
+      loaded.heads.emplace_back(key, Finish(key, *std::move(entry)));
+    }
+    for (const auto& [key, stats] : Section(file, "adaptation").items()) {
+      auto parsed = ParseAdaptation(stats);
+      if (!parsed.ok()) {
+        return Malformed(absl::StrCat("adaptation.", key), parsed.status());
+      }
+      loaded.adaptation.emplace_back(key, *std::move(parsed));
+    }
+    for (const auto& [key, r] : Section(file, "observations").items()) {
+      ASSIGN_OR_RETURN(LoadedObservations observations,
+                       ParseObservations(key, r));
+      loaded.observations.push_back(std::move(observations));
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("artifacts file: malformed: ", e.what()));
   }
+  return loaded;
+}
+
+absl::Status Decider::Commit(Loaded loaded) {
   {
     absl::MutexLock lock(&mu_);
-    // Labels index the options of the question they belong to; checked
-    // before anything changes.
-    for (const LoadedObservations& loaded : observations) {
-      const auto it = observed_.find(loaded.key);
-      const Question* question = loaded.question.has_value() ? &*loaded.question
-                                 : it != observed_.end() ? &it->second->question
-                                                         : nullptr;
-      if (question == nullptr) continue;
-      for (size_t i = 0; i < loaded.labels.size(); ++i) {
-        if (loaded.labels[i] < 0 || loaded.labels[i] >= question->k()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "observations.", loaded.key, ".labels[", i,
-              "]: ", loaded.labels[i],
-              " is not an option index of a question with K=", question->k()));
-        }
-      }
+    const auto record = [&](const std::string& key)
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Observed* {
+      const auto it = observed_.find(key);
+      return it == observed_.end() ? nullptr : it->second.get();
+    };
+    for (const LoadedObservations& observations : loaded.observations) {
+      const Observed* known = record(observations.key);
+      RETURN_IF_ERROR(CheckObservedLabels(observations,
+                                          observations.question.has_value()
+                                              ? &*observations.question
+                                          : known != nullptr ? &known->question
+                                                             : nullptr));
     }
-    for (auto& [key, scaler] : artifacts) {
-      if (!artifacts_.contains(key)) artifact_order_.push_back(key);
-      artifacts_[key] = std::move(scaler);
+    for (auto& [key, scaler] : loaded.artifacts) {
+      KeepArtifact(key, std::move(scaler));
     }
-    for (LoadedObservations& loaded : observations) {
-      auto it = observed_.find(loaded.key);
-      if (it == observed_.end()) {
-        if (!loaded.question.has_value()) continue;
-        it = observed_
-                 .emplace(loaded.key,
-                          std::make_shared<Observed>(
-                              Observed{*loaded.question, {}, {}, 0, 30, false}))
-                 .first;
-        observed_order_.push_back(loaded.key);
+    for (LoadedObservations& observations : loaded.observations) {
+      Observed* rec = record(observations.key);
+      if (rec == nullptr && !observations.question.has_value()) continue;
+      if (rec == nullptr) {
+        rec = StartObserving(observations.key, *observations.question,
+                             /*next_fit=*/30)
+                  .get();
       }
-      Observed& rec = *it->second;
-      rec.states.insert(rec.states.end(), loaded.states.begin(),
-                        loaded.states.end());
-      rec.labels.insert(rec.labels.end(), loaded.labels.begin(),
-                        loaded.labels.end());
-      if (loaded.fits.has_value()) rec.fits = *loaded.fits;
-      if (loaded.next_fit.has_value()) rec.next_fit = *loaded.next_fit;
+      rec->states.insert(rec->states.end(), observations.states.begin(),
+                         observations.states.end());
+      rec->labels.insert(rec->labels.end(), observations.labels.begin(),
+                         observations.labels.end());
+      rec->fits = observations.fits.value_or(rec->fits);
+      rec->next_fit = observations.next_fit.value_or(rec->next_fit);
     }
   }
-  for (auto& [key, entry] : heads) heads_.Put(key, std::move(entry));
-  for (auto& [key, stats] : adaptation) {
+  for (auto& [key, entry] : loaded.heads) heads_.Put(key, std::move(entry));
+  for (auto& [key, stats] : loaded.adaptation) {
     heads_.SetAdaptation(key, std::move(stats));
   }
-  return static_cast<int>(artifacts.size() + heads.size());
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Decider::Observed> Decider::StartObserving(
+    const std::string& key, const Question& question, int next_fit) {
+  auto record = std::make_shared<Observed>(
+      Observed{question, {}, {}, /*fits=*/0, next_fit, /*fitting=*/false});
+  observed_.emplace(key, record);
+  observed_order_.push_back(key);
+  return record;
+}
+
+void Decider::KeepArtifact(const std::string& key,
+                           std::shared_ptr<const TemperatureScaler> scaler) {
+  if (!artifacts_.contains(key)) artifact_order_.push_back(key);
+  artifacts_[key] = std::move(scaler);
 }
 
 absl::Status Decider::ReplaceKeyArtifacts(const std::string& key,

@@ -84,10 +84,7 @@ absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
   scaler->n_calib = static_cast<int>(states.size());
   {
     absl::MutexLock lock(&mu_);
-    if (!artifacts_.contains(question.key())) {
-      artifact_order_.push_back(question.key());
-    }
-    artifacts_[question.key()] = scaler;
+    KeepArtifact(question.key(), scaler);
   }
   Json out;
   out["model"] = model_name();
@@ -225,18 +222,12 @@ absl::StatusOr<std::optional<nlohmann::ordered_json>> Decider::Observe(
   std::vector<int> labels;
   {
     absl::MutexLock lock(&mu_);
-    auto& slot = observed_[question.key()];
-    if (slot == nullptr) {
-      slot = std::make_shared<Observed>(
-          Observed{question,
-                   {},
-                   {},
-                   0,
-                   std::max({options.fit_at, 8, 2 * question.k()}),
-                   false});
-      observed_order_.push_back(question.key());
-    }
-    record = slot;
+    const auto it = observed_.find(question.key());
+    record =
+        it != observed_.end()
+            ? it->second
+            : StartObserving(question.key(), question,
+                             std::max({options.fit_at, 8, 2 * question.k()}));
     record->states.push_back(state);
     record->labels.push_back(label);
     // One fit at a time per question; observations that arrive meanwhile
