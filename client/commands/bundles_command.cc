@@ -17,6 +17,7 @@
 #include "client/ui/table.h"
 #include "client/ui/terminal.h"
 #include "common/bundles/bundle_store.h"
+#include "common/status/status_macros.h"
 
 namespace mesa_anyjev::client {
 namespace {
@@ -54,6 +55,40 @@ absl::StatusOr<Listing> Load(const config::Config& config,
   return Listing{(*store)->model().model, (*store)->dir(), *std::move(versions),
                  *std::move(current)};
 }
+
+// Where a command moves a question's CURRENT: the daemon's store (through
+// its Bundles service, which then serves the move) or the local one.
+class PointerStore {
+ public:
+  static absl::StatusOr<PointerStore> Open(const config::Config& config,
+                                           const std::string& kind) {
+    PointerStore out;
+    if (BundlesInDaemon(kind)) {
+      ASSIGN_OR_RETURN(out.daemon_, DaemonClient::Create(config.client));
+    } else {
+      ASSIGN_OR_RETURN(out.local_, OpenLocalBundleStore(config, kind));
+    }
+    return out;
+  }
+
+  absl::StatusOr<bundles::PointerMove> Promote(int version,
+                                               const std::string& question,
+                                               bool force) {
+    return daemon_ != nullptr ? daemon_->PromoteBundle(BundleLockSha(), version,
+                                                       question, force)
+                              : local_->Promote(version, question, force);
+  }
+
+  absl::StatusOr<bundles::PointerMove> Rollback(const std::string& question) {
+    return daemon_ != nullptr
+               ? daemon_->RollbackBundle(BundleLockSha(), question)
+               : local_->Rollback(question);
+  }
+
+ private:
+  std::unique_ptr<DaemonClient> daemon_;
+  std::unique_ptr<BundleStore> local_;
+};
 
 Json MoveJson(const std::string& question, const bundles::PointerMove& moved) {
   return Json{{"question", question},
@@ -156,18 +191,10 @@ int RunBundlesList(const config::Config& config,
 
 int RunLearnPromote(const config::Config& config,
                     const BundlesCommandOptions& options) {
-  const std::string kind = Kind(config, options.backend);
-  absl::StatusOr<bundles::PointerMove> moved;
-  if (BundlesInDaemon(kind)) {
-    auto client = DaemonClient::Create(config.client);
-    if (!client.ok()) return Failed(client.status());
-    moved = (*client)->PromoteBundle(BundleLockSha(), options.version,
-                                     options.question, options.force);
-  } else {
-    auto store = OpenLocalBundleStore(config, kind);
-    if (!store.ok()) return Failed(store.status());
-    moved = (*store)->Promote(options.version, options.question, options.force);
-  }
+  auto store = PointerStore::Open(config, Kind(config, options.backend));
+  if (!store.ok()) return Failed(store.status());
+  const auto moved =
+      store->Promote(options.version, options.question, options.force);
   if (moved.ok()) {
     if (options.json) {
       ui::PrintJson(MoveJson(options.question, *moved), std::cout);
@@ -190,17 +217,9 @@ int RunLearnPromote(const config::Config& config,
 
 int RunBundlesRollback(const config::Config& config,
                        const BundlesCommandOptions& options) {
-  const std::string kind = Kind(config, options.backend);
-  absl::StatusOr<bundles::PointerMove> moved;
-  if (BundlesInDaemon(kind)) {
-    auto client = DaemonClient::Create(config.client);
-    if (!client.ok()) return Failed(client.status());
-    moved = (*client)->RollbackBundle(BundleLockSha(), options.question);
-  } else {
-    auto store = OpenLocalBundleStore(config, kind);
-    if (!store.ok()) return Failed(store.status());
-    moved = (*store)->Rollback(options.question);
-  }
+  auto store = PointerStore::Open(config, Kind(config, options.backend));
+  if (!store.ok()) return Failed(store.status());
+  const auto moved = store->Rollback(options.question);
   if (!moved.ok()) {
     std::cout << moved.status().message() << "\n";
     return 1;

@@ -325,6 +325,17 @@ grpc::ServerUnaryReactor* BundlesService::Put(
       });
 }
 
+template <typename Response>
+absl::Status BundlesService::AnswerMove(BundleStore* store,
+                                        const bundles::PointerMove& moved,
+                                        Response* response) {
+  response->set_version(moved.version);
+  if (moved.previous.has_value()) response->set_previous(*moved.previous);
+  RETURN_IF_ERROR(ServeFrom(store));
+  response->set_served(true);
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* BundlesService::Promote(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
@@ -342,13 +353,7 @@ grpc::ServerUnaryReactor* BundlesService::Promote(
             const auto moved,
             store->Promote(request->version(), request->question_id(),
                            request->force()));
-        response->set_version(moved.version);
-        if (moved.previous.has_value()) {
-          response->set_previous(*moved.previous);
-        }
-        RETURN_IF_ERROR(ServeFrom(store));
-        response->set_served(true);
-        return absl::OkStatus();
+        return AnswerMove(store, moved, response);
       });
 }
 
@@ -364,13 +369,7 @@ grpc::ServerUnaryReactor* BundlesService::Rollback(
         ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
         ASSIGN_OR_RETURN(const auto moved,
                          store->Rollback(request->question_id()));
-        response->set_version(moved.version);
-        if (moved.previous.has_value()) {
-          response->set_previous(*moved.previous);
-        }
-        RETURN_IF_ERROR(ServeFrom(store));
-        response->set_served(true);
-        return absl::OkStatus();
+        return AnswerMove(store, moved, response);
       });
 }
 

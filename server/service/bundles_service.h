@@ -110,6 +110,12 @@ class BundlesService final : public RawServiceBundles {
   // is logged, counted and left out; the rest are served.
   absl::Status ServeFrom(bundles::BundleStore* store)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A promote's or rollback's answer (the pointer as moved), once the live
+  // decider serves the store again.
+  template <typename Response>
+  absl::Status AnswerMove(bundles::BundleStore* store,
+                          const bundles::PointerMove& moved, Response* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BundlesOptions options_;
   metrics::ServerMetrics* const metrics_;
