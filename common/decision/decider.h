@@ -42,6 +42,11 @@
 
 namespace mesa_anyjev::decision {
 
+namespace decider_internal {
+class Registry;
+struct ShiftReadout;
+}  // namespace decider_internal
+
 enum class PriorMode { kBatch, kContentFree, kNone };
 enum class AdaptMode { kRouted, kAlways, kNever };
 enum class StopStat { kLogit, kProb };
@@ -200,18 +205,26 @@ class Decider {
 
  private:
   struct Effective;  // DeciderOptions with one call's overrides applied
+  struct Listing;    // a question as a call reads it: labels, shifts, key
+  struct PriorChoice;
+  struct StopRule {  // the rotation budget's: stop at threshold on stat
+    double threshold;
+    StopStat stat;
+  };
+  struct MarginTraces {  // [state][shifts read - 1]
+    std::vector<std::vector<double>> margins;
+    std::vector<std::vector<int>> winners;
+  };
+  class Rotation;  // one question's shifts read in waves
   struct Observed;
   struct Loaded;  // artifacts, heads, adaptation, observations to commit
 
+  // --- A call's settings and what it may serve ---
   Effective Resolve(const DecideOptions& call) const;
   // Takes `question`'s L1 artifact and head route into `eff` (a route from
   // another key counts as none under exact_heads).
   void Snapshot(const Question& question, bool exact_heads,
                 Effective* eff) const;
-  absl::StatusOr<ResolvedLabels> LabelsFor(const Question& question);
-  std::vector<std::vector<int>> Perms(const Question& question, Level level,
-                                      const Effective& eff) const;
-  double Strength(const Effective& eff) const;
   std::shared_ptr<const TemperatureScaler> Artifact(
       const std::string& key) const;
   // The call's snapshot (Effective::artifacts / routes), else live.
@@ -224,46 +237,118 @@ class Decider {
                                        Level requested) const;
   absl::Status CheckQuestion(const Question& question, Level served) const;
 
-  // raw, L0, L1 for all questions at once, except adaptive ones.
-  absl::StatusOr<std::vector<std::vector<Decision>>> RunReadout(
-      const std::vector<std::string>& states,
-      const std::vector<Question>& questions, Level level, const Effective& eff,
-      RunningPriors* priors, const CallControl& control);
-  absl::StatusOr<std::vector<Decision>> RunAdaptiveChoice(
-      const std::vector<std::string>& states, const Question& question,
-      Level level, const Effective& eff, RunningPriors* priors,
-      const CallControl& control,
-      std::vector<std::vector<std::pair<double, int>>>* record);
-  absl::StatusOr<std::vector<std::vector<Decision>>> RunHeads(
-      const std::vector<std::string>& states,
-      const std::vector<Question>& questions, const Effective& eff,
-      const CallControl& control);
+  // --- Running one level (decider.cc) ---
   // Dispatch of one concrete level (not auto) over its questions.
   absl::StatusOr<std::vector<std::vector<Decision>>> RunLevel(
       const std::vector<std::string>& states,
       const std::vector<Question>& questions, Level level, const Effective& eff,
       RunningPriors* priors, const CallControl& control);
 
-  // The content-free prior [P, K] of a question for these perms, scoring
-  // the probes in a call of their own when not cached.
-  absl::StatusOr<Matrix> ContentFreePriorFor(
-      const Question& question, const std::vector<std::vector<int>>& perms,
-      const ResolvedLabels& labels, const Effective& eff,
-      const CallControl& control);
+  // --- Label readouts: raw, L0, L1 (decider_readout.cc) ---
+  // Every question at once, except adaptive ones.
+  absl::StatusOr<std::vector<std::vector<Decision>>> RunReadout(
+      const std::vector<std::string>& states,
+      const std::vector<Question>& questions, Level level, const Effective& eff,
+      RunningPriors* priors, const CallControl& control);
+  // One question's decisions from its states' readouts; the batch joins
+  // `priors` (not at raw).
+  absl::StatusOr<std::vector<Decision>> ReadoutDecisions(
+      const Listing& listing,
+      const std::vector<decider_internal::ShiftReadout>& reads, Level level,
+      const Effective& eff, const std::optional<Matrix>& content_free,
+      RunningPriors* priors) const;
+  absl::StatusOr<ResolvedLabels> LabelsFor(const Question& question);
+  std::vector<std::vector<int>> Perms(const Question& question, Level level,
+                                      const Effective& eff) const;
   // The question key and the listing its readouts come from: the content-
   // free cache and the running priors are kept per listing, so per-call
   // canonical_order or max_permutations never mix readouts of two.
   std::string ListingKey(const Question& question,
                          const std::vector<std::vector<int>>& perms) const;
+  absl::StatusOr<Listing> ListingFor(const Question& question, Level level,
+                                     const Effective& eff);
+  // Every state under each shift of `listing` into `prompts`: [state][shift]
+  // rows.
+  std::vector<std::vector<size_t>> AddPrompts(
+      const std::vector<std::string>& states, const Listing& listing,
+      decider_internal::Registry* prompts) const;
+  text::ChatParts Render(const std::string& state, const Question& question,
+                         const std::vector<int>& perm,
+                         const ResolvedLabels& labels) const;
+  // Label log-probs of every prompt, in one backend call (split only by
+  // max_prompts_per_call).
+  absl::StatusOr<std::vector<std::vector<double>>> Score(
+      const decider_internal::Registry& prompts,
+      const CallControl& control) const;
+  // Whether a call reads content-free priors (L0's mode, or recording).
+  bool WantsContentFree(Level level, const Effective& eff) const;
+  // The content-free prior [P, K] of each listing when the call wants them
+  // (else none): cached per listing; the probes of those not cached are
+  // scored together in a call of their own, never beside real states.
+  absl::StatusOr<std::vector<std::optional<Matrix>>> ContentFreePriors(
+      const std::vector<Listing>& listings, Level level, const Effective& eff,
+      const CallControl& control);
+  // Every probe under each shift of `listing` into `probes`: [shift][probe]
+  // rows.
+  std::vector<std::vector<size_t>> AddProbes(
+      const Listing& listing, decider_internal::Registry* probes) const;
+  PriorChoice ChoosePrior(const Listing& listing, Level level,
+                          const Effective& eff) const;
+  double Strength(const Effective& eff) const;
+  // An L0 decision calibrated with the question's temperature (L1).
+  absl::StatusOr<Decision> ApplyL1(const Question& question,
+                                   const Effective& eff,
+                                   Decision decision) const;
+  // Stamps the question, a score's value and the prompt's hash.
+  Decision Decorate(Decision decision, const Question& question,
+                    const std::string& state,
+                    const ResolvedLabels& labels) const;
 
+  // --- The rotation budget (decider_adaptive.cc) ---
+  absl::StatusOr<std::vector<Decision>> RunAdaptiveChoice(
+      const std::vector<std::string>& states, const Question& question,
+      Level level, const Effective& eff, RunningPriors* priors,
+      const CallControl& control);
+  // Each state's decision from what it read once the waves stopped.
+  absl::StatusOr<std::vector<Decision>> RotationDecisions(
+      const std::vector<std::string>& states, const Rotation& rotation,
+      Level level, const Effective& eff, const StopRule& rule) const;
+  // CalibrateAdaptive's reading: every shift one at a time, each state's
+  // margin and winner after each; the reads join the running priors.
+  absl::StatusOr<MarginTraces> TraceMargins(
+      const std::vector<std::string>& states, const Question& question,
+      Level level, const Effective& eff, const CallControl& control);
+  absl::StatusOr<Rotation> StartRotation(size_t n_states,
+                                         const Question& question, Level level,
+                                         const Effective& eff,
+                                         const RunningPriors& priors,
+                                         const CallControl& control);
+  // One backend call: each active state under each of `shifts`, shift by
+  // shift.
+  absl::StatusOr<std::vector<std::vector<double>>> ScoreWave(
+      const std::vector<std::string>& states, const Listing& listing,
+      const std::vector<int>& shifts, const std::vector<size_t>& active,
+      const CallControl& control) const;
+  StopRule StopRuleFor(const Question& question, const Effective& eff) const;
+
+  // --- L2 (decider_heads.cc, decider_learning.cc) ---
+  absl::StatusOr<std::vector<std::vector<Decision>>> RunHeads(
+      const std::vector<std::string>& states,
+      const std::vector<Question>& questions, const Effective& eff,
+      const CallControl& control);
   // Hidden states [N, d] per layer of the states under `perms` (identity
   // when empty).
   absl::StatusOr<std::vector<Matrix>> Features(
       const Question& question, const std::vector<std::string>& states,
       const std::vector<int32_t>& layers,
       const std::vector<std::vector<int>>& perms, const CallControl& control);
+  nlohmann::ordered_json HeadArtifact(const std::string& key,
+                                      const HeadEntry& entry) const;
+  // Stamps the entry's version from its exported form.
+  std::shared_ptr<const HeadEntry> Finish(const std::string& key,
+                                          HeadEntry entry) const;
 
-  // Loading: parse everything a load was given, then commit it whole.
+  // --- Artifacts (decider_artifacts.cc): parse all, then commit whole ---
   absl::StatusOr<Loaded> ParseArtifact(
       const Question& question, const nlohmann::ordered_json& artifact) const;
   absl::StatusOr<Loaded> ParseFile(const nlohmann::ordered_json& file) const;
@@ -278,21 +363,6 @@ class Decider {
                                            const Question& question,
                                            int next_fit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  nlohmann::ordered_json HeadArtifact(const std::string& key,
-                                      const HeadEntry& entry) const;
-  // Stamps the entry's version from its exported form.
-  std::shared_ptr<const HeadEntry> Finish(const std::string& key,
-                                          HeadEntry entry) const;
-  // (threshold, statistic) of the adaptive stopping rule for a question.
-  std::pair<std::optional<double>, StopStat> StopRule(
-      const Question& question, const Effective& eff) const;
-  // Calibrates an L0 decision with the question's temperature (L1).
-  absl::Status ApplyL1(const Question& question, const Effective& eff,
-                       Decision* decision) const;
-  void DecorateDecision(const Question& question, const std::string& state,
-                        const ResolvedLabels& labels, const Effective& eff,
-                        Decision* decision) const;
 
   Backend* const backend_;
   const DeciderOptions options_;

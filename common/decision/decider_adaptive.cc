@@ -1,278 +1,252 @@
-// The Decider's rotation budget: adaptive shifts for choice questions, read
-// in spread order in waves until the log-margin stop rule (or its
-// Clopper-Pearson certificate from CalibrateAdaptive) says the answer is
-// settled. Follows anyjev 0.2.0's _run_adaptive_choice.
+// The Decider's rotation budget (decision-method.md 5.9; anyjev 0.2.0's
+// _run_adaptive_choice): an unordered choice question's shifts read in
+// spread order, in waves, until the stop rule says a state's answer is
+// settled; and the calibration of that rule (CalibrateAdaptive), which reads
+// every shift one at a time and certifies a threshold offline.
 #include <algorithm>
-#include <cmath>
-#include <map>
+#include <cstdint>
+#include <functional>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/decision/contextual.h"
 #include "common/decision/decider.h"
 #include "common/decision/decider_internal.h"
-#include "common/decision/head_fit.h"
-#include "common/decision/legacy_random_state.h"
-#include "common/decision/py_format.h"
 #include "common/status/status_macros.h"
-#include "common/util/hash.h"
 
 namespace mesa_anyjev::decision {
 
-using decider_internal::AnswerMass;
+using decider_internal::AppliedPrior;
+using decider_internal::Corrected;
+using decider_internal::L0Decision;
 using decider_internal::Registry;
-using decider_internal::RowOf;
-using decider_internal::Stack;
+using decider_internal::RowsOf;
+using decider_internal::ShiftReadout;
 
-std::pair<std::optional<double>, StopStat> Decider::StopRule(
-    const Question& question, const Effective& eff) const {
-  if (eff.adaptive_margin.has_value()) {
-    return {eff.adaptive_margin, options_.adaptive_stat};
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    if (const auto it = stop_.find(question.key());
-        it != stop_.end() && it->second.threshold.has_value()) {
-      return {it->second.threshold, StopStat::kLogit};
+// One question's shifts as a call reads them over its states, wave by wave:
+// which shifts each state has read, and the call's per-shift sums, which
+// with the running accumulator as the call found it make the batch prior.
+class Decider::Rotation {
+ public:
+  Rotation(Listing listing, std::vector<int> order, size_t n_states,
+           PriorChoice choice, std::optional<Matrix> content_free,
+           const std::optional<PriorAccumulator>& before, int min_prior_n)
+      : listing_(std::move(listing)),
+        order_(std::move(order)),
+        choice_(std::move(choice)),
+        content_free_(std::move(content_free)),
+        min_prior_n_(min_prior_n),
+        before_sum_(Matrix::Zero(listing_.n_perms(), listing_.question.k())),
+        shift_sum_(before_sum_),
+        shift_n_(listing_.n_perms(), 0),
+        reads_(n_states),
+        shifts_(n_states) {
+    if (before.has_value() && before->sum.rows() == before_sum_.rows() &&
+        before->sum.cols() == before_sum_.cols()) {
+      before_sum_ = before->sum;
+      before_n_ = before->n;
     }
   }
-  if (options_.adaptive_stat == StopStat::kProb) {
-    return {kDefaultProbMargin, StopStat::kProb};
+
+  const Listing& listing() const { return listing_; }
+  const PriorChoice& choice() const { return choice_; }
+  int n_perms() const { return listing_.n_perms(); }
+
+  // Shifts [start, start + count) of the reading order.
+  std::vector<int> Wave(int start, int count) const {
+    return std::vector<int>(
+        order_.begin() + start,
+        order_.begin() + std::min(n_perms(), start + count));
   }
-  return {kDefaultLogMargin, StopStat::kLogit};
+
+  // A wave's label log-probs, shift by shift and within a shift state by
+  // state (logprobs[i] is shifts[i / n] of states[i % n]).
+  void Add(const std::vector<int>& shifts, const std::vector<size_t>& states,
+           const std::vector<std::vector<double>>& logprobs) {
+    size_t i = 0;
+    for (int shift : shifts) {
+      for (size_t state : states) {
+        reads_[state].Add(listing_.perms[shift], logprobs[i++]);
+        shifts_[state].push_back(shift);
+        const std::vector<double>& p = reads_[state].probs.back();
+        for (int j = 0; j < listing_.question.k(); ++j) {
+          shift_sum_(shift, j) += p[j];
+        }
+        ++shift_n_[shift];
+      }
+    }
+  }
+
+  // The prior the call divides out now, [P, K] (nullopt: none).
+  std::optional<Matrix> Prior() const {
+    return choice_.Pick(RunningBatchPrior(), content_free_);
+  }
+
+  const ShiftReadout& readout(size_t state) const { return reads_[state]; }
+
+  // `state`'s readout so far, corrected by the rows of `prior` it read.
+  Matrix CorrectedReadout(size_t state,
+                          const std::optional<Matrix>& prior) const {
+    return Corrected(reads_[state].p_pos_raw(), PriorRows(state, prior),
+                     choice_.strength);
+  }
+
+  // The rows of `prior` for the shifts `state` read, in reading order.
+  std::optional<Matrix> PriorRows(size_t state,
+                                  const std::optional<Matrix>& prior) const {
+    if (!prior.has_value()) return std::nullopt;
+    return RowsOf(*prior, shifts_[state]);
+  }
+
+  // Adds the call's sums to the running accumulator as one change: shift 0
+  // (which every state read) sets the count; the other shifts' partial sums
+  // are rescaled to it.
+  void FoldInto(RunningPriors* priors) const {
+    Matrix delta = shift_sum_;
+    for (int r = 0; r < n_perms(); ++r) {
+      delta.row(r) *= static_cast<double>(shift_n_[0]) /
+                      static_cast<double>(std::max<int64_t>(shift_n_[r], 1));
+    }
+    priors->Add(listing_.key, delta, shift_n_[0]);
+  }
+
+ private:
+  // The batch prior [P, K]: a shift's own once it has min_prior_n readouts
+  // (the running ones and this call's), else the pooled position profile
+  // (later shifts see only the hard states); none below min_prior_n pooled.
+  std::optional<Matrix> RunningBatchPrior() const {
+    const int64_t pooled_n =
+        before_n_ * n_perms() +
+        std::accumulate(shift_n_.begin(), shift_n_.end(), int64_t{0});
+    if (pooled_n < min_prior_n_) return std::nullopt;
+    Eigen::RowVectorXd total = Eigen::RowVectorXd::Zero(before_sum_.cols());
+    for (int r = 0; r < n_perms(); ++r) total += before_sum_.row(r);
+    Eigen::RowVectorXd total_shift =
+        Eigen::RowVectorXd::Zero(before_sum_.cols());
+    for (int r = 0; r < n_perms(); ++r) total_shift += shift_sum_.row(r);
+    const Matrix pooled = BatchPrior(
+        Matrix((total + total_shift) / static_cast<double>(pooled_n)));
+    Matrix prior = pooled.replicate(n_perms(), 1);
+    for (int r = 0; r < n_perms(); ++r) {
+      const int64_t m = before_n_ + shift_n_[r];
+      if (m < min_prior_n_) continue;
+      prior.row(r) = BatchPrior(Matrix(
+          (before_sum_.row(r) + shift_sum_.row(r)) / static_cast<double>(m)));
+    }
+    return prior;
+  }
+
+  Listing listing_;
+  std::vector<int> order_;  // spread or consecutive
+  PriorChoice choice_;
+  std::optional<Matrix> content_free_;
+  int min_prior_n_;
+  Matrix before_sum_;  // the running accumulator as the call found it
+  int64_t before_n_ = 0;
+  Matrix shift_sum_;  // this call's readouts, per (shift, position)
+  std::vector<int64_t> shift_n_;
+  std::vector<ShiftReadout> reads_;
+  std::vector<std::vector<int>> shifts_;
+};
+
+namespace {
+
+// Whether an answer is settled (5.9): its log-margin at least the
+// threshold (logit), or one winner across the shifts read and a top-two
+// gap at least the threshold (prob). `corrected` [P', K] is by position.
+bool Settled(const Matrix& corrected,
+             const std::vector<std::vector<int>>& perms, Combine combine,
+             double threshold, StopStat stat) {
+  const std::vector<double> marginal = Marginalize(corrected, perms, combine);
+  if (stat == StopStat::kLogit) return LogMargin(marginal) >= threshold;
+  std::set<int> winners;
+  for (size_t j = 0; j < perms.size(); ++j) {
+    winners.insert(
+        perms[j][ArgMax(&corrected(j, 0), static_cast<int>(corrected.cols()))]);
+  }
+  std::vector<double> top = marginal;
+  std::sort(top.begin(), top.end(), std::greater<>());
+  return winners.size() == 1 && top[0] - top[1] >= threshold;
 }
+
+std::vector<size_t> AllStates(size_t n) {
+  std::vector<size_t> out(n);
+  std::iota(out.begin(), out.end(), 0);
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<Decision>> Decider::RunAdaptiveChoice(
     const std::vector<std::string>& states, const Question& question,
     Level level, const Effective& eff, RunningPriors* priors,
-    const CallControl& control,
-    std::vector<std::vector<std::pair<double, int>>>* record) {
-  const text::ChatTemplate& tmpl = backend_->chat_template();
-  ASSIGN_OR_RETURN(const ResolvedLabels labels, LabelsFor(question));
-  const std::vector<std::vector<int>> perms = Perms(question, level, eff);
-  const int n_perms = static_cast<int>(perms.size());
-  const int k = question.k();
-  const size_t n = states.size();
-  const bool want_cf =
-      level != Level::kRaw &&
-      (eff.prior == PriorMode::kContentFree || options_.record_content_free);
-  std::optional<Matrix> cf_prior;
-  if (want_cf) {
-    ASSIGN_OR_RETURN(
-        cf_prior, ContentFreePriorFor(question, perms, labels, eff, control));
-  }
-  std::vector<std::vector<std::vector<double>>> lp_rows(n);
-  std::vector<std::vector<std::vector<double>>> p_rows(n);
-  std::vector<std::vector<int>> used(n);
-  // The running accumulator as it stood when the call began.
-  Matrix sums = Matrix::Zero(n_perms, k);
-  int64_t counts = 0;
-  const std::string listing = ListingKey(question, perms);
-  if (const auto acc = priors->Get(listing);
-      acc.has_value() && acc->sum.rows() == n_perms && acc->sum.cols() == k) {
-    sums = acc->sum;
-    counts = acc->n;
-  }
-  Matrix shift_sum = Matrix::Zero(n_perms, k);
-  std::vector<int64_t> shift_n(n_perms, 0);
-  std::vector<size_t> active(n);
-  std::iota(active.begin(), active.end(), 0);
-
-  const std::shared_ptr<const TemperatureScaler> frozen =
-      level == Level::kL1 ? ArtifactFor(eff, question.key()) : nullptr;
-  const bool frozen_ok = frozen != nullptr && frozen->prior.has_value() &&
-                         frozen->prior->rows() == n_perms &&
-                         frozen->prior->cols() == k;
-  const auto prior_for = [&](int sidx) -> std::optional<Eigen::RowVectorXd> {
-    if (frozen_ok) return Eigen::RowVectorXd(frozen->prior->row(sidx));
-    if (eff.prior == PriorMode::kContentFree) {
-      return Eigen::RowVectorXd(cf_prior->row(sidx));
-    }
-    if (eff.prior != PriorMode::kBatch) return std::nullopt;
-    const int64_t m = counts + shift_n[sidx];
-    if (m >= options_.min_prior_n) {
-      Matrix mean =
-          (sums.row(sidx) + shift_sum.row(sidx)) / static_cast<double>(m);
-      return Eigen::RowVectorXd(BatchPrior(mean).row(0));
-    }
-    // Later shifts see only the hard items: fall back to the pooled
-    // position profile.
-    const int64_t pooled_n =
-        counts * n_perms +
-        std::accumulate(shift_n.begin(), shift_n.end(), int64_t{0});
-    if (pooled_n >= options_.min_prior_n) {
-      Eigen::RowVectorXd total = Eigen::RowVectorXd::Zero(k);
-      for (int r = 0; r < n_perms; ++r) total += sums.row(r);
-      Eigen::RowVectorXd total_shift = Eigen::RowVectorXd::Zero(k);
-      for (int r = 0; r < n_perms; ++r) total_shift += shift_sum.row(r);
-      Matrix mean = (total + total_shift) / static_cast<double>(pooled_n);
-      return Eigen::RowVectorXd(BatchPrior(mean).row(0));
-    }
-    return std::nullopt;
-  };
-  const double strength = frozen_ok ? frozen->prior_strength : Strength(eff);
-  const auto corrected = [&](size_t si) {
-    Matrix rows(static_cast<Eigen::Index>(used[si].size()), k);
-    for (size_t j = 0; j < used[si].size(); ++j) {
-      const auto prior = prior_for(used[si][j]);
-      const Matrix p = RowOf(p_rows[si][j]);
-      if (prior.has_value()) {
-        rows.row(j) = ApplyContextual(p, PowPrior(*prior, strength)).row(0);
-      } else {
-        rows.row(j) = p.row(0);
-      }
-    }
-    return rows;
-  };
-  const auto used_perms = [&](size_t si) {
-    std::vector<std::vector<int>> out;
-    for (int sidx : used[si]) out.push_back(perms[sidx]);
-    return out;
-  };
-
-  std::vector<int> order(n_perms);
-  if (options_.adaptive_spread_order) {
-    order = SpreadOrder(n_perms);
-  } else {
-    std::iota(order.begin(), order.end(), 0);
-  }
-  auto rule = StopRule(question, eff);  // named: a lambda captures them
-  std::optional<double> threshold = rule.first;
-  const StopStat stat = rule.second;
-  int wave = std::max(1, options_.adaptive_wave);
-  std::vector<std::vector<std::pair<double, int>>> trace(n);
-  if (record != nullptr) {
-    // Calibration reads every shift one at a time and decides offline.
-    threshold.reset();
-    wave = 1;
-  }
-  const auto decided = [&](size_t si) {
-    const Matrix pc = corrected(si);
-    const std::vector<double> marg =
-        Marginalize(pc, used_perms(si), eff.combine);
-    if (record != nullptr) {
-      trace[si].emplace_back(LogMargin(marg), ArgMax(marg));
-      return false;
-    }
-    if (stat == StopStat::kLogit) return LogMargin(marg) >= *threshold;
-    std::set<int> winners;
-    for (size_t j = 0; j < used[si].size(); ++j) {
-      winners.insert(perms[used[si][j]][ArgMax(&pc(j, 0), k)]);
-    }
-    std::vector<double> top = marg;
-    std::sort(top.begin(), top.end(), std::greater<>());
-    return winners.size() == 1 && top[0] - top[1] >= *threshold;
-  };
-
-  for (int start = 0; start < n_perms; start += wave) {
-    const std::vector<int> batch(
-        order.begin() + start, order.begin() + std::min(n_perms, start + wave));
-    if (start > 0 &&
-        (start >= options_.adaptive_min_shifts || record != nullptr)) {
-      std::vector<size_t> still;
-      for (size_t si : active) {
-        if (!decided(si)) still.push_back(si);
-      }
-      active = std::move(still);
+    const CallControl& control) {
+  ASSIGN_OR_RETURN(
+      Rotation rotation,
+      StartRotation(states.size(), question, level, eff, *priors, control));
+  const StopRule rule = StopRuleFor(question, eff);
+  const int wave = std::max(1, options_.adaptive_wave);
+  std::vector<size_t> active = AllStates(states.size());
+  for (int start = 0; start < rotation.n_perms(); start += wave) {
+    if (start > 0 && start >= options_.adaptive_min_shifts) {
+      const std::optional<Matrix> prior = rotation.Prior();
+      std::erase_if(active, [&](size_t s) {
+        return Settled(rotation.CorrectedReadout(s, prior),
+                       rotation.readout(s).perms, eff.combine, rule.threshold,
+                       rule.stat);
+      });
     }
     if (active.empty()) break;
-    // One backend call per wave.
-    Registry registry;
-    std::vector<std::pair<size_t, int>> who;
-    std::vector<size_t> rows;
-    for (int r : batch) {
-      const auto ids = LabelIdsForPerm(question, labels.ids, perms[r]);
-      for (size_t si : active) {
-        rows.push_back(
-            registry.Add(RenderPromptParts(
-                             tmpl, BuildPrompt(states[si], question, perms[r],
-                                               options_.system, labels.labels)),
-                         ids));
-        who.emplace_back(si, r);
-      }
-    }
-    ASSIGN_OR_RETURN(const auto lps, scorer_.Logprobs(registry.parts(),
-                                                      registry.ids(), control));
-    for (size_t i = 0; i < who.size(); ++i) {
-      const auto [si, r] = who[i];
-      const std::vector<double>& lp = lps[rows[i]];
-      const std::vector<double> p = Softmax(lp);
-      lp_rows[si].push_back(lp);
-      p_rows[si].push_back(p);
-      used[si].push_back(r);
-      for (int j = 0; j < k; ++j) shift_sum(r, j) += p[j];
-      ++shift_n[r];
-    }
+    const std::vector<int> shifts = rotation.Wave(start, wave);
+    ASSIGN_OR_RETURN(const auto logprobs, ScoreWave(states, rotation.listing(),
+                                                    shifts, active, control));
+    rotation.Add(shifts, active, logprobs);
   }
-  if (record != nullptr) {
-    for (size_t si = 0; si < n; ++si) {
-      decided(si);  // the margin after the final shift
-      record->push_back(trace[si]);
-    }
-  }
-  // Fold the call into the running accumulator: shift 0 (which every state
-  // read) sets the count; the other shifts' partial sums are rescaled to it.
-  Matrix delta = shift_sum;
-  for (int r = 0; r < n_perms; ++r) {
-    delta.row(r) *= static_cast<double>(shift_n[0]) /
-                    static_cast<double>(std::max<int64_t>(shift_n[r], 1));
-  }
-  priors->Add(listing, delta, shift_n[0]);
+  rotation.FoldInto(priors);
+  return RotationDecisions(states, rotation, level, eff, rule);
+}
 
+absl::StatusOr<std::vector<Decision>> Decider::RotationDecisions(
+    const std::vector<std::string>& states, const Rotation& rotation,
+    Level level, const Effective& eff, const StopRule& rule) const {
+  const Listing& listing = rotation.listing();
+  const std::optional<Matrix> prior = rotation.Prior();
+  bool calibrated = false;
+  {
+    absl::MutexLock lock(&mu_);
+    calibrated = stop_.contains(listing.question.key());
+  }
   std::vector<Decision> out;
-  for (size_t si = 0; si < n; ++si) {
-    Decision decision;
-    DecisionDiagnostics& diag = decision.diagnostics;
-    const Matrix p_pos_raw = Stack(p_rows[si]);
-    const auto perms_read = used_perms(si);
-    const Matrix pc = corrected(si);
-    decision.probs = Marginalize(pc, perms_read, eff.combine);
-    decision.level = Level::kL0;
-    diag.answer_mass = AnswerMass(lp_rows[si]);
-    diag.raw_probs =
-        Marginalize(p_pos_raw.topRows(1), {perms_read[0]}, Combine::kLogMean);
-    diag.perms = perms_read;
-    diag.prompts = static_cast<int>(perms_read.size());
-    if (eff.return_details) diag.p_pos_raw = p_pos_raw;
-    diag.adaptive = true;
-    diag.stop_threshold = threshold;
-    diag.stop_stat = stat == StopStat::kLogit ? "logit" : "prob";
-    {
-      absl::MutexLock lock(&mu_);
-      diag.stop_calibrated = stop_.contains(question.key());
-    }
-    const auto first_prior = prior_for(used[si][0]);
+  for (size_t s = 0; s < states.size(); ++s) {
     // The reference names the configured prior here, even when a frozen L1
     // prior is in use.
-    diag.prior_method =
-        first_prior.has_value() ? PriorModeName(eff.prior) : "none";
-    diag.prior_strength = first_prior.has_value() ? strength : 0.0;
-    if (first_prior.has_value()) {
-      Matrix prior(static_cast<Eigen::Index>(used[si].size()), k);
-      for (size_t j = 0; j < used[si].size(); ++j) {
-        prior.row(j) = *prior_for(used[si][j]);
-      }
-      diag.prior = std::move(prior);
-    }
-    diag.order_flip_raw = FlipRateAcrossPerms(p_pos_raw, perms_read);
-    diag.order_flip_l0 = FlipRateAcrossPerms(pc, perms_read);
-    diag.l0_probs = decision.probs;
+    Decision decision = L0Decision(
+        rotation.readout(s),
+        AppliedPrior{rotation.PriorRows(s, prior), rotation.choice().strength,
+                     PriorModeName(eff.prior)},
+        eff.combine, eff.return_details);
+    DecisionDiagnostics& diag = decision.diagnostics;
+    diag.adaptive = true;
+    diag.stop_threshold = rule.threshold;
+    diag.stop_stat = rule.stat == StopStat::kLogit ? "logit" : "prob";
+    diag.stop_calibrated = calibrated;
     if (eff.return_prompts) {
-      for (int r : used[si]) {
-        const text::ChatParts parts = RenderPromptParts(
-            tmpl, BuildPrompt(states[si], question, perms[r], options_.system,
-                              labels.labels));
+      for (const auto& perm : diag.perms) {
+        const text::ChatParts parts =
+            Render(states[s], listing.question, perm, listing.labels);
         diag.prompt_texts.push_back(absl::StrCat(parts.prefix, parts.suffix));
       }
     }
     if (level == Level::kL1) {
-      RETURN_IF_ERROR(ApplyL1(question, eff, &decision));
+      ASSIGN_OR_RETURN(decision,
+                       ApplyL1(listing.question, eff, std::move(decision)));
     }
-    DecorateDecision(question, states[si], labels, eff, &decision);
-    out.push_back(std::move(decision));
+    out.push_back(Decorate(std::move(decision), listing.question, states[s],
+                           listing.labels));
   }
   return out;
 }
@@ -293,29 +267,106 @@ absl::StatusOr<StopCertificate> Decider::CalibrateAdaptive(
     return absl::InvalidArgumentError("calibrate_adaptive reads raw, L0 or L1");
   }
   RETURN_IF_ERROR(ServedLevel(question, level).status());
-  const Effective eff = Resolve({});
-  std::vector<std::vector<std::pair<double, int>>> record;
-  RETURN_IF_ERROR(RunAdaptiveChoice(states, question, level, eff, &priors_,
-                                    control, &record)
-                      .status());
-  std::vector<std::vector<double>> margins;
-  std::vector<std::vector<int>> winners;
-  for (const auto& trace : record) {
-    std::vector<double> m;
-    std::vector<int> w;
-    for (const auto& [margin, winner] : trace) {
-      m.push_back(margin);
-      w.push_back(winner);
-    }
-    margins.push_back(std::move(m));
-    winners.push_back(std::move(w));
-  }
+  ASSIGN_OR_RETURN(const MarginTraces traces,
+                   TraceMargins(states, question, level, Resolve({}), control));
   const StopCertificate cert = ChooseThreshold(
-      margins, winners, target.value_or(options_.adaptive_target),
+      traces.margins, traces.winners, target.value_or(options_.adaptive_target),
       options_.adaptive_min_shifts, delta);
   absl::MutexLock lock(&mu_);
   stop_[question.key()] = cert;
   return cert;
+}
+
+absl::StatusOr<Decider::MarginTraces> Decider::TraceMargins(
+    const std::vector<std::string>& states, const Question& question,
+    Level level, const Effective& eff, const CallControl& control) {
+  ASSIGN_OR_RETURN(
+      Rotation rotation,
+      StartRotation(states.size(), question, level, eff, priors_, control));
+  MarginTraces traces{std::vector<std::vector<double>>(states.size()),
+                      std::vector<std::vector<int>>(states.size())};
+  // Every state's margin and winner after each shift it has read, under the
+  // prior as it stands then.
+  const auto trace = [&] {
+    const std::optional<Matrix> prior = rotation.Prior();
+    for (size_t s = 0; s < states.size(); ++s) {
+      const std::vector<double> marginal =
+          Marginalize(rotation.CorrectedReadout(s, prior),
+                      rotation.readout(s).perms, eff.combine);
+      traces.margins[s].push_back(LogMargin(marginal));
+      traces.winners[s].push_back(ArgMax(marginal));
+    }
+  };
+  const std::vector<size_t> all = AllStates(states.size());
+  for (int start = 0; start < rotation.n_perms(); ++start) {
+    if (start > 0) trace();
+    const std::vector<int> shift = rotation.Wave(start, 1);
+    ASSIGN_OR_RETURN(const auto logprobs, ScoreWave(states, rotation.listing(),
+                                                    shift, all, control));
+    rotation.Add(shift, all, logprobs);
+  }
+  trace();
+  rotation.FoldInto(&priors_);
+  return traces;
+}
+
+absl::StatusOr<Decider::Rotation> Decider::StartRotation(
+    size_t n_states, const Question& question, Level level,
+    const Effective& eff, const RunningPriors& priors,
+    const CallControl& control) {
+  ASSIGN_OR_RETURN(Listing listing, ListingFor(question, level, eff));
+  ASSIGN_OR_RETURN(auto content_free,
+                   ContentFreePriors({listing}, level, eff, control));
+  PriorChoice choice = ChoosePrior(listing, level, eff);
+  std::vector<int> order(listing.n_perms());
+  if (options_.adaptive_spread_order) {
+    order = SpreadOrder(listing.n_perms());
+  } else {
+    std::iota(order.begin(), order.end(), 0);
+  }
+  const std::optional<PriorAccumulator> before = priors.Get(listing.key);
+  return Rotation(std::move(listing), std::move(order), n_states,
+                  std::move(choice), std::move(content_free[0]), before,
+                  options_.min_prior_n);
+}
+
+absl::StatusOr<std::vector<std::vector<double>>> Decider::ScoreWave(
+    const std::vector<std::string>& states, const Listing& listing,
+    const std::vector<int>& shifts, const std::vector<size_t>& active,
+    const CallControl& control) const {
+  Registry prompts;
+  std::vector<size_t> rows;
+  for (int shift : shifts) {
+    const std::vector<int>& perm = listing.perms[shift];
+    const auto ids =
+        LabelIdsForPerm(listing.question, listing.labels.ids, perm);
+    for (size_t s : active) {
+      rows.push_back(prompts.Add(
+          Render(states[s], listing.question, perm, listing.labels), ids));
+    }
+  }
+  ASSIGN_OR_RETURN(const auto logprobs, Score(prompts, control));
+  std::vector<std::vector<double>> out;
+  for (size_t row : rows) out.push_back(logprobs[row]);
+  return out;
+}
+
+Decider::StopRule Decider::StopRuleFor(const Question& question,
+                                       const Effective& eff) const {
+  if (eff.adaptive_margin.has_value()) {
+    return {*eff.adaptive_margin, options_.adaptive_stat};
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (const auto it = stop_.find(question.key());
+        it != stop_.end() && it->second.threshold.has_value()) {
+      return {*it->second.threshold, StopStat::kLogit};
+    }
+  }
+  if (options_.adaptive_stat == StopStat::kProb) {
+    return {kDefaultProbMargin, StopStat::kProb};
+  }
+  return {kDefaultLogMargin, StopStat::kLogit};
 }
 
 }  // namespace mesa_anyjev::decision

@@ -111,17 +111,28 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunHeads(
       diag.perms = {Identity(question.k())};
       diag.prompts = 1;
       if (eff.return_prompts) {
-        const text::ChatParts parts = RenderPromptParts(
-            backend_->chat_template(),
-            BuildPrompt(states[s], question, Identity(question.k()),
-                        options_.system, labels.labels));
+        const text::ChatParts parts =
+            Render(states[s], question, Identity(question.k()), labels);
         diag.prompt_texts.push_back(absl::StrCat(parts.prefix, parts.suffix));
       }
-      DecorateDecision(question, states[s], labels, eff, &decision);
-      out[s][q] = std::move(decision);
+      out[s][q] = Decorate(std::move(decision), question, states[s], labels);
     }
   }
   return out;
+}
+
+absl::StatusOr<std::vector<Matrix>> Decider::Features(
+    const Question& question, const std::vector<std::string>& states,
+    const std::vector<int32_t>& layers,
+    const std::vector<std::vector<int>>& perms, const CallControl& control) {
+  ASSIGN_OR_RETURN(const ResolvedLabels labels, LabelsFor(question));
+  std::vector<text::ChatParts> prompts;
+  for (size_t i = 0; i < states.size(); ++i) {
+    const std::vector<int> perm =
+        perms.empty() ? Identity(question.k()) : perms[i];
+    prompts.push_back(Render(states[i], question, perm, labels));
+  }
+  return scorer_.HiddenStates(prompts, layers, control);
 }
 
 }  // namespace mesa_anyjev::decision

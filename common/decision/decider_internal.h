@@ -40,6 +40,47 @@ struct Decider::Effective {
   mutable std::vector<std::pair<std::string, Matrix>> features;
 };
 
+// A question as one call reads it: its label tokens, the shifts it is read
+// under (raw and ordered questions: the identity) and the key of that
+// listing, under which its running and content-free priors are kept.
+struct Decider::Listing {
+  Question question;
+  ResolvedLabels labels;
+  std::vector<std::vector<int>> perms;  // [P][K]
+  std::string key;
+
+  int n_perms() const { return static_cast<int>(perms.size()); }
+};
+
+// The prior L0 divides out of a question's readouts in one call: an L1
+// artifact's frozen prior where it has the listing's shape, else the
+// call's mode (batch, content-free, none).
+struct Decider::PriorChoice {
+  PriorMode mode;
+  std::shared_ptr<const TemperatureScaler> frozen;  // set when it applies
+  double strength;
+
+  // The prior [P, K], given the batch and content-free priors the call has.
+  std::optional<Matrix> Pick(const std::optional<Matrix>& batch,
+                             const std::optional<Matrix>& content_free) const {
+    if (frozen != nullptr) return frozen->prior;
+    switch (mode) {
+      case PriorMode::kBatch:
+        return batch;
+      case PriorMode::kContentFree:
+        return content_free;
+      case PriorMode::kNone:
+        return std::nullopt;
+    }
+    return std::nullopt;
+  }
+  // What the diagnostics call it: "frozen:<method>" or the mode's name.
+  std::string Name() const {
+    return frozen != nullptr ? absl::StrCat("frozen:", frozen->prior_method)
+                             : PriorModeName(mode);
+  }
+};
+
 struct Decider::Observed {
   Question question;
   std::vector<std::string> states;
@@ -94,6 +135,46 @@ inline Matrix Stack(const std::vector<std::vector<double>>& rows) {
   }
   return m;
 }
+
+// What one state read under a question's shifts, in reading order: the
+// shifts, the label log-probs [P'][K] and their softmax, and the prompt
+// texts when the call asked for them.
+struct ShiftReadout {
+  std::vector<std::vector<int>> perms;
+  std::vector<std::vector<double>> logprobs;
+  std::vector<std::vector<double>> probs;
+  std::vector<std::string> prompts;
+
+  void Add(const std::vector<int>& perm, const std::vector<double>& lp) {
+    perms.push_back(perm);
+    logprobs.push_back(lp);
+    probs.push_back(Softmax(lp));
+  }
+  // p_pos_raw [P', K]: row j is the readout of shift perms[j] by position.
+  Matrix p_pos_raw() const { return Stack(probs); }
+};
+
+// The prior an L0 decision divides out: rows [P', K] for the shifts its
+// readout read (none: no prior), the exponent, and the name the
+// diagnostics give it.
+struct AppliedPrior {
+  std::optional<Matrix> rows;
+  double strength = 0.0;
+  std::string method;
+};
+
+// p_pos_raw divided by prior^strength, row by row, renormalised; unchanged
+// without a prior.
+Matrix Corrected(const Matrix& p_pos_raw, const std::optional<Matrix>& prior,
+                 double strength);
+// Rows `index` of `m`, in that order.
+Matrix RowsOf(const Matrix& m, const std::vector<int>& index);
+// raw: the first shift's restricted softmax (the caller's order), with what
+// every label readout carries (answer mass, shifts, raw probabilities).
+Decision RawDecision(const ShiftReadout& read, bool details);
+// L0: every shift corrected by `prior`, combined over the shifts.
+Decision L0Decision(const ShiftReadout& read, const AppliedPrior& prior,
+                    Combine combine, bool details);
 
 // Deduplicating prompt registry: the reference scores each distinct
 // rendered prompt once per call.
