@@ -19,10 +19,13 @@ namespace mesa_anyjev {
 
 using text::TokenId;
 
+// A choice question's options are labelled A..Z: no backend serves wider.
+inline constexpr int32_t kMaxChoiceOptions = 26;
+
 struct Capabilities {
   bool hidden_states = false;  // HiddenStates is served (L2 possible)
   bool early_stop = false;     // the forward stops at the deepest layer asked
-  int32_t max_choice_k = 26;
+  int32_t max_choice_k = kMaxChoiceOptions;
   int32_t logprob_top_k = 0;  // cap on top-k (0: the whole vocabulary)
   int32_t n_layers = 0;
   int32_t hidden_size = 0;

@@ -56,7 +56,7 @@ class FakeBackend : public Backend {
   static constexpr std::string_view kVersion = "mesa-anyjev-fake-v1";
   static constexpr int32_t kNumLayers = 4;
   static constexpr int32_t kHiddenSize = 64;
-  static constexpr int32_t kMaxChoiceK = 26;
+  static constexpr int32_t kMaxChoiceK = kMaxChoiceOptions;
   static constexpr double kTemperature = 0.7;
   // Logit of "the rest of the vocabulary", spread evenly over non-label ids.
   static constexpr double kRestLogit = -5.0;

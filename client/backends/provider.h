@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/backend.h"
 #include "common/config/config.h"
 #include "common/decision/decision.h"
 #include "common/decision/level.h"
@@ -23,7 +24,7 @@ struct ProviderInfo {
   std::string kind;          // fake | gateway | hf | composite
   std::string model;         // the model bundles are keyed by
   std::string served_model;  // the gateway's served name ("" without one)
-  int32_t max_choice_k = 26;
+  int32_t max_choice_k = kMaxChoiceOptions;
   bool hidden_states = false;  // L2 can be served
   int32_t logprob_top_k = 0;   // 0: the full vocabulary
 };

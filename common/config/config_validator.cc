@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/backend.h"  // kMaxChoiceOptions
 #include "common/config/config_schema.h"
 #include "common/status/status_macros.h"
 #include "common/util/host_port.h"
@@ -115,7 +116,8 @@ class Validator {
     if (!b.health_path.empty() && b.health_path.front() != '/') {
       Error("backend.health_path", "must start with '/' (or be empty: auto)");
     }
-    Range<int64_t>("backend.max_choice_k", b.max_choice_k, 2, 26);
+    Range<int64_t>("backend.max_choice_k", b.max_choice_k, 2,
+                   kMaxChoiceOptions);
     if (b.gateway_base_url.empty())
       Error("backend.gateway_base_url", "is empty");
     Range<int64_t>("decider.max_permutations", config_.decider.max_permutations,

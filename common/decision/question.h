@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/backend.h"  // kMaxChoiceOptions
 
 namespace mesa_anyjev::decision {
 
@@ -19,7 +20,6 @@ enum class QuestionKind { kChoice, kNoul, kScore };
 const char* QuestionKindName(QuestionKind kind);
 absl::StatusOr<QuestionKind> ParseQuestionKind(std::string_view name);
 
-inline constexpr int kMaxChoiceOptions = 26;  // letter labels A..Z
 inline constexpr int kMinScoreLevels = 2;
 inline constexpr int kMaxScoreLevels = 10;
 

@@ -110,8 +110,8 @@ absl::Status HttpStatusToStatus(int64_t http_status, const std::string& body);
 // exact value. kTopK: labels are looked up by text in the top `logprobs`.
 enum class LabelReadout { kTopK, kTokenIds };
 
-// The widest choice the token_ids readout serves: the letter labels A..Z.
-inline constexpr int32_t kTokenIdsMaxChoiceK = 26;
+// The widest choice the token_ids readout serves: every letter label.
+inline constexpr int32_t kTokenIdsMaxChoiceK = kMaxChoiceOptions;
 
 class GatewayBackend : public Backend {
  public:

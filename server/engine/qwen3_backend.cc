@@ -278,7 +278,7 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
   backend->device_ = device;
   backend->capabilities_.hidden_states = true;
   backend->capabilities_.early_stop = true;
-  backend->capabilities_.max_choice_k = 26;
+  backend->capabilities_.max_choice_k = kMaxChoiceOptions;
   backend->capabilities_.n_layers = static_cast<int32_t>(c.num_hidden_layers);
   backend->capabilities_.hidden_size = static_cast<int32_t>(c.hidden_size);
   backend->capabilities_.vocab_size = static_cast<int32_t>(c.vocab_size);

@@ -35,7 +35,7 @@ std::vector<absl::Status> RunBatchGuarded(const std::vector<Job*>& jobs,
 
 }  // namespace
 
-Scheduler::Scheduler(int32_t capacity, SchedulerObserver* observer,
+Scheduler::Scheduler(int32_t capacity, EngineObserver* observer,
                      int64_t batch_budget)
     : capacity_(capacity), batch_budget_(batch_budget), observer_(observer) {}
 

@@ -48,14 +48,11 @@ struct Job {
       run_batch;
 };
 
-// The scheduler reports through the engine's observer.
-using SchedulerObserver = EngineObserver;
-
 class Scheduler {
  public:
   // `batch_budget`: tokens a merged call may hold (the first job always
   // runs, however large).
-  Scheduler(int32_t capacity, SchedulerObserver* observer,
+  Scheduler(int32_t capacity, EngineObserver* observer,
             int64_t batch_budget = 0);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
@@ -86,7 +83,7 @@ class Scheduler {
 
   const int32_t capacity_;
   const int64_t batch_budget_;
-  SchedulerObserver* const observer_;
+  EngineObserver* const observer_;
   mutable absl::Mutex mu_;
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -18,7 +18,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "server/engine/scheduler.h"
+#include "server/engine/engine_observer.h"
 
 namespace mesa_anyjev::metrics {
 
@@ -87,7 +87,7 @@ class ServerMetrics : public engine::EngineObserver,
     gateway_breaker_->Set(open ? 1 : 0);
   }
 
-  // engine::SchedulerObserver
+  // engine::EngineObserver: the job queue
   void OnQueueDepth(int64_t depth) override;
   void OnQueueWait(absl::Duration wait) override;
   void OnSkipped(const std::string& reason) override;

@@ -11,7 +11,7 @@
 namespace mesa_anyjev::engine {
 namespace {
 
-struct Recorder : SchedulerObserver {
+struct Recorder : EngineObserver {
   std::mutex mu;
   std::vector<std::string> skipped;
   int64_t max_depth = 0;
