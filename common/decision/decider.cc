@@ -8,7 +8,10 @@
 #include "common/decision/decider.h"
 
 #include <map>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/decision/decider_internal.h"
@@ -17,6 +20,59 @@
 namespace mesa_anyjev::decision {
 
 using decider_internal::Describe;
+
+namespace {
+
+using Grid = std::vector<std::vector<Decision>>;  // [state][question]
+
+absl::Status CheckRequire(Level level, const std::optional<Level>& require) {
+  if (require.has_value() && *require == Level::kAuto) {
+    return absl::InvalidArgumentError(
+        "require must be a level (raw, L0, L1, L2), not auto");
+  }
+  if (require.has_value() && level != Level::kAuto &&
+      LevelRank(level) < LevelRank(*require)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("require=", LevelName(*require),
+                     " is above the requested level ", LevelName(level)));
+  }
+  return absl::OkStatus();
+}
+
+// The questions served at `level`, by index.
+std::vector<size_t> ServedAt(const std::vector<Level>& served, Level level) {
+  std::vector<size_t> index;
+  for (size_t q = 0; q < served.size(); ++q) {
+    if (served[q] == level) index.push_back(q);
+  }
+  return index;
+}
+
+std::vector<Question> Select(const std::vector<Question>& questions,
+                             const std::vector<size_t>& index) {
+  std::vector<Question> out;
+  for (size_t q : index) out.push_back(questions[q]);
+  return out;
+}
+
+// Moves `group` [state][j] into columns index[j] of `out`.
+void PutColumns(Grid group, const std::vector<size_t>& index, Grid* out) {
+  for (size_t s = 0; s < group.size(); ++s) {
+    for (size_t j = 0; j < index.size(); ++j) {
+      (*out)[s][index[j]] = std::move(group[s][j]);
+    }
+  }
+}
+
+// Whether a question takes the rotation budget: an unordered choice with
+// K >= 3 above raw, when the call asks for it.
+bool Rotates(const Question& question, Level level, bool adaptive_shifts) {
+  return adaptive_shifts && level != Level::kRaw &&
+         question.kind() == QuestionKind::kChoice && !question.ordered() &&
+         question.k() >= 3;
+}
+
+}  // namespace
 
 const char* PriorModeName(PriorMode mode) {
   switch (mode) {
@@ -177,95 +233,91 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
     const std::vector<std::string>& states,
     const std::vector<Question>& questions, Level level,
     const DecideOptions& options, const CallControl& control) {
-  if (options.require.has_value() && *options.require == Level::kAuto) {
-    return absl::InvalidArgumentError(
-        "require must be a level (raw, L0, L1, L2), not auto");
-  }
-  if (options.require.has_value() && level != Level::kAuto &&
-      LevelRank(level) < LevelRank(*options.require)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("require=", LevelName(*options.require),
-                     " is above the requested level ", LevelName(level)));
-  }
+  RETURN_IF_ERROR(CheckRequire(level, options.require));
   Effective eff = Resolve(options);
   for (const Question& question : questions) {
     Snapshot(question, options.exact_heads, &eff);
   }
+  ASSIGN_OR_RETURN(const std::vector<Level> served,
+                   ServeLevels(questions, level, options.require, eff));
+  Grid out(states.size(), std::vector<Decision>(questions.size()));
+  if (states.empty() || questions.empty()) return out;
+  // A call that fails part-way (deadline, cancel, a model error) leaves no
+  // trace: its readouts go to staged copies of the running priors and its
+  // features to a list, and both join the decider only once every question
+  // is answered.
+  const PriorsSeen before =
+      PriorsBefore(questions, served, eff, options.carried_priors);
+  RunningPriors staged;
+  for (const auto& [listing, accumulator] : before) {
+    if (accumulator.has_value()) staged.Merge(listing, *accumulator);
+  }
+  // auto: one run per served level, in the reference's order L2, L1, L0.
+  for (Level lv : {Level::kL2, Level::kL1, Level::kL0, Level::kRaw}) {
+    const std::vector<size_t> index = ServedAt(served, lv);
+    if (index.empty()) continue;
+    ASSIGN_OR_RETURN(Grid decisions, RunLevel(states, Select(questions, index),
+                                              lv, eff, &staged, control));
+    PutColumns(std::move(decisions), index, &out);
+  }
+  KeepPriors(before, staged, options.carried_priors);
+  for (const auto& [key, features] : eff.features) {
+    heads_.AddFeatures(key, features);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Level>> Decider::ServeLevels(
+    const std::vector<Question>& questions, Level level,
+    const std::optional<Level>& require, const Effective& eff) {
   std::vector<Level> served;
   for (const Question& question : questions) {
     ASSIGN_OR_RETURN(const Level lv, ServedLevelFor(eff, question, level));
-    if (options.require.has_value() &&
-        LevelRank(lv) < LevelRank(*options.require)) {
-      const auto why = ServedLevelFor(eff, question, *options.require);
+    if (require.has_value() && LevelRank(lv) < LevelRank(*require)) {
+      const auto why = ServedLevelFor(eff, question, *require);
       return absl::FailedPreconditionError(absl::StrCat(
           Describe(question), " would be served at ", LevelName(lv),
-          ", below require=", LevelName(*options.require), why.ok() ? "" : ": ",
+          ", below require=", LevelName(*require), why.ok() ? "" : ": ",
           why.ok() ? "" : why.status().message()));
     }
     RETURN_IF_ERROR(CheckQuestion(question, lv));
     RETURN_IF_ERROR(LabelsFor(question).status());
     served.push_back(lv);
   }
-  std::vector<std::vector<Decision>> out(
-      states.size(), std::vector<Decision>(questions.size()));
-  if (states.empty() || questions.empty()) return out;
-  // A call that fails part-way (deadline, cancel, a model error) leaves no
-  // trace: its readouts go to staged copies of the running priors and its
-  // features to a list, and both join the decider only once every question
-  // is answered.
-  RunningPriors staged;
-  std::map<std::string, std::optional<PriorAccumulator>> before;
+  return served;
+}
+
+Decider::PriorsSeen Decider::PriorsBefore(
+    const std::vector<Question>& questions, const std::vector<Level>& served,
+    const Effective& eff, const PriorTable* carried) const {
+  PriorsSeen before;
   for (size_t q = 0; q < questions.size(); ++q) {
     if (served[q] == Level::kRaw || served[q] == Level::kL2) continue;
     const std::string listing =
         ListingKey(questions[q], Perms(questions[q], served[q], eff));
     if (before.contains(listing)) continue;
-    if (options.carried_priors != nullptr) {
-      const auto it = options.carried_priors->find(listing);
-      before[listing] = it == options.carried_priors->end()
-                            ? std::nullopt
-                            : std::optional<PriorAccumulator>(it->second);
-    } else {
+    if (carried == nullptr) {
       before[listing] = priors_.Get(listing);
-    }
-    if (before[listing].has_value()) staged.Merge(listing, *before[listing]);
-  }
-  // auto: one run per served level, in the reference's order L2, L1, L0.
-  for (Level lv : {Level::kL2, Level::kL1, Level::kL0, Level::kRaw}) {
-    std::vector<size_t> idx;
-    std::vector<Question> group;
-    for (size_t q = 0; q < questions.size(); ++q) {
-      if (served[q] == lv) {
-        idx.push_back(q);
-        group.push_back(questions[q]);
-      }
-    }
-    if (group.empty()) continue;
-    ASSIGN_OR_RETURN(auto decisions,
-                     RunLevel(states, group, lv, eff, &staged, control));
-    for (size_t s = 0; s < states.size(); ++s) {
-      for (size_t j = 0; j < idx.size(); ++j) {
-        out[s][idx[j]] = std::move(decisions[s][j]);
-      }
+    } else if (const auto it = carried->find(listing); it != carried->end()) {
+      before[listing] = it->second;
+    } else {
+      before[listing] = std::nullopt;
     }
   }
-  if (options.carried_priors != nullptr) {
-    for (const auto& [listing, base] : before) {
-      if (auto after = staged.Get(listing); after.has_value()) {
-        (*options.carried_priors)[listing] = *std::move(after);
-      }
-    }
-  } else {
-    for (const auto& [listing, base] : before) {
-      if (const auto after = staged.Get(listing); after.has_value()) {
-        priors_.AddChange(listing, base, *after);
-      }
+  return before;
+}
+
+void Decider::KeepPriors(const PriorsSeen& before, const RunningPriors& staged,
+                         PriorTable* carried) {
+  for (const auto& [listing, base] : before) {
+    std::optional<PriorAccumulator> after = staged.Get(listing);
+    if (!after.has_value()) continue;
+    if (carried != nullptr) {
+      (*carried)[listing] = *std::move(after);
+    } else {
+      priors_.AddChange(listing, base, *after);
     }
   }
-  for (const auto& [key, features] : eff.features) {
-    heads_.AddFeatures(key, features);
-  }
-  return out;
 }
 
 std::optional<Matrix> Decider::RunningPrior(const Question& question) const {
@@ -282,33 +334,23 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::RunLevel(
   std::vector<size_t> adaptive;
   std::vector<size_t> rest;
   for (size_t q = 0; q < questions.size(); ++q) {
-    const Question& question = questions[q];
-    const bool is_adaptive = eff.adaptive_shifts && level != Level::kRaw &&
-                             question.kind() == QuestionKind::kChoice &&
-                             !question.ordered() && question.k() >= 3;
-    (is_adaptive ? adaptive : rest).push_back(q);
+    (Rotates(questions[q], level, eff.adaptive_shifts) ? adaptive : rest)
+        .push_back(q);
   }
-  std::vector<std::vector<Decision>> out(
-      states.size(), std::vector<Decision>(questions.size()));
+  Grid out(states.size(), std::vector<Decision>(questions.size()));
   // Adaptive questions first, each on its own sequential path.
   for (size_t q : adaptive) {
     ASSIGN_OR_RETURN(
-        auto decisions,
+        std::vector<Decision> column,
         RunAdaptiveChoice(states, questions[q], level, eff, priors, control));
     for (size_t s = 0; s < states.size(); ++s) {
-      out[s][q] = std::move(decisions[s]);
+      out[s][q] = std::move(column[s]);
     }
   }
   if (!rest.empty()) {
-    std::vector<Question> group;
-    for (size_t q : rest) group.push_back(questions[q]);
-    ASSIGN_OR_RETURN(auto decisions,
-                     RunReadout(states, group, level, eff, priors, control));
-    for (size_t s = 0; s < states.size(); ++s) {
-      for (size_t j = 0; j < rest.size(); ++j) {
-        out[s][rest[j]] = std::move(decisions[s][j]);
-      }
-    }
+    ASSIGN_OR_RETURN(Grid decisions, RunReadout(states, Select(questions, rest),
+                                                level, eff, priors, control));
+    PutColumns(std::move(decisions), rest, &out);
   }
   return out;
 }

@@ -17,6 +17,8 @@
 // decision-method.md 9, readable by the anyjev package.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -237,7 +239,24 @@ class Decider {
                                        Level requested) const;
   absl::Status CheckQuestion(const Question& question, Level served) const;
 
-  // --- Running one level (decider.cc) ---
+  // --- Decide's steps (decider.cc) ---
+  // The running accumulator of each listing a call reads, as the call found
+  // it (none yet: nullopt).
+  using PriorsSeen = std::map<std::string, std::optional<PriorAccumulator>>;
+  // The level each question is served at, checked against `require`, K and
+  // its labels before any model call.
+  absl::StatusOr<std::vector<Level>> ServeLevels(
+      const std::vector<Question>& questions, Level level,
+      const std::optional<Level>& require, const Effective& eff);
+  // From the caller's table when the call carries one, else the decider's.
+  PriorsSeen PriorsBefore(const std::vector<Question>& questions,
+                          const std::vector<Level>& served,
+                          const Effective& eff,
+                          const PriorTable* carried) const;
+  // What a call added to its staged priors, written back where they came
+  // from.
+  void KeepPriors(const PriorsSeen& before, const RunningPriors& staged,
+                  PriorTable* carried);
   // Dispatch of one concrete level (not auto) over its questions.
   absl::StatusOr<std::vector<std::vector<Decision>>> RunLevel(
       const std::vector<std::string>& states,
@@ -332,21 +351,36 @@ class Decider {
   StopRule StopRuleFor(const Question& question, const Effective& eff) const;
 
   // --- L2 (decider_heads.cc, decider_learning.cc) ---
+  struct HeadUsed {  // the routed head, or its adapted copy
+    std::optional<LinearHead> adapted;
+    int64_t n_seen = 0;  // states the adaptation statistics count
+  };
   absl::StatusOr<std::vector<std::vector<Decision>>> RunHeads(
       const std::vector<std::string>& states,
       const std::vector<Question>& questions, const Effective& eff,
       const CallControl& control);
+  absl::StatusOr<std::vector<Decision>> HeadDecisions(
+      const std::vector<std::string>& states, const Question& question,
+      const Effective& eff, const CallControl& control);
+  // The head as the call applies it: re-standardised on the states the key
+  // was asked on when adaptation applies (AdaptMode) and counts adapt_min_n
+  // of them; the call's features are kept in `eff` for after it succeeds.
+  HeadUsed HeadFor(const Question& question, const RoutedHead& routed,
+                   const Matrix& features, const Effective& eff) const;
   // Hidden states [N, d] per layer of the states under `perms` (identity
   // when empty).
   absl::StatusOr<std::vector<Matrix>> Features(
       const Question& question, const std::vector<std::string>& states,
       const std::vector<int32_t>& layers,
       const std::vector<std::vector<int>>& perms, const CallControl& control);
+  // The heads-file entry of a head, and of an L1 artifact.
   nlohmann::ordered_json HeadArtifact(const std::string& key,
                                       const HeadEntry& entry) const;
+  nlohmann::ordered_json L1Artifact(const std::string& key,
+                                    const TemperatureScaler& scaler) const;
   // Stamps the entry's version from its exported form.
-  std::shared_ptr<const HeadEntry> Finish(const std::string& key,
-                                          HeadEntry entry) const;
+  std::shared_ptr<const HeadEntry> WithVersion(const std::string& key,
+                                               HeadEntry entry) const;
 
   // --- Artifacts (decider_artifacts.cc): parse all, then commit whole ---
   absl::StatusOr<Loaded> ParseArtifact(

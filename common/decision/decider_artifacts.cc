@@ -221,6 +221,15 @@ absl::StatusOr<AdaptationStats> ParseAdaptation(const Json& stats) {
   return AdaptationStats{sum->values, sumsq->values, n};
 }
 
+Json AdaptationJson(const AdaptationStats& stats) {
+  const std::vector<int64_t> shape = {static_cast<int64_t>(stats.sum.size())};
+  Json out;
+  out["sum"] = EncodeArray(stats.sum, shape);
+  out["sumsq"] = EncodeArray(stats.sumsq, shape);
+  out["n"] = stats.n;
+  return out;
+}
+
 // One question's observations as a file holds them. Without a question (a
 // file that does not say it) they only join a record the decider has.
 struct LoadedObservations {
@@ -346,7 +355,7 @@ absl::StatusOr<Decider::Loaded> Decider::ParseArtifact(
       auto entry =
           ParseHead(artifact, backend_->capabilities(), DescribedBy(question));
       if (!entry.ok()) return Malformed("head artifact", entry.status());
-      loaded.heads.emplace_back(key, Finish(key, *std::move(entry)));
+      loaded.heads.emplace_back(key, WithVersion(key, *std::move(entry)));
       return loaded;
     }
     if (artifact.contains("prior") && !artifact["prior"].is_null() &&
@@ -383,7 +392,7 @@ absl::StatusOr<Decider::Loaded> Decider::ParseFile(
       if (!entry.ok()) {
         return Malformed(absl::StrCat("heads.", key), entry.status());
       }
-      loaded.heads.emplace_back(key, Finish(key, *std::move(entry)));
+      loaded.heads.emplace_back(key, WithVersion(key, *std::move(entry)));
     }
     for (const auto& [key, stats] : Section(file, "adaptation").items()) {
       auto parsed = ParseAdaptation(stats);
@@ -507,26 +516,11 @@ nlohmann::ordered_json Decider::ExportArtifacts(
   {
     absl::MutexLock lock(&mu_);
     for (const std::string& key : artifact_order_) {
-      Json art;
-      art["model"] = model_name();
-      art["question"] = key;
-      const Json body = artifacts_.at(key)->ToJson();
-      for (const auto& [k, v] : body.items()) art[k] = v;
-      artifacts[key] = std::move(art);
+      artifacts[key] = L1Artifact(key, *artifacts_.at(key));
     }
     if (include_observations) {
       for (const std::string& key : observed_order_) {
-        const Observed& rec = *observed_.at(key);
-        Json r;
-        r["question_id"] = rec.question.id();
-        r["kind"] = QuestionKindName(rec.question.kind());
-        r["text"] = rec.question.text();
-        r["options"] = rec.question.options();
-        r["states"] = rec.states;
-        r["labels"] = rec.labels;
-        r["fits"] = rec.fits;
-        r["next_fit"] = rec.next_fit;
-        observations[key] = std::move(r);
+        observations[key] = observed_.at(key)->ToJson();
       }
     }
   }
@@ -538,13 +532,7 @@ nlohmann::ordered_json Decider::ExportArtifacts(
   out["heads"] = std::move(heads);
   Json adaptation = Json::object();
   for (const auto& [key, stats] : heads_.Adaptations()) {
-    if (stats.n <= 0) continue;
-    const std::vector<int64_t> shape = {static_cast<int64_t>(stats.sum.size())};
-    Json st;
-    st["sum"] = EncodeArray(stats.sum, shape);
-    st["sumsq"] = EncodeArray(stats.sumsq, shape);
-    st["n"] = stats.n;
-    adaptation[key] = std::move(st);
+    if (stats.n > 0) adaptation[key] = AdaptationJson(stats);
   }
   if (!adaptation.empty()) out["adaptation"] = std::move(adaptation);
   if (!observations.empty()) out["observations"] = std::move(observations);

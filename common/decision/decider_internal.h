@@ -88,6 +88,20 @@ struct Decider::Observed {
   int fits = 0;
   int next_fit = 30;
   bool fitting = false;
+
+  // The record as an export file holds it.
+  nlohmann::ordered_json ToJson() const {
+    nlohmann::ordered_json out;
+    out["question_id"] = question.id();
+    out["kind"] = QuestionKindName(question.kind());
+    out["text"] = question.text();
+    out["options"] = question.options();
+    out["states"] = states;
+    out["labels"] = labels;
+    out["fits"] = fits;
+    out["next_fit"] = next_fit;
+    return out;
+  }
 };
 
 namespace decider_internal {

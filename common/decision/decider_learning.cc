@@ -2,15 +2,15 @@
 // fitting, and observe's online fits. Follows anyjev 0.2.0's calibrate,
 // fit_head and observe.
 #include <algorithm>
-#include <cmath>
-#include <map>
-#include <numeric>
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "common/decision/contextual.h"
 #include "common/decision/decider.h"
 #include "common/decision/decider_internal.h"
 #include "common/decision/head_fit.h"
@@ -43,6 +43,81 @@ absl::Status CheckLabels(const Question& question,
     }
   }
   return absl::OkStatus();
+}
+
+// The listing a head is fit on (auto: random for K <= 8, else canonical).
+absl::StatusOr<std::string> HeadListing(const std::string& listing,
+                                        const Question& question) {
+  if (listing != "auto" && listing != "random" && listing != "canonical") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listing '", listing, "' (expected auto, random or canonical)"));
+  }
+  if (listing != "auto") return listing;
+  return question.k() <= 8 ? "random" : "canonical";
+}
+
+// The blocks a head may read: the defaults, or `layers` (negative ones from
+// the top, n_blocks + 1 + layer) sorted and without repeats.
+absl::StatusOr<std::vector<int>> CandidateBlocks(const std::vector<int>& layers,
+                                                 int n_blocks) {
+  if (layers.empty()) return DefaultCandidateBlocks(n_blocks);
+  std::set<int> resolved;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const int layer = layers[i];
+    const int abs = layer < 0 ? n_blocks + 1 + layer : layer;
+    if (abs < 0 || abs > n_blocks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layers[", i, "]: ", layer, " is outside [",
+                       -(n_blocks + 1), ", ", n_blocks, "]"));
+    }
+    resolved.insert(abs);
+  }
+  return std::vector<int>(resolved.begin(), resolved.end());
+}
+
+// Each state's listing of the options for a random-listing fit (numpy's
+// legacy RandomState(seed)); none (the caller's order) otherwise.
+std::vector<std::vector<int>> ListingPerms(const std::string& listing,
+                                           const Question& question,
+                                           size_t n_states, uint32_t seed) {
+  std::vector<std::vector<int>> perms;
+  if (listing == "random" && !question.ordered() && question.k() > 1) {
+    LegacyRandomState rng(seed);
+    for (size_t i = 0; i < n_states; ++i) {
+      perms.push_back(rng.Permutation(question.k()));
+    }
+  }
+  return perms;
+}
+
+// The best head over the kinds asked for, by out-of-fold NLL (the first on
+// ties); a kind that cannot be fit here is skipped.
+absl::StatusOr<LinearHead> BestHead(const std::vector<Matrix>& features,
+                                    const std::vector<int>& labels,
+                                    const Question& question,
+                                    const FitHeadOptions& options) {
+  std::optional<LinearHead> best;
+  for (const std::string& kind : options.kinds) {
+    auto head = BestHeadOfKind(features, labels, question.k(), kind,
+                               options.n_folds, options.seed);
+    if (!head.ok()) {
+      if (absl::IsInvalidArgument(head.status()) ||
+          absl::IsFailedPrecondition(head.status())) {
+        continue;
+      }
+      return head.status();
+    }
+    if (!best.has_value() ||
+        head->cv["oof_nll"].get<double>() < best->cv["oof_nll"].get<double>()) {
+      best = *std::move(head);
+    }
+  }
+  if (!best.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no head could be fit for ", Describe(question),
+        ": need at least max(8, 2K) labels and a solvable system"));
+  }
+  return *std::move(best);
 }
 
 }  // namespace
@@ -86,16 +161,21 @@ absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
     absl::MutexLock lock(&mu_);
     KeepArtifact(question.key(), scaler);
   }
+  return L1Artifact(question.key(), *scaler);
+}
+
+nlohmann::ordered_json Decider::L1Artifact(
+    const std::string& key, const TemperatureScaler& scaler) const {
   Json out;
   out["model"] = model_name();
-  out["question"] = question.key();
-  const Json body = scaler->ToJson();
-  for (const auto& [key, value] : body.items()) out[key] = value;
+  out["question"] = key;
+  const Json body = scaler.ToJson();
+  for (const auto& [field, value] : body.items()) out[field] = value;
   return out;
 }
 
-std::shared_ptr<const HeadEntry> Decider::Finish(const std::string& key,
-                                                 HeadEntry entry) const {
+std::shared_ptr<const HeadEntry> Decider::WithVersion(const std::string& key,
+                                                      HeadEntry entry) const {
   entry.version.clear();
   entry.version =
       util::Sha256Hex(HeadArtifact(key, entry).dump()).substr(0, 16);
@@ -131,32 +211,10 @@ absl::StatusOr<nlohmann::ordered_json> Decider::FitHead(
         absl::StrCat("model '", backend_->identity().name,
                      "' exposes no hidden states; L2 needs them"));
   }
-  std::string listing = options.listing;
-  if (listing != "auto" && listing != "random" && listing != "canonical") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "listing '", listing, "' (expected auto, random or canonical)"));
-  }
-  if (listing == "auto") {
-    listing = question.k() <= 8 ? "random" : "canonical";
-  }
-  const int n_blocks = caps.n_layers;
-  std::vector<int> candidates;
-  if (options.layers.empty()) {
-    candidates = DefaultCandidateBlocks(n_blocks);
-  } else {
-    std::set<int> resolved;
-    for (size_t i = 0; i < options.layers.size(); ++i) {
-      const int layer = options.layers[i];
-      const int abs = layer < 0 ? n_blocks + 1 + layer : layer;
-      if (abs < 0 || abs > n_blocks) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("layers[", i, "]: ", layer, " is outside [",
-                         -(n_blocks + 1), ", ", n_blocks, "]"));
-      }
-      resolved.insert(abs);
-    }
-    candidates.assign(resolved.begin(), resolved.end());
-  }
+  ASSIGN_OR_RETURN(const std::string listing,
+                   HeadListing(options.listing, question));
+  ASSIGN_OR_RETURN(const std::vector<int> candidates,
+                   CandidateBlocks(options.layers, caps.n_layers));
   RETURN_IF_ERROR(CheckLabels(question, states, labels));
   if (static_cast<int>(labels.size()) < std::max(8, 2 * question.k())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -165,47 +223,25 @@ absl::StatusOr<nlohmann::ordered_json> Decider::FitHead(
         " labels, got ", labels.size()));
   }
   RETURN_IF_ERROR(LabelsFor(question).status());
-  std::vector<std::vector<int>> perms;
-  if (listing == "random" && !question.ordered() && question.k() > 1) {
-    LegacyRandomState rng(options.seed);
-    for (size_t i = 0; i < states.size(); ++i) {
-      perms.push_back(rng.Permutation(question.k()));
-    }
-  }
-  const std::vector<int32_t> layers(candidates.begin(), candidates.end());
-  ASSIGN_OR_RETURN(const std::vector<Matrix> feats,
-                   Features(question, states, layers, perms, control));
-  std::optional<LinearHead> best;
-  for (const std::string& kind : options.kinds) {
-    auto head = BestHeadOfKind(feats, labels, question.k(), kind,
-                               options.n_folds, options.seed);
-    if (!head.ok()) {
-      if (absl::IsInvalidArgument(head.status()) ||
-          absl::IsFailedPrecondition(head.status())) {
-        continue;
-      }
-      return head.status();
-    }
-    if (!best.has_value() ||
-        head->cv["oof_nll"].get<double>() < best->cv["oof_nll"].get<double>()) {
-      best = *std::move(head);
-    }
-  }
-  if (!best.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no head could be fit for ", Describe(question),
-        ": need at least max(8, 2K) labels and a solvable system"));
-  }
-  best->params["listing"] = perms.empty() ? "canonical" : listing;
+  const std::vector<std::vector<int>> perms =
+      ListingPerms(listing, question, states.size(), options.seed);
+  ASSIGN_OR_RETURN(
+      const std::vector<Matrix> features,
+      Features(question, states,
+               std::vector<int32_t>(candidates.begin(), candidates.end()),
+               perms, control));
+  ASSIGN_OR_RETURN(LinearHead best,
+                   BestHead(features, labels, question, options));
+  best.params["listing"] = perms.empty() ? "canonical" : listing;
   HeadEntry entry;
-  entry.layer_abs = candidates[best->layer];
-  entry.head = *std::move(best);
+  entry.layer_abs = candidates[best.layer];
+  entry.head = std::move(best);
   entry.question_id = question.id();
   entry.kind = question.kind();
   entry.text = question.text();
   entry.options = question.options();
   const std::shared_ptr<const HeadEntry> stored =
-      Finish(question.key(), std::move(entry));
+      WithVersion(question.key(), std::move(entry));
   heads_.Put(question.key(), stored);
   return HeadArtifact(question.key(), *stored);
 }

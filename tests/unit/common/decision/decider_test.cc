@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -34,6 +35,17 @@ std::vector<std::string> PlainStates(int n, const std::string& tag = "r") {
     out.push_back("Record " + tag + std::to_string(i) + " of a survey");
   }
   return out;
+}
+
+// n states, state i about topic i % 4 and labelled with it.
+std::pair<std::vector<std::string>, std::vector<int>> AboutTopics(int n) {
+  std::vector<std::string> states;
+  std::vector<int> labels;
+  for (int i = 0; i < n; ++i) {
+    states.push_back("About " + kTopics[i % 4] + " #" + std::to_string(i));
+    labels.push_back(i % 4);
+  }
+  return {states, labels};
 }
 
 Question Topic(std::vector<std::string> options = kTopics) {
@@ -353,12 +365,7 @@ TEST_CASE("export and load keep decisions", "[decision]") {
   FakeBackend fake;
   Decider decider(&fake);
   const Question q = Topic();
-  std::vector<std::string> states;
-  std::vector<int> labels;
-  for (int i = 0; i < 16; ++i) {
-    states.push_back("About " + kTopics[i % 4] + " #" + std::to_string(i));
-    labels.push_back(i % 4);
-  }
+  const auto [states, labels] = AboutTopics(16);
   REQUIRE(decider.Calibrate(q, states, labels).ok());
   REQUIRE(decider.FitHead(q, states, labels).ok());
   for (size_t i = 0; i < states.size(); ++i) {
@@ -425,12 +432,7 @@ TEST_CASE("a head artifact loads for the question it is given", "[decision]") {
   FakeBackend fake;
   Decider decider(&fake);
   const Question q = Topic();
-  std::vector<std::string> states;
-  std::vector<int> labels;
-  for (int i = 0; i < 16; ++i) {
-    states.push_back("About " + kTopics[i % 4] + " #" + std::to_string(i));
-    labels.push_back(i % 4);
-  }
+  const auto [states, labels] = AboutTopics(16);
   const auto fitted = decider.FitHead(q, states, labels);
   REQUIRE(fitted.ok());
   // The entry describes the question it is loaded for (not the text the
