@@ -270,7 +270,7 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
   uint64_t probe = 0;  // this call's half-open probe, if it is one
   absl::Cleanup release = [&] { breaker_.Release(probe); };
   for (int32_t attempt = 0; attempt < options_.attempts; ++attempt) {
-    absl::Time now = absl::Now();
+    const absl::Time now = absl::Now();
     if (control.cancelled != nullptr && control.cancelled->load()) {
       return absl::CancelledError("gateway call cancelled");
     }
@@ -294,113 +294,137 @@ absl::StatusOr<std::map<std::string, double>> GatewayBackend::Post(
     const absl::Duration to_deadline = control.deadline - now;
     const absl::Duration limit =
         std::min(absl::Seconds(options_.timeout_s), to_deadline);
-    const bool limited_by_deadline = to_deadline <= limit;
     const int64_t limit_ms = std::max<int64_t>(
         1, absl::ToInt64Milliseconds(limit + absl::Milliseconds(1) -
                                      absl::Nanoseconds(1)));
-
     const HttpResult result =
         Perform(options_, api_key_, url, &body, limit_ms, control);
-    const absl::Duration took = absl::Now() - now;
+    Attempt judged =
+        Judge(result, absl::Now() - now,
+              /*limited_by_deadline=*/to_deadline <= limit, attempt, probe);
+    if (!judged.retry) return std::move(judged.answer);
 
-    bool retryable = false;
-    if (result.code == CURLE_ABORTED_BY_CALLBACK) {
-      Observe("cancelled", took);
-      return absl::CancelledError("gateway call cancelled");
-    } else if (result.code == CURLE_OPERATION_TIMEDOUT && limited_by_deadline) {
-      Observe("timeout", took);
-      Failure();
-      return absl::DeadlineExceededError(
-          absl::StrCat("gateway did not answer before the deadline (attempt ",
-                       attempt + 1, ")"));
-    } else if (result.too_big) {
-      Observe("bad_response", took);
-      Failure();
-      return absl::ResourceExhaustedError(
-          absl::StrCat("gateway response larger than ",
-                       options_.max_response_bytes, " bytes"));
-    } else if (result.code != CURLE_OK) {
-      const std::string what = curl_easy_strerror(result.code);
-      if (result.code == CURLE_OPERATION_TIMEDOUT) {
-        Observe("timeout", took);
-        last = absl::DeadlineExceededError(
-            absl::StrCat("gateway transport: ", what));
-      } else if (result.code == CURLE_SSL_PINNEDPUBKEYNOTMATCH) {
-        Observe("tls", took);
-        Failure();
-        return absl::UnavailableError(absl::StrCat(
-            "gateway public key does not match the configured pin for ",
-            base_url_));
-      } else if (result.code == CURLE_PEER_FAILED_VERIFICATION ||
-                 result.code == CURLE_SSL_CACERT_BADFILE ||
-                 result.code == CURLE_SSL_CONNECT_ERROR) {
-        // A certificate that does not verify fails closed, not retried.
-        Observe("tls", took);
-        Failure();
-        return absl::UnavailableError(absl::StrCat(
-            "gateway TLS verification failed for ", base_url_, ": ", what));
-      } else {
-        Observe("transport", took);
-        last =
-            absl::UnavailableError(absl::StrCat("gateway transport: ", what));
-      }
-      retryable = true;
-    } else if (result.http_status < 200 || result.http_status > 299) {
-      Observe(result.http_status == 429   ? "rate_limited"
-              : result.http_status >= 500 ? "server_error"
-                                          : "rejected",
-              took);
-      last = HttpStatusToStatus(result.http_status, result.body);
-      retryable = IsRetryableHttpStatus(result.http_status);
-      if (!retryable) {
-        // A refused request (400, 401, 404, 422) says nothing about the
-        // gateway's health; only a server error counts toward the breaker.
-        if (result.http_status >= 500) {
-          Failure();
-        } else {
-          breaker_.Release(probe);
-        }
-        return last;
-      }
-    } else {
-      auto top = ParseTopLogprobs(result.body);
-      if (!top.ok()) {
-        Observe("bad_response", took);
-        Failure();
-        return top.status();
-      }
-      Observe("ok", took);
-      breaker_.Success();
-      if (options_.observer != nullptr)
-        options_.observer->OnGatewayBreaker(false);
-      requests_.fetch_add(1);
-      return *std::move(top);
-    }
-
-    // Retryable: count the failure, wait (never past the deadline), again.
+    last = judged.answer.status();
     Failure();
-    if (!retryable || attempt + 1 >= options_.attempts) break;
-    // A Retry-After (429, 503) lengthens the wait, never past the deadline.
-    const absl::Duration wait = std::max(
-        BackoffDelay(attempt, options_.backoff_base_s, UniformJitter()),
-        absl::Seconds(std::max<int64_t>(0, result.retry_after_s)));
-    if (absl::Now() + wait >= control.deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the deadline leaves no time to retry the gateway (last error: ",
-          last.message(), ")"));
-    }
-    // Wakes for a cancelled caller; the deadline was checked above.
-    for (const absl::Time end = absl::Now() + wait; absl::Now() < end;) {
-      if (control.cancelled != nullptr && control.cancelled->load()) {
-        return absl::CancelledError("gateway call cancelled during backoff");
-      }
-      absl::SleepFor(std::min(kBackoffPoll, end - absl::Now()));
-    }
+    if (attempt + 1 >= options_.attempts) break;
+    RETURN_IF_ERROR(Backoff(attempt, result.retry_after_s, last, control));
     if (options_.observer != nullptr) options_.observer->OnGatewayRetry();
   }
   return absl::Status(
       last.code(), absl::StrCat("gateway unreachable after ", options_.attempts,
                                 " attempts: ", last.message()));
+}
+
+GatewayBackend::Attempt GatewayBackend::Judge(const HttpResult& result,
+                                              absl::Duration took,
+                                              bool limited_by_deadline,
+                                              int32_t attempt, uint64_t probe) {
+  if (result.code == CURLE_ABORTED_BY_CALLBACK) {
+    Observe("cancelled", took);
+    return {absl::CancelledError("gateway call cancelled")};
+  }
+  if (result.code == CURLE_OPERATION_TIMEDOUT && limited_by_deadline) {
+    Observe("timeout", took);
+    Failure();
+    return {absl::DeadlineExceededError(
+        absl::StrCat("gateway did not answer before the deadline (attempt ",
+                     attempt + 1, ")"))};
+  }
+  if (result.too_big) {
+    Observe("bad_response", took);
+    Failure();
+    return {absl::ResourceExhaustedError(
+        absl::StrCat("gateway response larger than ",
+                     options_.max_response_bytes, " bytes"))};
+  }
+  if (result.code != CURLE_OK) return JudgeTransport(result.code, took);
+  if (result.http_status < 200 || result.http_status > 299) {
+    return JudgeRefusal(result, took, probe);
+  }
+  auto top = ParseTopLogprobs(result.body);
+  if (!top.ok()) {
+    Observe("bad_response", took);
+    Failure();
+    return {top.status()};
+  }
+  Observe("ok", took);
+  breaker_.Success();
+  if (options_.observer != nullptr) options_.observer->OnGatewayBreaker(false);
+  requests_.fetch_add(1);
+  return {*std::move(top)};
+}
+
+GatewayBackend::Attempt GatewayBackend::JudgeTransport(int code,
+                                                       absl::Duration took) {
+  const auto curl_code = static_cast<CURLcode>(code);
+  const std::string what = curl_easy_strerror(curl_code);
+  if (curl_code == CURLE_OPERATION_TIMEDOUT) {
+    Observe("timeout", took);
+    return {
+        absl::DeadlineExceededError(absl::StrCat("gateway transport: ", what)),
+        /*retry=*/true};
+  }
+  if (curl_code == CURLE_SSL_PINNEDPUBKEYNOTMATCH) {
+    Observe("tls", took);
+    Failure();
+    return {absl::UnavailableError(absl::StrCat(
+        "gateway public key does not match the configured pin for ",
+        base_url_))};
+  }
+  if (curl_code == CURLE_PEER_FAILED_VERIFICATION ||
+      curl_code == CURLE_SSL_CACERT_BADFILE ||
+      curl_code == CURLE_SSL_CONNECT_ERROR) {
+    // A certificate that does not verify fails closed, not retried.
+    Observe("tls", took);
+    Failure();
+    return {absl::UnavailableError(absl::StrCat(
+        "gateway TLS verification failed for ", base_url_, ": ", what))};
+  }
+  Observe("transport", took);
+  return {absl::UnavailableError(absl::StrCat("gateway transport: ", what)),
+          /*retry=*/true};
+}
+
+GatewayBackend::Attempt GatewayBackend::JudgeRefusal(const HttpResult& result,
+                                                     absl::Duration took,
+                                                     uint64_t probe) {
+  Observe(result.http_status == 429   ? "rate_limited"
+          : result.http_status >= 500 ? "server_error"
+                                      : "rejected",
+          took);
+  const absl::Status refused =
+      HttpStatusToStatus(result.http_status, result.body);
+  if (IsRetryableHttpStatus(result.http_status)) return {refused, true};
+  // A refused request (400, 401, 404, 422) says nothing about the gateway's
+  // health; only a server error counts toward the breaker.
+  if (result.http_status >= 500) {
+    Failure();
+  } else {
+    breaker_.Release(probe);
+  }
+  return {refused};
+}
+
+absl::Status GatewayBackend::Backoff(int32_t attempt, int64_t retry_after_s,
+                                     const absl::Status& last,
+                                     const CallControl& control) const {
+  // A Retry-After (429, 503) lengthens the wait, never past the deadline.
+  const absl::Duration wait =
+      std::max(BackoffDelay(attempt, options_.backoff_base_s, UniformJitter()),
+               absl::Seconds(std::max<int64_t>(0, retry_after_s)));
+  if (absl::Now() + wait >= control.deadline) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the deadline leaves no time to retry the gateway (last error: ",
+        last.message(), ")"));
+  }
+  // Wakes for a cancelled caller; the deadline was checked above.
+  for (const absl::Time end = absl::Now() + wait; absl::Now() < end;) {
+    if (control.cancelled != nullptr && control.cancelled->load()) {
+      return absl::CancelledError("gateway call cancelled during backoff");
+    }
+    absl::SleepFor(std::min(kBackoffPoll, end - absl::Now()));
+  }
+  return absl::OkStatus();
 }
 
 void GatewayBackend::Observe(const char* outcome, absl::Duration took) const {

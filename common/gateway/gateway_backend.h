@@ -32,6 +32,8 @@
 
 namespace mesa_anyjev::gateway {
 
+struct HttpResult;  // http_exchange.h
+
 inline constexpr double kMissingLogprob = -30.0;
 
 // What a router's metrics hear from the gateway (docs/operations.md). Called
@@ -186,6 +188,23 @@ class GatewayBackend : public Backend {
   // POST with retries and the breaker; the parsed top_logprobs[0] map.
   absl::StatusOr<std::map<std::string, double>> Post(
       const std::string& body, const CallControl& control);
+  // One attempt's outcome: the parsed map, a final error, or (retry) an
+  // error worth another attempt.
+  struct Attempt {
+    absl::StatusOr<std::map<std::string, double>> answer;
+    bool retry = false;
+  };
+  // Judges one attempt (reports it, counts it in the breaker).
+  Attempt Judge(const HttpResult& result, absl::Duration took,
+                bool limited_by_deadline, int32_t attempt, uint64_t probe);
+  Attempt JudgeTransport(int curl_code, absl::Duration took);
+  Attempt JudgeRefusal(const HttpResult& result, absl::Duration took,
+                       uint64_t probe);
+  // The wait before the next attempt (backoff or Retry-After), woken by a
+  // cancel; an error when the deadline leaves no time or the caller left.
+  absl::Status Backoff(int32_t attempt, int64_t retry_after_s,
+                       const absl::Status& last,
+                       const CallControl& control) const;
 
   const GatewayOptions options_;
   const std::string base_url_;
