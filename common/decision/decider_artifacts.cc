@@ -416,24 +416,20 @@ absl::StatusOr<Decider::Loaded> Decider::ParseFile(
 absl::Status Decider::Commit(Loaded loaded) {
   {
     absl::MutexLock lock(&mu_);
-    const auto record = [&](const std::string& key)
-                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Observed* {
-      const auto it = observed_.find(key);
-      return it == observed_.end() ? nullptr : it->second.get();
-    };
     for (const LoadedObservations& observations : loaded.observations) {
-      const Observed* known = record(observations.key);
-      RETURN_IF_ERROR(CheckObservedLabels(observations,
-                                          observations.question.has_value()
-                                              ? &*observations.question
-                                          : known != nullptr ? &known->question
-                                                             : nullptr));
+      const auto it = observed_.find(observations.key);
+      const Question* question = observations.question.has_value()
+                                     ? &*observations.question
+                                 : it != observed_.end() ? &it->second->question
+                                                         : nullptr;
+      RETURN_IF_ERROR(CheckObservedLabels(observations, question));
     }
     for (auto& [key, scaler] : loaded.artifacts) {
       KeepArtifact(key, std::move(scaler));
     }
     for (LoadedObservations& observations : loaded.observations) {
-      Observed* rec = record(observations.key);
+      const auto it = observed_.find(observations.key);
+      Observed* rec = it != observed_.end() ? it->second.get() : nullptr;
       if (rec == nullptr && !observations.question.has_value()) continue;
       if (rec == nullptr) {
         rec = StartObserving(observations.key, *observations.question,
