@@ -221,14 +221,13 @@ grpc::ServerUnaryReactor* BundlesService::Run(
       raw_request, raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
-  const std::pair<const Request*, Response*> typed{opened.request,
-                                                   opened.response};
-  absl::Status submitted =
-      worker_.TrySubmit([this, call, typed, work = std::move(work)]() mutable {
+  absl::Status submitted = worker_.TrySubmit(
+      [this, call, request = opened.request, response = opened.response,
+       work = std::move(work)]() mutable {
         absl::Status status;
         {
           absl::MutexLock lock(&mu_);
-          status = work(typed.first, typed.second);
+          status = work(request, response);
         }
         call->Complete(status);
       });

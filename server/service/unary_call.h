@@ -98,9 +98,10 @@ struct OpenedCall {
   bool ok() const { return request != nullptr; }
 };
 
-// Every handler's opening, in one place: the call counted in flight from
-// here; the admission (auth, serving state, a model), decided before the
-// request bytes are read; then the bytes parsed.
+// Every handler's opening, in one place: the admission (auth, serving
+// state, a model), which the handler decides before any request byte is
+// read, completes the call when refused; else the bytes are parsed. The
+// call counts in flight from here until gRPC is done with it.
 template <typename Request, typename Response, typename Admitted>
 OpenedCall<Request, Response, Admitted> OpenCall(
     metrics::ServerMetrics* metrics, metrics::Method method,
