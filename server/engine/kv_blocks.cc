@@ -13,9 +13,22 @@ KvBlocks::KvBlocks(int32_t num_blocks, int32_t block_tokens,
   for (BlockId b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
 }
 
+BlockRef& BlockRef::operator=(BlockRef&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    blocks_ = std::exchange(other.blocks_, nullptr);
+    id_ = other.id_;
+  }
+  return *this;
+}
+
+void BlockRef::Reset() {
+  if (blocks_ != nullptr) std::exchange(blocks_, nullptr)->Unref(id_);
+}
+
 KvBlocks::LruKey KvBlocks::LruOf(BlockId b) const {
   const Block& block = blocks_[static_cast<size_t>(b)];
-  return {block.last_use, {-block.level, b}};
+  return {block.last_use, {-block.ancestors, b}};
 }
 
 KvBlocks::Children& KvBlocks::ChildrenOf(BlockId parent) {
@@ -36,7 +49,7 @@ void KvBlocks::Release(BlockId b) {
   free_.push_back(b);
 }
 
-std::optional<BlockId> KvBlocks::Allocate() {
+std::optional<BlockRef> KvBlocks::Allocate() {
   if (free_.empty()) {
     if (evictable_.empty()) return std::nullopt;
     // The oldest unreferenced block is a leaf: its children, if any, were
@@ -48,7 +61,12 @@ std::optional<BlockId> KvBlocks::Allocate() {
   free_.pop_back();
   blocks_[static_cast<size_t>(b)].refs = 1;
   ++referenced_;
-  return b;
+  return BlockRef(this, b);
+}
+
+BlockRef KvBlocks::Share(BlockId b) {
+  Ref(b);
+  return BlockRef(this, b);
 }
 
 void KvBlocks::Ref(BlockId b) {
@@ -71,9 +89,9 @@ void KvBlocks::Unref(BlockId b) {
   }
 }
 
-std::vector<BlockId> KvBlocks::Match(const std::vector<TokenId>& ids,
-                                     size_t limit, int32_t depth) {
-  std::vector<BlockId> chain;
+std::vector<BlockRef> KvBlocks::Match(const std::vector<TokenId>& ids,
+                                      size_t limit, int32_t layers) {
+  std::vector<BlockRef> chain;
   if (!prefix_caching_) return chain;
   const size_t bs = static_cast<size_t>(block_tokens_);
   const size_t end = std::min(limit, ids.size());
@@ -85,35 +103,36 @@ std::vector<BlockId> KvBlocks::Match(const std::vector<TokenId>& ids,
     const auto it = children->find(key);
     if (it == children->end()) break;
     const Block& block = blocks_[static_cast<size_t>(it->second)];
-    if (block.depth < depth) break;
-    chain.push_back(it->second);
+    if (block.layers < layers) break;
     Touch(it->second);
+    chain.push_back(Share(it->second));
     children = &block.children;
   }
   return chain;
 }
 
-std::optional<std::pair<BlockId, int32_t>> KvBlocks::MatchPartial(
-    BlockId parent, const TokenId* ids, int32_t n, int32_t depth,
+std::optional<KvBlocks::PartialMatch> KvBlocks::MatchPartial(
+    BlockId parent, const TokenId* ids, int32_t n, int32_t layers,
     const std::function<bool(BlockId)>& usable) {
   if (!prefix_caching_ || parent < 0) return std::nullopt;
   std::optional<std::pair<BlockId, int32_t>> best;
   n = std::min(n, block_tokens_ - 1);
   for (const auto& [key, child] :
        blocks_[static_cast<size_t>(parent)].children) {
-    if (blocks_[static_cast<size_t>(child)].depth < depth || !usable(child)) {
+    if (blocks_[static_cast<size_t>(child)].layers < layers || !usable(child)) {
       continue;
     }
     const int32_t m = static_cast<int32_t>(
         std::mismatch(ids, ids + std::max(n, 0), key.begin()).first - ids);
     if (m > 0 && (!best.has_value() || m > best->second)) best = {child, m};
   }
-  if (best.has_value()) Touch(best->first);  // with its parent's clock
-  return best;
+  if (!best.has_value()) return std::nullopt;
+  Touch(best->first);  // with its parent's clock
+  return PartialMatch{Share(best->first), best->second};
 }
 
 bool KvBlocks::Publish(BlockId parent, const TokenId* tokens, BlockId b,
-                       int32_t depth) {
+                       int32_t layers) {
   if (!prefix_caching_) return false;
   if (parent >= 0 && !blocks_[static_cast<size_t>(parent)].cached) {
     return false;  // its chain left the cache: nothing can reach it
@@ -122,14 +141,17 @@ bool KvBlocks::Publish(BlockId parent, const TokenId* tokens, BlockId b,
   Children& children = ChildrenOf(parent);
   if (const auto it = children.find(key); it != children.end()) {
     if (it->second == b) return false;
-    if (blocks_[static_cast<size_t>(it->second)].depth >= depth) return false;
+    if (blocks_[static_cast<size_t>(it->second)].layers >= layers) {
+      return false;
+    }
     Detach(it->second);
   }
   Block& block = blocks_[static_cast<size_t>(b)];
   block.cached = true;
   block.parent = parent;
-  block.level = parent < 0 ? 0 : blocks_[static_cast<size_t>(parent)].level + 1;
-  block.depth = depth;
+  block.ancestors =
+      parent < 0 ? 0 : blocks_[static_cast<size_t>(parent)].ancestors + 1;
+  block.layers = layers;
   block.tokens = key;
   block.last_use = ++clock_;
   ++cached_;

@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/backend.h"
 #include "server/engine/kv_blocks.h"
+#include "server/engine/pass_lease.h"
 
 namespace mesa_anyjev::engine {
 
@@ -65,12 +67,11 @@ struct PlanStats {
 
 class PassPlanner {
  public:
-  // `depth`: transformer blocks every pass runs (cached blocks must cover
-  // it). `budget`: new tokens per pass (a single suffix longer than that
+  // `layers`: transformer layers every pass runs (cached blocks must cover
+  // them). `budget`: new tokens per pass (a single suffix longer than that
   // runs alone).
   PassPlanner(KvBlocks* blocks, const std::vector<PlanGroup>& groups,
-              int32_t depth, int64_t budget);
-  ~PassPlanner();  // releases every block still held
+              int32_t layers, int64_t budget);
   PassPlanner(const PassPlanner&) = delete;
   PassPlanner& operator=(const PassPlanner&) = delete;
 
@@ -81,8 +82,9 @@ class PassPlanner {
 
   // The next pass over the groups whose owner is `live` (the others are
   // dropped and their blocks released); an empty pass when all are done.
+  // FAILED_PRECONDITION while the last pass is not finished.
   absl::StatusOr<Pass> Next(const std::function<bool(int32_t)>& live);
-  // After the pass ran (or failed: its new cache entries are withdrawn).
+  // After the pass ran, or failed: its new cache entries are withdrawn.
   void Finish(bool ok);
 
   const PlanStats& stats() const { return stats_; }
@@ -93,47 +95,62 @@ class PassPlanner {
     int64_t length = 0;
     int64_t output = 0;
   };
-  struct Unit {
-    const std::vector<TokenId>* prefix = nullptr;  // the cacheable part
+  // A prompt group as the planner works through it: its prefix (the
+  // cacheable part) in chunks of passes, then its suffixes.
+  struct GroupState {
+    const std::vector<TokenId>* prefix = nullptr;
     // The group's prefix and the tokens all its suffixes begin with (the
     // same sequences, those tokens computed once), when there are any.
     std::unique_ptr<std::vector<TokenId>> extended;
     std::vector<int64_t> prefix_outputs;  // prompts that end with it
     std::vector<Suffix> suffixes;
     int32_t owner = 0;
-    // Progress
+
     bool started = false, finished = false;
-    std::vector<BlockId> chain;  // blocks of prefix positions [0, held)
-    int64_t held = 0;
-    // A partial match not yet copied: its first `copy_tokens` positions of
-    // `copy_from` (referenced) go to `copy_to` with its first segment.
-    BlockId copy_from = -1, copy_to = -1;
+    // Blocks of prefix positions [0, covered): found in the cache, copied
+    // or planned in a pass.
+    std::vector<BlockRef> chain;
+    int64_t covered = 0;
+    // A partial match still to be copied with the prefix's first segment:
+    // the first `copy_tokens` positions of `copy_source` into `copy_into`
+    // (the chain's last block).
+    BlockRef copy_source;
+    BlockId copy_into = -1;
     int32_t copy_tokens = 0;
     size_t next_suffix = 0;
   };
-  int64_t Slot(const std::vector<BlockId>& blocks, int64_t position) const;
+  // Whether a step of Next left room in the pass for what comes after it.
+  enum class Room { kLeft, kFull };
+
+  int64_t Slot(const std::vector<BlockRef>& blocks, int64_t position) const;
   // Moves the tokens all of a group's suffixes begin with into its prefix.
-  static void ExtendPrefix(Unit& unit, int64_t bs);
-  void Start(Unit& unit);
-  // Appends blocks to `unit.chain` until it covers `end` positions; false
+  static void ExtendPrefix(GroupState& group, int64_t bs);
+  // Finds the group's prefix in the cache (and a run to copy past it).
+  void Start(GroupState& group);
+  // The prefix's next chunk, as much as the pass has room for.
+  absl::StatusOr<Room> PlanPrefix(size_t index, GroupState& group, Pass& pass);
+  // The group's partial-match copy rides with its prefix's first segment.
+  void CarryCopy(GroupState& group, Pass& pass);
+  // The blocks a prefix segment ending at `end` completes join the cache.
+  void PublishCompleted(const GroupState& group, int64_t end);
+  // The group's suffixes, each a segment of its own, while they fit.
+  absl::StatusOr<Room> PlanSuffixes(size_t index, GroupState& group,
+                                    Pass& pass);
+  // Appends blocks to `group.chain` until it covers `end` positions; false
   // (nothing appended) when the pool is full.
-  bool Grow(Unit& unit, int64_t end);
-  void Close(Unit& unit);  // its chain's references pass to the pass
-  void Drop(Unit& unit);   // releases what it holds
+  bool Grow(GroupState& group, int64_t end);
+  void Close(GroupState& group);  // its chain passes to the pass's lease
+  void Drop(GroupState& group);   // releases what it holds
 
   KvBlocks* const blocks_;
-  const int32_t depth_;
+  const int32_t layers_;
   const int64_t budget_;
-  std::vector<Unit> units_;
+  std::vector<GroupState> groups_;
   size_t first_open_ = 0;
-  // What the pass in flight holds and published.
-  bool in_flight_ = false;
-  std::vector<BlockId> pass_refs_;
-  std::vector<BlockId> pass_published_;
-  // Copy destinations of the pass in flight: their first positions are not
-  // there before its copies run, so they are no copy's source.
-  std::vector<BlockId> pass_copied_;
   PlanStats stats_;
+  // What the pass in flight holds; declared last, so a planner destroyed
+  // mid-pass aborts it first.
+  std::optional<PassLease> in_flight_;
 };
 
 }  // namespace mesa_anyjev::engine

@@ -62,114 +62,245 @@ at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
   return at::tensor(v, at::kLong).to(device);
 }
 
+// Owners for the planner: the callers of a merged call (control.parts),
+// each dropped alone when it stops; one owner otherwise. Outputs are
+// numbered groups in order, then suffixes.
+std::vector<PlanGroup> PlanGroups(const std::vector<PromptGroup>& groups,
+                                  const CallControl& control) {
+  std::vector<PlanGroup> plan;
+  int64_t outputs = 0;
+  int32_t owner = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    while (static_cast<size_t>(owner + 1) < control.parts.size() &&
+           control.parts[static_cast<size_t>(owner + 1)].first_group <= g) {
+      ++owner;
+    }
+    plan.push_back({&groups[g], owner, outputs});
+    outputs += static_cast<int64_t>(groups[g].suffixes.size());
+  }
+  return plan;
+}
+
+// A planned pass flattened for the forward: every segment's tokens in
+// order, and the rows whose outputs are owed with the outputs' ids.
+struct FlatPass {
+  std::vector<int64_t> tokens, positions, slots, rows, ids;
+  std::vector<model::SegmentKeys> keys;  // what attention plans from
+};
+
+FlatPass Flatten(const Pass& pass) {
+  FlatPass flat;
+  for (const Segment& seg : pass.segments) {
+    for (int64_t t = 0; t < seg.length; ++t) {
+      flat.tokens.push_back(seg.tokens[t]);
+      flat.positions.push_back(seg.start + t);
+      flat.slots.push_back(seg.keys[static_cast<size_t>(seg.start + t)]);
+    }
+    for (int64_t out : seg.outputs) {
+      flat.rows.push_back(static_cast<int64_t>(flat.tokens.size()) - 1);
+      flat.ids.push_back(out);
+    }
+    flat.keys.push_back(
+        {seg.length, &seg.keys, seg.shared_id, seg.shared_length});
+  }
+  return flat;
+}
+
+model::PackedPass Pack(const FlatPass& flat, const Pass& pass,
+                       at::Device device) {
+  model::PackedPass packed;
+  packed.tokens = Longs(flat.tokens, device);
+  packed.positions = Longs(flat.positions, device);
+  packed.outputs = Longs(flat.rows, device);
+  packed.writes.slots = Longs(flat.slots, device);
+  if (!pass.copy_from.empty()) {
+    packed.writes.copy_from = Longs(pass.copy_from, device);
+    packed.writes.copy_to = Longs(pass.copy_to, device);
+  }
+  return packed;
+}
+
+// A CPU model's heap: a pass's activations on the CPU (tens of MB each) are
+// over glibc's mmap threshold, so each would be mapped, page-faulted in and
+// unmapped again, op after op; freed memory is kept in the heap instead
+// (docs/model.md has the figures). The largest (over 64 MiB) are mapped
+// anew all the same when the engine thread's arena is not the main one:
+// the host block cache keeps those. Whether the heap was kept.
+bool TuneCpuHeap(int64_t host_cache_bytes) {
+  const bool kept = KeepFreedHeap();
+  if (host_cache_bytes > 0) InstallHostBlockCache(host_cache_bytes);
+  return kept;
+}
+
+ModelIdentity IdentityOf(const config::ModelConfig& config,
+                         const std::string& fingerprint,
+                         const model::Qwen3Model& m, model::Attention attention,
+                         bool varlen) {
+  const std::filesystem::path dir(config.path);
+  ModelIdentity identity;
+  identity.name = config.name.empty() ? dir.filename().string() : config.name;
+  if (identity.name.empty()) {
+    identity.name = dir.parent_path().filename().string();
+  }
+  identity.identity = fingerprint;
+  identity.dtype = config.dtype;
+  identity.device = m.device().str();
+  identity.attention = model::AttentionName(attention);
+  if (varlen) identity.attention += " (varlen)";
+  return identity;
+}
+
+Capabilities CapabilitiesOf(const model::Qwen3Config& c) {
+  Capabilities capabilities;
+  capabilities.hidden_states = true;
+  capabilities.early_stop = true;
+  capabilities.max_choice_k = kMaxChoiceOptions;
+  capabilities.n_layers = static_cast<int32_t>(c.num_hidden_layers);
+  capabilities.hidden_size = static_cast<int32_t>(c.hidden_size);
+  capabilities.vocab_size = static_cast<int32_t>(c.vocab_size);
+  return capabilities;
+}
+
+// How the layers' projections multiply, for the load log: "onednn",
+// "aten", or "aten" with why oneDNN was not used where it was asked for.
+std::string GemmLine(model::CpuGemm asked, const model::Qwen3Model& m) {
+  std::string line = model::CpuGemmName(m.gemm());
+  std::string why;
+  if (asked == model::CpuGemm::kOneDnn && m.device().is_cpu() &&
+      m.dtype() == at::kFloat && !model::OneDnnLinearWorks(&why)) {
+    line += " (" + why + ")";
+  } else if (!m.gemm_note().empty()) {
+    line += " (cpu_gemm auto: " + m.gemm_note() + ")";
+  }
+  return line;
+}
+
 }  // namespace
 
 struct Qwen3Backend::State {
   std::unique_ptr<text::BpeTokenizer> tokenizer;
   text::ChatTemplate chat_template = text::ChatTemplate::None();
   std::unique_ptr<model::Qwen3Model> model;
+  // How attention runs, decided at load: model.attention, and for sdpa on
+  // CUDA whether the variable-length kernel works here (probed).
+  model::Attention attention = model::Attention::kEager;
+  bool varlen = false;
   std::unique_ptr<KvBlocks> blocks;
   model::KvPool pool;
   EngineObserver* observer = nullptr;
   int64_t batch_tokens = 8192;
   int64_t block_bytes = 0;
 
-  // Every prompt of `groups` through `depth` blocks, in passes packed by the
-  // planner; after each pass `emit(ids, result)` gets the pass's result,
-  // whose row r is output ids[r] (outputs numbered groups in order, then
-  // suffixes).
+  // Every prompt of `groups` through `layers_run` transformer layers, in
+  // passes packed by the planner; after each pass `emit(ids, result)` gets
+  // the pass's result, whose row r is output ids[r].
   template <typename Emit>
   absl::Status Run(const std::vector<PromptGroup>& groups,
                    const std::vector<int32_t>& layers, bool final_norm,
-                   int32_t depth, const CallControl& control, Emit emit) {
-    // Owners: the callers of a merged call (control.parts), each dropped
-    // alone when it stops; one owner otherwise.
-    std::vector<PlanGroup> plan;
-    int64_t outputs = 0;
-    int32_t owner = 0;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      while (static_cast<size_t>(owner + 1) < control.parts.size() &&
-             control.parts[static_cast<size_t>(owner + 1)].first_group <= g) {
-        ++owner;
-      }
-      plan.push_back({&groups[g], owner, outputs});
-      outputs += static_cast<int64_t>(groups[g].suffixes.size());
-    }
+                   int32_t layers_run, const CallControl& control, Emit emit) {
+    const std::vector<PlanGroup> plan = PlanGroups(groups, control);
+    RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
+    PassPlanner planner(blocks.get(), plan, layers_run, batch_tokens);
     auto live = [&control](int32_t who) {
       return control.parts.empty() ||
              !control.parts[static_cast<size_t>(who)].ShouldStop(absl::Now());
     };
-    auto all_stopped = [&control]() { return control.ShouldStop(absl::Now()); };
-    RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
-    PassPlanner planner(blocks.get(), plan, depth, batch_tokens);
     const int64_t evictions = blocks->evictions();
     absl::Status status = absl::OkStatus();
-    const at::Device device = model->device();
     while (status.ok()) {
-      if (all_stopped()) {
+      if (control.ShouldStop(absl::Now())) {
         status = control.StopStatus(absl::Now(), "the forward");
         break;
       }
       absl::StatusOr<Pass> pass = planner.Next(live);
-      if (!pass.ok()) {
+      if (!pass.ok() || pass->segments.empty()) {
         status = pass.status();
         break;
       }
-      if (pass->segments.empty()) break;
-      const absl::Time start = absl::Now();
-      std::vector<int64_t> tokens, positions, slots, rows, ids;
-      std::vector<model::SegmentKeys> keys;
-      for (const Segment& seg : pass->segments) {
-        for (int64_t t = 0; t < seg.length; ++t) {
-          tokens.push_back(seg.tokens[t]);
-          positions.push_back(seg.start + t);
-          slots.push_back(seg.keys[static_cast<size_t>(seg.start + t)]);
-        }
-        for (int64_t out : seg.outputs) {
-          rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
-          ids.push_back(out);
-        }
-        keys.push_back(
-            {seg.length, &seg.keys, seg.shared_id, seg.shared_length});
-      }
-      // libtorch reports errors (a device out of memory, say) as
-      // exceptions; they end this call, never the daemon.
-      try {
-        const model::AttentionPlan attention(model->attention(), keys, device,
-                                             model->dtype(), model->varlen());
-        model::PackedPass packed;
-        packed.tokens = Longs(tokens, device);
-        packed.positions = Longs(positions, device);
-        packed.slots = Longs(slots, device);
-        packed.outputs = Longs(rows, device);
-        if (!pass->copy_from.empty()) {
-          packed.copy_from = Longs(pass->copy_from, device);
-          packed.copy_to = Longs(pass->copy_to, device);
-        }
-        packed.attention = &attention;
-        packed.layers = layers;
-        packed.final_norm = final_norm;
-        const model::ForwardResult result = model->Forward(packed, pool);
-        planner.Finish(true);
-        emit(ids, result);
-      } catch (const std::exception& e) {
-        // c10::Error, or std::bad_alloc: a short reason, no backtrace.
-        planner.Finish(false);
-        status = absl::InternalError(
-            absl::StrCat("the forward pass failed: ", FirstLine(e)));
-      }
-      if (observer != nullptr) {
-        observer->OnBatch(static_cast<int64_t>(pass->segments.size()),
-                          pass->tokens, absl::Now() - start);
-      }
+      status = RunPass(*pass, planner, layers, final_norm, emit);
+    }
+    ReportPlanning(planner.stats(), blocks->evictions() - evictions);
+    return status;
+  }
+
+  // One planned pass through the model, settled with the planner.
+  template <typename Emit>
+  absl::Status RunPass(const Pass& pass, PassPlanner& planner,
+                       const std::vector<int32_t>& layers, bool final_norm,
+                       Emit& emit) {
+    const absl::Time start = absl::Now();
+    const FlatPass flat = Flatten(pass);
+    absl::Status status = absl::OkStatus();
+    // libtorch reports errors (a device out of memory, say) as exceptions;
+    // they end this call, never the daemon.
+    try {
+      const model::AttentionPlan plan(attention, flat.keys, model->device(),
+                                      model->dtype(), varlen);
+      model::PackedPass packed = Pack(flat, pass, model->device());
+      packed.attention = &plan;
+      packed.layers = layers;
+      packed.final_norm = final_norm;
+      const model::ForwardResult result = model->Forward(packed, pool);
+      planner.Finish(true);
+      emit(flat.ids, result);
+    } catch (const std::exception& e) {
+      // c10::Error, or std::bad_alloc: a short reason, no backtrace.
+      planner.Finish(false);
+      status = absl::InternalError(
+          absl::StrCat("the forward pass failed: ", FirstLine(e)));
     }
     if (observer != nullptr) {
-      const PlanStats& stats = planner.stats();
-      observer->OnPrefixLookups(stats.prefix_hits, stats.prefix_misses,
-                                stats.reused_tokens);
-      observer->OnPrefixEvictions(blocks->evictions() - evictions);
+      observer->OnBatch(static_cast<int64_t>(pass.segments.size()), pass.tokens,
+                        absl::Now() - start);
     }
     return status;
+  }
+
+  // The checkpoint's tokenizer and chat template; a checkpoint whose chat
+  // template we do not render exactly is refused.
+  absl::Status LoadText(const std::filesystem::path& dir) {
+    ASSIGN_OR_RETURN(chat_template, text::ChatTemplate::FromFile(dir.string()));
+    ASSIGN_OR_RETURN(tokenizer, text::BpeTokenizer::FromFile(
+                                    (dir / "tokenizer.json").string()));
+    return absl::OkStatus();
+  }
+
+  void DecideAttention(model::Attention kind, std::string* varlen_why) {
+    attention = kind;
+    if (kind == model::Attention::kSdpa && model->device().is_cuda()) {
+      const model::Qwen3Config& c = model->config();
+      varlen = model::VarlenAttentionWorks(
+          model->device(), model->dtype(), c.num_attention_heads,
+          c.num_key_value_heads, c.head_dim, varlen_why);
+    }
+  }
+
+  // The KV pool, allocated once: every pass's keys and values and the
+  // prefix cache share it.
+  absl::Status AllocateKv(const config::EngineConfig& engine) {
+    const int64_t block_tokens = engine.kv_block_tokens;
+    block_bytes = block_tokens * model->KvBytesPerToken();
+    const int64_t num_blocks = engine.kv_pool_bytes / block_bytes;
+    if (num_blocks < 1 ||
+        num_blocks > std::numeric_limits<int32_t>::max() / block_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "engine.kv_pool_bytes: ", engine.kv_pool_bytes, " bytes hold ",
+          num_blocks, " blocks of ", block_tokens, " tokens (", block_bytes,
+          " bytes each for this model); give at least one block and fewer "
+          "than 2^31 positions"));
+    }
+    blocks = std::make_unique<KvBlocks>(static_cast<int32_t>(num_blocks),
+                                        static_cast<int32_t>(block_tokens),
+                                        engine.prefix_caching);
+    pool = model->NewKvPool(num_blocks * block_tokens);
+    return absl::OkStatus();
+  }
+
+  void ReportPlanning(const PlanStats& stats, int64_t evictions) const {
+    if (observer == nullptr) return;
+    observer->OnPrefixLookups(stats.prefix_hits, stats.prefix_misses,
+                              stats.reused_tokens);
+    observer->OnPrefixEvictions(evictions);
   }
 
   void ReportPool() const {
@@ -197,18 +328,13 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
 absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
     const config::ModelConfig& config, const config::EngineConfig& engine,
     EngineObserver* observer) {
-  const std::filesystem::path dir(config.path);
   auto state = std::make_unique<State>();
-  // A checkpoint whose chat template we do not render exactly is refused.
-  ASSIGN_OR_RETURN(state->chat_template,
-                   text::ChatTemplate::FromFile(dir.string()));
-  ASSIGN_OR_RETURN(state->tokenizer, text::BpeTokenizer::FromFile(
-                                         (dir / "tokenizer.json").string()));
-  const int threads =
-      config.threads > 0
-          ? config.threads
-          : static_cast<int>(std::thread::hardware_concurrency());
-  at::set_num_threads(std::max(threads, 1));
+  RETURN_IF_ERROR(state->LoadText(config.path));
+  at::set_num_threads(
+      std::max(config.threads > 0
+                   ? config.threads
+                   : static_cast<int>(std::thread::hardware_concurrency()),
+               1));
   ASSIGN_OR_RETURN(const model::DeviceFacts device,
                    model::ProbeDevice(config.device));
   model::Qwen3LoadOptions options;
@@ -217,84 +343,34 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
   options.before_weights = [&](const model::Qwen3Config& c) {
     return CheckMemoryFits(c, config.dtype, engine, device);
   };
-  ASSIGN_OR_RETURN(options.attention, model::ParseAttention(config.attention));
+  ASSIGN_OR_RETURN(const model::Attention attention,
+                   model::ParseAttention(config.attention));
   ASSIGN_OR_RETURN(options.gemm, model::ParseCpuGemm(config.cpu_gemm));
   ASSIGN_OR_RETURN(model::LoadedQwen3 loaded,
                    model::LoadQwen3(config.path, options));
   state->model = std::move(loaded.model);
-  bool heap_kept = false;
-  if (state->model->device().is_cpu()) {
-    // A pass's activations on the CPU (tens of MB each) are over glibc's
-    // mmap threshold, so each would be mapped, page-faulted in and unmapped
-    // again, op after op. Keeping freed memory in the heap measured
-    // 2,850-3,120 against 2,390 tokens/s for an 8192-token pass
-    // (docs/model.md).
-    heap_kept = KeepFreedHeap();
-    // The largest (over 64 MiB) are mapped anew all the same when the
-    // engine thread's arena is not the main one: those are kept here.
-    if (engine.host_cache_bytes > 0) {
-      InstallHostBlockCache(engine.host_cache_bytes);
-    }
-  }
-  // The KV pool, allocated once: every pass's keys and values and the
-  // prefix cache share it.
-  const int64_t block_tokens = engine.kv_block_tokens;
-  state->block_bytes = block_tokens * state->model->KvBytesPerToken();
-  const int64_t num_blocks = engine.kv_pool_bytes / state->block_bytes;
-  if (num_blocks < 1 ||
-      num_blocks > std::numeric_limits<int32_t>::max() / block_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "engine.kv_pool_bytes: ", engine.kv_pool_bytes, " bytes hold ",
-        num_blocks, " blocks of ", block_tokens, " tokens (",
-        state->block_bytes,
-        " bytes each for this model); give at least one block and fewer "
-        "than 2^31 positions"));
-  }
-  state->blocks = std::make_unique<KvBlocks>(static_cast<int32_t>(num_blocks),
-                                             static_cast<int32_t>(block_tokens),
-                                             engine.prefix_caching);
-  state->pool = state->model->NewKvPool(num_blocks * block_tokens);
+  const model::Qwen3Model& m = *state->model;
+  const bool heap_kept =
+      m.device().is_cpu() && TuneCpuHeap(engine.host_cache_bytes);
+  std::string varlen_why;
+  state->DecideAttention(attention, &varlen_why);
+  RETURN_IF_ERROR(state->AllocateKv(engine));
   state->observer = observer;
   state->batch_tokens = engine.batch_tokens;
   state->ReportPool();
 
   auto backend =
       std::unique_ptr<Qwen3Backend>(new Qwen3Backend(std::move(state)));
-  const model::Qwen3Config& c = backend->state_->model->config();
-  backend->identity_.name =
-      config.name.empty() ? dir.filename().string() : config.name;
-  if (backend->identity_.name.empty()) {
-    backend->identity_.name = dir.parent_path().filename().string();
-  }
-  backend->identity_.identity = loaded.fingerprint;
-  backend->identity_.dtype = config.dtype;
-  backend->identity_.device = backend->state_->model->device().str();
-  backend->identity_.attention =
-      model::AttentionName(backend->state_->model->attention());
-  if (backend->state_->model->varlen()) {
-    backend->identity_.attention += " (varlen)";
-  }
-  backend->attention_note_ = loaded.varlen_why;
-  backend->device_ = device;
-  backend->capabilities_.hidden_states = true;
-  backend->capabilities_.early_stop = true;
-  backend->capabilities_.max_choice_k = kMaxChoiceOptions;
-  backend->capabilities_.n_layers = static_cast<int32_t>(c.num_hidden_layers);
-  backend->capabilities_.hidden_size = static_cast<int32_t>(c.hidden_size);
-  backend->capabilities_.vocab_size = static_cast<int32_t>(c.vocab_size);
+  backend->identity_ = IdentityOf(config, loaded.fingerprint, m, attention,
+                                  backend->state_->varlen);
+  backend->capabilities_ = CapabilitiesOf(m.config());
   backend->weight_bytes_ = loaded.weight_bytes;
-  const model::Qwen3Model& m = *backend->state_->model;
-  backend->gemm_ = model::CpuGemmName(m.gemm());
-  std::string why;
-  if (options.gemm == model::CpuGemm::kOneDnn && m.device().is_cpu() &&
-      m.dtype() == at::kFloat && !model::OneDnnLinearWorks(&why)) {
-    backend->gemm_ += " (" + why + ")";
-  } else if (!m.gemm_note().empty()) {
-    backend->gemm_ += " (cpu_gemm auto: " + m.gemm_note() + ")";
-  }
+  backend->attention_note_ = varlen_why;
+  backend->device_ = device;
+  backend->gemm_ = GemmLine(options.gemm, m);
   if (m.device().is_cpu()) {
     backend->cpu_paths_ = DescribeCpuPaths(ChooseCpuPaths(
-        at::TensorOptions(m.dtype()).device(m.device()), m.attention(),
+        at::TensorOptions(m.dtype()).device(m.device()), attention,
         m.config().head_dim, heap_kept, engine.host_cache_bytes));
   }
   return backend;
@@ -385,8 +461,8 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
       layers.size() * static_cast<size_t>(out.hidden_size);
   out.values.resize(static_cast<size_t>(out.n_prompts) * row_values);
   // Early stop: every pass runs only as deep as needed.
-  int32_t depth = 0;
-  for (int32_t layer : layers) depth = std::max(depth, layer);
+  int32_t deepest = 0;
+  for (int32_t layer : layers) deepest = std::max(deepest, layer);
   auto emit = [&](const std::vector<int64_t>& ids,
                   const model::ForwardResult& result) {
     // One device-to-host copy per pass: [R, L, H].
@@ -397,8 +473,9 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
                   base + r * row_values, row_values * sizeof(float));
     }
   };
-  const absl::Status status = state_->Run(
-      groups, layers, depth == capabilities_.n_layers, depth, control, emit);
+  const absl::Status status =
+      state_->Run(groups, layers, deepest == capabilities_.n_layers, deepest,
+                  control, emit);
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;

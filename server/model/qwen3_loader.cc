@@ -169,15 +169,8 @@ absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,
   LoadedQwen3 loaded;
   loaded.fingerprint = checkpoint->Fingerprint();
   loaded.model = std::make_unique<Qwen3Model>(std::move(config), std::move(w),
-                                              options.attention, options.gemm);
+                                              options.gemm);
   loaded.weight_bytes = reader.bytes() + loaded.model->extra_weight_bytes();
-  if (options.attention == Attention::kSdpa &&
-      loaded.model->device().is_cuda()) {
-    const Qwen3Config& c = loaded.model->config();
-    loaded.model->set_varlen(VarlenAttentionWorks(
-        loaded.model->device(), loaded.model->dtype(), c.num_attention_heads,
-        c.num_key_value_heads, c.head_dim, &loaded.varlen_why));
-  }
   return loaded;  // the checkpoint's mappings go with it
 }
 

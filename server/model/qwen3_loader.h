@@ -16,9 +16,8 @@
 namespace mesa_anyjev::model {
 
 struct Qwen3LoadOptions {
-  std::string dtype = "float32";  // float32 | bfloat16
-  std::string device = "cpu";     // cpu | cuda | cuda:N
-  Attention attention = Attention::kEager;
+  std::string dtype = "float32";    // float32 | bfloat16
+  std::string device = "cpu";       // cpu | cuda | cuda:N
   CpuGemm gemm = CpuGemm::kOneDnn;  // CPU float32 only (packed_linear.h)
   // Called once config.json is read and before the first weight is: an
   // error stops the load there (the engine's memory check, memory_fit.h).
@@ -31,9 +30,6 @@ struct LoadedQwen3 {
       fingerprint;  // sha256 over config.json and the safetensors headers
   // Bytes of the converted weights, plus a packed copy of a tied lm_head.
   int64_t weight_bytes = 0;
-  // Why sdpa on CUDA uses the masked kernel rather than the variable-length
-  // one (empty when it does not, or on the CPU).
-  std::string varlen_why;
 };
 
 absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,

@@ -32,11 +32,8 @@ at::Tensor RotateHalf(const at::Tensor& x) {
 
 }  // namespace
 
-Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights,
-                       Attention attention, CpuGemm gemm)
-    : config_(std::move(config)),
-      weights_(std::move(weights)),
-      attention_(attention) {
+Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights, CpuGemm gemm)
+    : config_(std::move(config)), weights_(std::move(weights)) {
   c10::InferenceMode guard;
   const at::Tensor& embed = weights_.embed_tokens;
   if (gemm == CpuGemm::kAuto) {
@@ -73,15 +70,9 @@ Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights,
 }
 
 KvPool Qwen3Model::NewKvPool(int64_t slots) const {
-  const auto options = at::TensorOptions().dtype(dtype()).device(device());
-  KvPool pool;
-  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    pool.keys.push_back(at::empty(
-        {slots, config_.num_key_value_heads, config_.head_dim}, options));
-    pool.values.push_back(at::empty(
-        {slots, config_.num_key_value_heads, config_.head_dim}, options));
-  }
-  return pool;
+  return KvPool(config_.num_hidden_layers, slots, config_.num_key_value_heads,
+                config_.head_dim,
+                at::TensorOptions().dtype(dtype()).device(device()));
 }
 
 int64_t Qwen3Model::KvBytesPerToken() const {
@@ -112,27 +103,16 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
     q = q * context.cos + RotateHalf(q) * context.sin;
     k = k * context.cos + RotateHalf(k) * context.sin;
   }
-  // Every key of the pass is written before any segment attends, so a
-  // segment may follow another of the same pass; then the copies, whose
-  // sources may be this pass's own keys.
-  const size_t i = static_cast<size_t>(index);
-  context.pool->keys[i].index_copy_(0, context.pass->slots, k);
-  context.pool->values[i].index_copy_(0, context.pass->slots, v);
-  if (context.pass->copy_from.defined()) {
-    for (at::Tensor* pool :
-         {&context.pool->keys[i], &context.pool->values[i]}) {
-      pool->index_copy_(0, context.pass->copy_to,
-                        pool->index_select(0, context.pass->copy_from));
-    }
-  }
-  const at::Tensor out = (*context.pass->attention)(
-      q, context.pool->keys[i], context.pool->values[i],
-      1.0 / std::sqrt(static_cast<double>(d)));
+  KvPool& pool = *context.pool;
+  pool.Update(index, context.pass->writes, k, v);
+  const at::Tensor out =
+      (*context.pass->attention)(q, pool.keys(index), pool.values(index),
+                                 1.0 / std::sqrt(static_cast<double>(d)));
   // [N, heads, D] -> [N, heads * D] -> [N, H]
   return linear.o_proj(out.reshape({n, heads * d}));
 }
 
-at::Tensor Qwen3Model::Block(int32_t index, const at::Tensor& x,
+at::Tensor Qwen3Model::Layer(int32_t index, const at::Tensor& x,
                              const Context& context) const {
   const Qwen3LayerWeights& w = weights_.layers[static_cast<size_t>(index)];
   const double eps = config_.rms_norm_eps;
@@ -149,9 +129,9 @@ at::Tensor Qwen3Model::Block(int32_t index, const at::Tensor& x,
 ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {
   c10::InferenceMode guard;
   const int32_t n = static_cast<int32_t>(config_.num_hidden_layers);
-  int32_t depth = pass.final_norm ? n : 0;
-  for (int32_t layer : pass.layers) depth = std::max(depth, layer);
-  TORCH_CHECK(depth <= n, "the pass asks for block ", depth, " of ", n);
+  int32_t deepest = pass.final_norm ? n : 0;
+  for (int32_t layer : pass.layers) deepest = std::max(deepest, layer);
+  TORCH_CHECK(deepest <= n, "the pass asks for layer ", deepest, " of ", n);
   // Rotary tables in float32 as transformers computes them, then in the
   // model's dtype.
   Context context;
@@ -172,12 +152,12 @@ ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {
   };
   at::Tensor x = at::embedding(weights_.embed_tokens, pass.tokens);  // [N, H]
   capture(0, x.index_select(0, pass.outputs));
-  for (int32_t i = 0; i < depth; ++i) {
-    x = Block(i, x, context);
+  for (int32_t i = 0; i < deepest; ++i) {
+    x = Layer(i, x, context);
     if (i + 1 < n) capture(i + 1, x.index_select(0, pass.outputs));
   }
-  result.blocks_run = depth;
-  if (depth == n) {
+  result.layers_run = deepest;
+  if (deepest == n) {
     result.final = RmsNorm(x.index_select(0, pass.outputs), weights_.norm,
                            config_.rms_norm_eps);
     capture(n, result.final);

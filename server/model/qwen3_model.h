@@ -1,6 +1,6 @@
 // Qwen3ForCausalLM's forward in libtorch, as transformers computes it, keyed
 // by the same tensor names. One thread owns a model (the engine's); nothing
-// here takes locks. The forward runs only as deep as the deepest block asked
+// here takes locks. The forward runs only as deep as the deepest layer asked
 // for and applies lm_head only where log-probabilities are wanted.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/model/attention.h"
+#include "server/model/kv_pool.h"
 #include "server/model/packed_linear.h"
 #include "server/model/qwen3_config.h"
 
@@ -37,43 +38,33 @@ struct Qwen3Weights {
   at::Tensor lm_head;
 };
 
-// The engine's keys and values, per block [slots, kv, D] in the model's
-// dtype and device: a pass writes its tokens' and reads what it attends to.
-struct KvPool {
-  std::vector<at::Tensor> keys, values;
-};
-
 // One forward pass over packed segments (server/engine/pass_planner.h): the
 // tokens of every segment in one row, each at its own position.
 struct PackedPass {
   at::Tensor tokens;     // [N] int64 on the model's device
   at::Tensor positions;  // [N] int64
-  at::Tensor slots;      // [N] int64: pool slot of each token's keys/values
   at::Tensor outputs;    // [R] int64: rows whose results are wanted
-  // [C] int64 pool slots: keys and values copied from -> to at every layer
-  // after the pass's own are written (undefined: none).
-  at::Tensor copy_from, copy_to;
+  KvWrites writes;       // where its keys and values go in the pool
   const AttentionPlan* attention = nullptr;
-  std::vector<int32_t> layers;  // capture after these blocks (0..n)
+  std::vector<int32_t> layers;  // capture after these layers (0..n)
   bool final_norm = false;      // also return norm(h_n) for lm_head
 };
 
 struct ForwardResult {
   at::Tensor hidden;  // [R, layers.size(), H] float32 at the output rows
   at::Tensor final;   // [R, H] model dtype: norm(h_n) at the output rows
-  int32_t blocks_run = 0;
+  int32_t layers_run = 0;
 };
 
 class Qwen3Model {
  public:
   // The projections are packed for `gemm` (packed_linear.h); the model's
   // weights are released as they are packed.
-  Qwen3Model(Qwen3Config config, Qwen3Weights weights, Attention attention,
+  Qwen3Model(Qwen3Config config, Qwen3Weights weights,
              CpuGemm gemm = CpuGemm::kOneDnn);
 
   const Qwen3Config& config() const { return config_; }
-  Attention attention() const { return attention_; }
-  // What the block projections actually use: kOneDnn only where packing
+  // What the layers' projections actually use: kOneDnn only where packing
   // applied (CPU, float32, the probe passed; with kAuto, measured faster).
   CpuGemm gemm() const { return gemm_; }
   // How kAuto chose (the two timings), or why oneDNN was not used.
@@ -84,36 +75,32 @@ class Qwen3Model {
   at::ScalarType dtype() const { return weights_.embed_tokens.scalar_type(); }
   at::Device device() const { return weights_.embed_tokens.device(); }
 
-  // Layer numbering of decision-method.md 7.1: 0 = embeddings, b = after
-  // block b (no final norm), n = after the final norm. Runs as deep as the
-  // deepest layer asked for (n with final_norm) and writes the pass's keys
-  // and values into `pool` for those blocks.
+  // Layer numbering of decision-method.md 7.1: 0 = embeddings, l = after
+  // transformer layer l (no final norm), n = after the final norm. Runs as
+  // deep as the deepest layer asked for (n with final_norm) and writes the
+  // pass's keys and values into `pool` for the layers it runs.
   ForwardResult Forward(const PackedPass& pass, KvPool& pool) const;
-  // A pool of `slots` positions for every block (not initialised: a pass
-  // reads only slots written before).
+  // A pool of `slots` positions for every layer.
   KvPool NewKvPool(int64_t slots) const;
-  // Bytes of keys and values one position takes over every block.
+  // Bytes of keys and values one position takes over every layer.
   int64_t KvBytesPerToken() const;
-  // Whether sdpa uses CUDA's variable-length kernel (probed at load).
-  bool varlen() const { return varlen_; }
-  void set_varlen(bool varlen) { varlen_ = varlen; }
 
   // [B, H] -> [B, V] float32 log-softmax of lm_head over the whole vocabulary.
   at::Tensor LogSoftmax(const at::Tensor& final) const;
 
  private:
-  // Per-pass tables every block reads.
+  // Per-pass tables every layer reads.
   struct Context {
     at::Tensor cos, sin;  // [N, 1, D] rotary tables at each token's position
     const PackedPass* pass = nullptr;
     KvPool* pool = nullptr;
   };
-  at::Tensor Block(int32_t index, const at::Tensor& x,
+  at::Tensor Layer(int32_t index, const at::Tensor& x,
                    const Context& context) const;
   at::Tensor SelfAttention(int32_t index, const at::Tensor& x,
                            const Context& context) const;
 
-  // A block's four GEMMs: q/k/v and gate/up concatenated at load (one GEMM
+  // A layer's four GEMMs: q/k/v and gate/up concatenated at load (one GEMM
   // each instead of three and two), all packed for the CPU GEMM.
   struct LayerLinears {
     PackedLinear qkv_proj;      // [(heads + 2 kv) * D, H]
@@ -129,11 +116,9 @@ class Qwen3Model {
   // [V, H] matrix on each call (29 ms for 4 rows of a 151,936 x 512 head on
   // the build host, against 7 ms packed once).
   PackedLinear lm_head_;
-  Attention attention_;
   CpuGemm gemm_ = CpuGemm::kAten;
   std::string gemm_note_;
   int64_t extra_weight_bytes_ = 0;
-  bool varlen_ = false;
   at::Tensor inv_freq_;  // [D/2] float32
 };
 

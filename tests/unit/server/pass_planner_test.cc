@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/engine/kv_blocks.h"
+#include "server/engine/pass_lease.h"
 
 namespace mesa_anyjev::engine {
 namespace {
@@ -58,15 +59,30 @@ Outcome Drain(PassPlanner& planner, int64_t budget,
   return outcome;
 }
 
+std::vector<BlockId> Ids(const std::vector<BlockRef>& refs) {
+  std::vector<BlockId> ids;
+  for (const BlockRef& ref : refs) ids.push_back(ref.id());
+  return ids;
+}
+
 TEST_CASE("KvBlocks: allocation, references and freeing", "[engine]") {
   KvBlocks blocks(3, 4, true);
   auto a = blocks.Allocate(), b = blocks.Allocate(), c = blocks.Allocate();
   REQUIRE((a && b && c));
   CHECK(blocks.referenced() == 3);
   CHECK_FALSE(blocks.Allocate().has_value());
-  blocks.Unref(*b);  // not cached: free again
+  const BlockId freed = b->id();
+  b.reset();  // not cached: free again
   CHECK(blocks.referenced() == 2);
-  CHECK(blocks.Allocate() == b);
+  CHECK(blocks.Allocate()->id() == freed);
+  // A shared block stays held until its last reference goes.
+  BlockRef shared = blocks.Share(a->id());
+  a.reset();
+  CHECK(blocks.referenced() == 2);
+  BlockRef moved = std::move(shared);
+  CHECK(shared.id() == moved.id());
+  moved = BlockRef();
+  CHECK(blocks.referenced() == 1);
 }
 
 TEST_CASE(
@@ -75,29 +91,31 @@ TEST_CASE(
     "[engine]") {
   KvBlocks blocks(4, 2, true);
   const std::vector<TokenId> ids = Ids(10, 6);  // three blocks of 2
+  std::vector<BlockRef> held;
   std::vector<BlockId> chain;
   for (int k = 0; k < 3; ++k) {
-    chain.push_back(*blocks.Allocate());
+    held.push_back(*blocks.Allocate());
+    chain.push_back(held.back().id());
     REQUIRE(blocks.Publish(k == 0 ? -1 : chain[k - 1], ids.data() + 2 * k,
-                           chain[k], /*depth=*/5));
+                           chain[k], /*layers=*/5));
   }
-  CHECK(blocks.Match(ids, 6, 5) == chain);
+  CHECK(Ids(blocks.Match(ids, 6, 5)) == chain);
   CHECK(blocks.Match(ids, 5, 5).size() == 2);  // within the limit
   CHECK(blocks.Match(ids, 6, 6).empty());      // shallower than asked
   std::vector<TokenId> other = ids;
   other[3] = 99;  // differs in block 1
   CHECK(blocks.Match(other, 6, 5).size() == 1);
-  for (BlockId b : chain) blocks.Unref(b);
+  held.clear();
   CHECK(blocks.referenced() == 0);
   CHECK(blocks.cached() == 3);
   // The free block first, then the chain's leaf, then its parent.
   const auto x = blocks.Allocate(), y = blocks.Allocate();
   REQUIRE((x && y));
-  CHECK(*y == chain[2]);
+  CHECK(y->id() == chain[2]);
   CHECK(blocks.evictions() == 1);
   CHECK(blocks.Match(ids, 6, 5).size() == 2);
   const auto z = blocks.Allocate();
-  CHECK(*z == chain[1]);
+  CHECK(z->id() == chain[1]);
   CHECK(blocks.Match(ids, 6, 5).size() == 1);
 }
 
@@ -107,20 +125,50 @@ TEST_CASE(
     "[engine]") {
   KvBlocks blocks(4, 2, true);
   const std::vector<TokenId> ids = Ids(0, 4);
-  const BlockId a = *blocks.Allocate(), b = *blocks.Allocate();
+  std::vector<BlockRef> held;
+  for (int i = 0; i < 4; ++i) held.push_back(*blocks.Allocate());
+  const BlockId a = held[0].id(), b = held[1].id();
+  const BlockId deeper = held[2].id(), again = held[3].id();
   REQUIRE(blocks.Publish(-1, ids.data(), a, 2));
   REQUIRE(blocks.Publish(a, ids.data() + 2, b, 2));
-  const BlockId deeper = *blocks.Allocate();
   CHECK(blocks.Publish(-1, ids.data(), deeper, 4));
-  CHECK(blocks.Match(ids, 4, 2) == std::vector<BlockId>{deeper});
+  CHECK(Ids(blocks.Match(ids, 4, 2)) == std::vector<BlockId>{deeper});
   // A shallower or equal block never replaces one that covers it.
-  const BlockId again = *blocks.Allocate();
   CHECK_FALSE(blocks.Publish(-1, ids.data(), again, 3));
   blocks.Unpublish(deeper);
   CHECK(blocks.Match(ids, 4, 1).empty());
-  for (BlockId id : {a, b, deeper, again}) blocks.Unref(id);
+  held.clear();
   CHECK(blocks.referenced() == 0);
   CHECK(blocks.cached() == 0);
+}
+
+TEST_CASE(
+    "PassLease: commit keeps the pass's cache entries, abort (or a lease "
+    "never settled) withdraws them; both release every reference",
+    "[engine]") {
+  const std::vector<TokenId> ids = Ids(0, 4);
+  for (const int settle : {0, 1, 2}) {  // commit, abort, destroyed
+    KvBlocks blocks(4, 2, true);
+    {
+      PassLease lease(&blocks);
+      std::vector<BlockRef> chain;
+      chain.push_back(*blocks.Allocate());
+      chain.push_back(*blocks.Allocate());
+      lease.Publish(-1, ids.data(), chain[0].id(), 3);
+      lease.Publish(chain[0].id(), ids.data() + 2, chain[1].id(), 3);
+      lease.CopyInto(chain[1].id());
+      CHECK(lease.CopiesInto(chain[1].id()));
+      CHECK_FALSE(lease.CopiesInto(chain[0].id()));
+      lease.Hold(chain);
+      CHECK(chain.empty());
+      CHECK(blocks.referenced() == 2);
+      if (settle == 0) lease.Commit();
+      if (settle == 1) lease.Abort();
+      if (settle < 2) CHECK(blocks.referenced() == 0);
+    }
+    CHECK(blocks.referenced() == 0);
+    CHECK(blocks.cached() == (settle == 0 ? 2 : 0));
+  }
 }
 
 TEST_CASE("PassPlanner: the tokens every suffix begins with join the prefix",
@@ -306,6 +354,43 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "PassPlanner: Next refuses while a pass is in flight; a planner "
+    "dropped mid-pass withdraws that pass and releases every block",
+    "[engine]") {
+  KvBlocks blocks(64, 4, true);
+  PromptGroup a{Ids(0, 20), {Ids(100, 3), Ids(200, 3)}, {}};
+  PromptGroup b{Ids(1000, 20), {Ids(300, 3)}, {}};
+  {
+    PassPlanner planner(&blocks, {{&a, 0, 0}, {&b, 0, 2}}, 2, 26);
+    auto first = planner.Next(Live);
+    REQUIRE(first.ok());
+    REQUIRE_FALSE(first->segments.empty());
+    const auto again = planner.Next(Live);
+    CHECK(again.status().code() == absl::StatusCode::kFailedPrecondition);
+    planner.Finish(true);
+    CHECK(blocks.cached() == 5);  // the first prefix's full blocks
+    auto second = planner.Next(Live);
+    REQUIRE(second.ok());
+    REQUIRE_FALSE(second->segments.empty());
+    CHECK(blocks.referenced() > 0);
+  }
+  CHECK(blocks.referenced() == 0);
+  // The first pass's entries stay; the abandoned second pass's are gone.
+  CHECK(blocks.cached() == 5);
+  // A group with nothing left to compute (its prefix cached, no suffix)
+  // closes in a pass that stays empty: what it held is released.
+  PromptGroup cached{Ids(0, 20), {}, {}};
+  {
+    PassPlanner planner(&blocks, {{&cached, 0, 0}}, 2, 26);
+    auto pass = planner.Next(Live);
+    REQUIRE(pass.ok());
+    CHECK(pass->segments.empty());
+    CHECK(planner.stats().prefix_hits == 1);
+  }
+  CHECK(blocks.referenced() == 0);
+}
+
+TEST_CASE(
     "PassPlanner: a prompt that ends with a cached prefix still runs "
     "its last token",
     "[engine]") {
@@ -386,6 +471,7 @@ TEST_CASE(
   CHECK(one->segments.size() == 1);
   CHECK(one->copy_from.empty());
   CHECK(tiny.stats().reused_tokens == 4 + 2);  // d started
+  tiny.Finish(true);
   auto dropped = tiny.Next([](int32_t owner) { return owner != 1; });
   REQUIRE(dropped.ok());
   CHECK(dropped->segments.empty());
