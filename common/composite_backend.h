@@ -7,6 +7,7 @@
 // reference's composite is named after hf_model.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

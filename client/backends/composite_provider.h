@@ -6,6 +6,7 @@
 // composite refuses to start.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

@@ -3,6 +3,7 @@
 // configured, the bearer token.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>

@@ -2,6 +2,7 @@
 // the fake model, or the gateway (whose logprobs come over HTTP).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>

@@ -26,6 +26,7 @@
 // (a daemon and a CLI) may share one store.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>

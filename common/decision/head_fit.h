@@ -5,6 +5,7 @@
 // then refit on every label keeping that out-of-fold temperature.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

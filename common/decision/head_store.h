@@ -7,6 +7,7 @@
 // concurrent callers: heads are immutable once stored and swapped whole.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>

@@ -5,6 +5,7 @@
 // base64 float32 ({"dtype", "shape", "b64"}), b as a plain list.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -6,6 +6,7 @@
 // once.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>

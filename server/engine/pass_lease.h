@@ -7,6 +7,7 @@
 // or abandoned pass can neither leak a block nor release one twice.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "server/engine/kv_blocks.h"

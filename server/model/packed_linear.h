@@ -1,9 +1,8 @@
 // A linear layer's weight in the layout of the fastest libtorch kernel for
 // it. On CPU in float32 that is oneDNN's blocked layout, packed once at load:
 // libtorch's at::linear goes to MKL's sgemm, which on AMD CPUs takes a generic
-// code path (measured 2.3-2.5x slower than oneDNN with packed weights on the
-// build hosts' Zen 4, docs/benchmarks.md), and repacks the weight on every
-// call. Elsewhere (CUDA, bfloat16, a libtorch without oneDNN) it is the dense
+// code path, slower than oneDNN with packed weights (docs/benchmarks.md has
+// the figures), and repacks the weight on every call. Elsewhere (CUDA, bfloat16, a libtorch without oneDNN) it is the dense
 // weight and at::linear.
 #pragma once
 

@@ -5,6 +5,7 @@
 // weights themselves.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>

@@ -113,8 +113,7 @@ class Qwen3Model {
   Qwen3Weights weights_;
   std::vector<LayerLinears> linears_;
   // lm_head packed too: with a few rows MKL's sgemm repacks the whole
-  // [V, H] matrix on each call (29 ms for 4 rows of a 151,936 x 512 head on
-  // the build host, against 7 ms packed once).
+  // [V, H] matrix on each call (docs/model.md has the figures).
   PackedLinear lm_head_;
   CpuGemm gemm_ = CpuGemm::kAten;
   std::string gemm_note_;

@@ -5,6 +5,7 @@
 // these; each caller sets deadline, cancelled and done, and reads `out`.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 

@@ -11,6 +11,7 @@
 // Rollback.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>

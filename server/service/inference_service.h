@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 #include "absl/time/time.h"
 #include "common/backend.h"

@@ -5,9 +5,11 @@
 // another id, as the reference's composite does.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/composite_backend.h"

@@ -8,6 +8,7 @@
 // that touches the model and no gRPC thread blocks on it.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "common/backend.h"

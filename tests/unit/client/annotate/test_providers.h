@@ -4,6 +4,7 @@
 // provider. Fakes, not mocks: both implement the real Provider interface.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
