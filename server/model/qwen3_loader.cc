@@ -95,6 +95,41 @@ class WeightReader {
   int64_t bytes_ = 0;
 };
 
+// Layer `l`'s tensors, each checked against the config's shapes.
+absl::StatusOr<Qwen3LayerWeights> ReadLayer(WeightReader& reader,
+                                            const Qwen3Config& config,
+                                            int64_t l) {
+  const int64_t h = config.hidden_size, d = config.head_dim;
+  const int64_t i = config.intermediate_size;
+  const int64_t q = config.num_attention_heads * d;
+  const int64_t kv = config.num_key_value_heads * d;
+  const std::string p = absl::StrCat("model.layers.", l, ".");
+  Qwen3LayerWeights layer;
+  ASSIGN_OR_RETURN(layer.input_layernorm,
+                   reader.Take(p + "input_layernorm.weight", {h}));
+  ASSIGN_OR_RETURN(layer.q_proj,
+                   reader.Take(p + "self_attn.q_proj.weight", {q, h}));
+  ASSIGN_OR_RETURN(layer.k_proj,
+                   reader.Take(p + "self_attn.k_proj.weight", {kv, h}));
+  ASSIGN_OR_RETURN(layer.v_proj,
+                   reader.Take(p + "self_attn.v_proj.weight", {kv, h}));
+  ASSIGN_OR_RETURN(layer.o_proj,
+                   reader.Take(p + "self_attn.o_proj.weight", {h, q}));
+  ASSIGN_OR_RETURN(layer.q_norm,
+                   reader.Take(p + "self_attn.q_norm.weight", {d}));
+  ASSIGN_OR_RETURN(layer.k_norm,
+                   reader.Take(p + "self_attn.k_norm.weight", {d}));
+  ASSIGN_OR_RETURN(layer.post_attention_layernorm,
+                   reader.Take(p + "post_attention_layernorm.weight", {h}));
+  ASSIGN_OR_RETURN(layer.gate_proj,
+                   reader.Take(p + "mlp.gate_proj.weight", {i, h}));
+  ASSIGN_OR_RETURN(layer.up_proj,
+                   reader.Take(p + "mlp.up_proj.weight", {i, h}));
+  ASSIGN_OR_RETURN(layer.down_proj,
+                   reader.Take(p + "mlp.down_proj.weight", {h, i}));
+  return layer;
+}
+
 }  // namespace
 
 absl::StatusOr<CpuGemm> ParseCpuGemm(const std::string& name) {
@@ -125,37 +160,11 @@ absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,
   c10::InferenceMode guard;
   WeightReader reader(*checkpoint, dtype, device);
   const int64_t v = config.vocab_size, h = config.hidden_size;
-  const int64_t d = config.head_dim, i = config.intermediate_size;
-  const int64_t q = config.num_attention_heads * d;
-  const int64_t kv = config.num_key_value_heads * d;
   Qwen3Weights w;
   ASSIGN_OR_RETURN(w.embed_tokens,
                    reader.Take("model.embed_tokens.weight", {v, h}));
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    Qwen3LayerWeights layer;
-    ASSIGN_OR_RETURN(layer.input_layernorm,
-                     reader.Take(p + "input_layernorm.weight", {h}));
-    ASSIGN_OR_RETURN(layer.q_proj,
-                     reader.Take(p + "self_attn.q_proj.weight", {q, h}));
-    ASSIGN_OR_RETURN(layer.k_proj,
-                     reader.Take(p + "self_attn.k_proj.weight", {kv, h}));
-    ASSIGN_OR_RETURN(layer.v_proj,
-                     reader.Take(p + "self_attn.v_proj.weight", {kv, h}));
-    ASSIGN_OR_RETURN(layer.o_proj,
-                     reader.Take(p + "self_attn.o_proj.weight", {h, q}));
-    ASSIGN_OR_RETURN(layer.q_norm,
-                     reader.Take(p + "self_attn.q_norm.weight", {d}));
-    ASSIGN_OR_RETURN(layer.k_norm,
-                     reader.Take(p + "self_attn.k_norm.weight", {d}));
-    ASSIGN_OR_RETURN(layer.post_attention_layernorm,
-                     reader.Take(p + "post_attention_layernorm.weight", {h}));
-    ASSIGN_OR_RETURN(layer.gate_proj,
-                     reader.Take(p + "mlp.gate_proj.weight", {i, h}));
-    ASSIGN_OR_RETURN(layer.up_proj,
-                     reader.Take(p + "mlp.up_proj.weight", {i, h}));
-    ASSIGN_OR_RETURN(layer.down_proj,
-                     reader.Take(p + "mlp.down_proj.weight", {h, i}));
+    ASSIGN_OR_RETURN(Qwen3LayerWeights layer, ReadLayer(reader, config, l));
     w.layers.push_back(std::move(layer));
   }
   ASSIGN_OR_RETURN(w.norm, reader.Take("model.norm.weight", {h}));
