@@ -1,0 +1,351 @@
+// Each command's flags (see command_line.h). A command's options live in a
+// shared_ptr that its flags fill while parsing and its run reads after.
+#include "client/commands/command_line.h"
+
+#include <memory>
+
+#include "client/commands/commands.h"
+
+namespace mesa_anyjev::client {
+namespace {
+
+const std::vector<std::string> kKinds = {"fake", "gateway", "hf", "composite"};
+const std::vector<std::string> kLevels = {"raw", "L0", "L1", "L2", "auto"};
+
+// bundles list | rollback and learn promote share the bundles options.
+void AddBundleFlags(CommandLine* line, CLI::App* command,
+                    BundlesCommandOptions* options) {
+  line->AddBackendFlags(command, &options->backend);
+  CommandLine::AddJson(command, &options->json);
+}
+
+void AddLearnPromote(CommandLine* line, CLI::App* learn) {
+  auto options = std::make_shared<BundlesCommandOptions>();
+  CLI::App* promote = line->Command(
+      learn, "promote", "make --version the CURRENT one of --question",
+      [options](const Invocation& in) {
+        return RunLearnPromote(in.config, *options);
+      });
+  promote->add_option("--version", options->version)->required();
+  promote->add_option("--question", options->question)->required();
+  promote->add_flag("--force", options->force,
+                    "skip the LOCO gate (not checksums or binding)");
+  AddBundleFlags(line, promote, options.get());
+}
+
+}  // namespace
+
+std::vector<Connection::Given> Connection::Flags() const {
+  std::vector<Given> all = {
+      {"--address", "client.address", address},
+      {"--token-file", "client.token_file", token_file},
+      {"--tls-ca", "client.tls_ca", tls_ca},
+      {"--gateway-url", "backend.gateway_base_url", gateway_url},
+      {"--gateway-key-file", "backend.gateway_api_key_file", gateway_key_file},
+      {"--gateway-ca", "backend.ca_file", gateway_ca}};
+  std::vector<Given> given;
+  for (const Given& g : all) {
+    if (!g.value.empty()) given.push_back(g);
+  }
+  return given;
+}
+
+CLI::App* CommandLine::Command(CLI::App* parent, const char* name,
+                               const char* help, Run run) {
+  CLI::App* command =
+      (parent != nullptr ? parent : app_)->add_subcommand(name, help);
+  command->allow_extras();
+  if (run) runs_.emplace_back(command, std::move(run));
+  return command;
+}
+
+CLI::App* CommandLine::Group(const char* name, const char* help) {
+  CLI::App* group = Command(nullptr, name, help);
+  groups_.push_back(group);
+  return group;
+}
+
+void CommandLine::AddDaemonFlags(CLI::App* command) {
+  command->add_option("--address", connection_.address,
+                      "mesa-anyjevd host:port (client.address)");
+  command->add_option("--token-file", connection_.token_file,
+                      "file (mode 0600) with the daemon's bearer token");
+  command->add_option("--tls-ca", connection_.tls_ca,
+                      "PEM CA of the daemon's certificate (turns TLS on)");
+}
+
+void CommandLine::AddGatewayFlags(CLI::App* command) {
+  command->add_option("--gateway-url", connection_.gateway_url,
+                      "gateway base URL, without /v1 "
+                      "(backend.gateway_base_url)");
+  command->add_option("--gateway-key-file", connection_.gateway_key_file,
+                      "file (mode 0600) with the gateway's API key");
+  command->add_option("--gateway-ca", connection_.gateway_ca,
+                      "PEM CA bundle of a private gateway");
+}
+
+void CommandLine::AddBackendFlags(CLI::App* command, std::string* backend) {
+  command->add_option("--backend", *backend, "fake | gateway | hf | composite")
+      ->check(CLI::IsMember(kKinds));
+  AddDaemonFlags(command);
+  AddGatewayFlags(command);
+}
+
+void CommandLine::AddJson(CLI::App* command, bool* json) {
+  command->add_flag("--json", *json, "print one JSON document for machines");
+}
+
+const CLI::App* CommandLine::GroupWithoutVerb() const {
+  for (const CLI::App* group : groups_) {
+    if (group->parsed() && group->get_subcommands().empty()) return group;
+  }
+  return nullptr;
+}
+
+const CommandLine::Run* CommandLine::Chosen() const {
+  for (const auto& [command, run] : runs_) {
+    if (command->parsed()) return &run;
+  }
+  return nullptr;
+}
+
+void AddHealthCommand(CommandLine* line) {
+  auto wait_s = std::make_shared<double>(0);
+  auto output = std::make_shared<OutputOptions>();
+  CLI::App* health =
+      line->Command(nullptr, "health", "is the daemon SERVING? exit 0 if so",
+                    [wait_s, output](const Invocation& in) {
+                      return RunHealth(in.config, *output, *wait_s);
+                    });
+  line->AddDaemonFlags(health);
+  health
+      ->add_option("--wait", *wait_s,
+                   "seconds to wait for SERVING (a daemon just started)")
+      ->check(CLI::Range(0.0, 3600.0));
+  CommandLine::AddJson(health, &output->json);
+}
+
+void AddInfoCommand(CommandLine* line) {
+  auto output = std::make_shared<OutputOptions>();
+  CLI::App* info = line->Command(
+      nullptr, "info", "what the daemon serves",
+      [output](const Invocation& in) { return RunInfo(in.config, *output); });
+  line->AddDaemonFlags(info);
+  CommandLine::AddJson(info, &output->json);
+}
+
+void AddTokenizeCommand(CommandLine* line) {
+  auto options = std::make_shared<TokenizeOptions>();
+  CLI::App* tokenize = line->Command(
+      nullptr, "tokenize",
+      "JSON lines {\"text\": ...} on stdin -> {\"ids\": [...]} on stdout "
+      "(offline, with a checkpoint's tokenizer.json)",
+      [options](const Invocation&) { return RunTokenize(*options); });
+  tokenize
+      ->add_option("--tokenizer", options->tokenizer_dir,
+                   "checkpoint directory holding tokenizer.json (or the file)")
+      ->required();
+  tokenize->add_flag("--decode", options->decode,
+                     "read {\"ids\": [...]} lines, write {\"text\": ...}");
+}
+
+void AddQuestionsCommand(CommandLine* line) {
+  auto options = std::make_shared<QuestionsOptions>();
+  CLI::App* questions = line->Command(
+      nullptr, "questions",
+      "the served questions (a table with text and options); --check the "
+      "lock",
+      [options](const Invocation&) { return RunQuestions(*options); });
+  questions->add_flag("--check", options->check,
+                      "exit 0 if the lock matches the code, else 1 with "
+                      "DRIFT lines on stderr");
+  questions->add_flag("--update-lock", options->update_lock,
+                      "rewrite the lock from the code");
+  questions->add_option("--lock", options->lock_path,
+                        "lock file (default: ./questions.lock.json)");
+  CommandLine::AddJson(questions, &options->json);
+  CLI::App* show = line->Command(questions, "show",
+                                 "one question: its text, options and key");
+  show->add_option("id", options->show_id, "question id")->required();
+  CommandLine::AddJson(show, &options->json);
+}
+
+void AddDoctorCommand(CommandLine* line) {
+  auto backend = std::make_shared<std::string>();
+  auto output = std::make_shared<OutputOptions>();
+  CLI::App* doctor = line->Command(
+      nullptr, "doctor", "check the backend end to end; exit 0 when all pass",
+      [backend, output](const Invocation& in) {
+        return RunDoctor(in.config, *backend, *output);
+      });
+  line->AddBackendFlags(doctor, backend.get());
+  CommandLine::AddJson(doctor, &output->json);
+}
+
+void AddDecideCommand(CommandLine* line) {
+  auto options = std::make_shared<DecideCommandOptions>();
+  CLI::App* decide = line->Command(
+      nullptr, "decide",
+      "decisions for a state (or, with --states-file, JSON lines of states)",
+      [options](const Invocation& in) {
+        options->replay_flags = in.replay_flags(options->backend);
+        return RunDecide(in.config, *options);
+      });
+  line->AddBackendFlags(decide, &options->backend);
+  decide
+      ->add_option("--level", options->level,
+                   "raw | L0 | L1 | L2 | auto (default: decider.level)")
+      ->check(CLI::IsMember(kLevels));
+  decide->add_option("--question", options->question_ids,
+                     "a question id (repeatable; see `mesa-anyjev questions`)");
+  decide->add_option("--questions-file", options->questions_file,
+                     "a JSON list of {id, kind, text, options}");
+  decide->add_option("--state", options->state, "the state text");
+  decide->add_option("--state-file", options->state_file,
+                     "read one state from a file (- or none: stdin); its "
+                     "final line ending is dropped");
+  decide->add_flag("--state-json", options->state_json,
+                   "the state is JSON, rendered as the reference renders "
+                   "dict states");
+  decide->add_option(
+      "--states-file", options->states_file,
+      "JSON lines of states (- = stdin): a string, or {\"text\"|\"json\", "
+      "\"id\"}; writes one JSON line per state");
+  CommandLine::AddJson(decide, &options->json);
+  decide->add_flag("--strict", options->strict,
+                   "exit 1 when a label logprob was missing");
+}
+
+void AddAnnotateCommand(CommandLine* line) {
+  auto options = std::make_shared<AnnotateCommandOptions>();
+  CLI::App* annotate = line->Command(
+      nullptr, "annotate", "decide and propose AVUs for dataset cards",
+      [options](const Invocation& in) {
+        options->replay_flags = in.replay_flags(options->backend);
+        return RunAnnotate(in.config, *options);
+      });
+  annotate
+      ->add_option("--card", options->cards,
+                   "dataset card, or a directory of *.md cards (repeatable)")
+      ->required();
+  line->AddBackendFlags(annotate, &options->backend);
+  annotate
+      ->add_option("--level", options->level,
+                   "raw | L0 | L1 | L2 | auto (default: decider.level)")
+      ->check(CLI::IsMember(kLevels));
+  annotate->add_option("--candidates", options->candidates,
+                       "recorded term searches (docs/annotate.md)");
+  annotate->add_option("--out", options->out,
+                       "write the evaluation result (JSON) here");
+  CommandLine::AddJson(annotate, &options->json);
+  annotate->add_flag("--strict", options->strict,
+                     "exit 1 when a label logprob was missing");
+}
+
+void AddConfigCommand(CommandLine* line) {
+  CLI::App* config = line->Group("config", "the effective configuration");
+  auto output = std::make_shared<OutputOptions>();
+  CLI::App* show = line->Command(
+      config, "show", "print the merged configuration as YAML (secrets masked)",
+      [output](const Invocation& in) {
+        return RunConfigShow(in.config, *output);
+      });
+  line->AddDaemonFlags(show);
+  line->AddGatewayFlags(show);
+  CommandLine::AddJson(show, &output->json);
+}
+
+// docs/learning.md.
+void AddLearnCommand(CommandLine* line) {
+  auto options = std::make_shared<LearnOptions>();
+  CLI::App* learn =
+      line->Group("learn", "labels and fitting: ingest, fit L1 or L2, promote");
+  CLI::App* ingest = line->Command(
+      learn, "ingest", "validate a JSON-lines labels file and store it",
+      [options](const Invocation& in) {
+        options->replay_flags = in.replay_flags(options->backend);
+        return RunLearnIngest(in.config, *options);
+      });
+  ingest->add_option("--labels", options->labels_file,
+                     "the labels file (JSON lines; docs/learning.md)");
+  CommandLine::AddJson(ingest, &options->json);
+
+  CLI::App* fit = line->Command(
+      learn, "fit",
+      "fit one question with leave-one-card-out; exit 0 iff fitted",
+      [options](const Invocation& in) {
+        options->replay_flags = in.replay_flags(options->backend);
+        return RunLearnFit(in.config, *options);
+      });
+  line->AddBackendFlags(fit, &options->backend);
+  fit->add_option("--question", options->question_id,
+                  "question id (default term.fits)");
+  fit->add_option("--level", options->level, "L1 | L2 (default L1)")
+      ->check(CLI::IsMember({"L1", "L2"}));
+  fit->add_flag("--no-loco", options->no_loco,
+                "skip leave-one-card-out (exploratory only)");
+  fit->add_option("--out", options->out,
+                  "also write artifacts.json, manifest.json and "
+                  "report.json here");
+  CommandLine::AddJson(fit, &options->json);
+
+  AddLearnPromote(line, learn);
+}
+
+// docs/learning.md.
+void AddBenchCommand(CommandLine* line) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* bench =
+      line->Group("bench", "bench tasks from the label store, and tables");
+  CLI::App* run = line->Command(
+      bench, "run",
+      "every task at each level; writes <out>/<date>/<slug>.<backend>.*",
+      [options](const Invocation& in) {
+        return RunBenchRun(in.config, *options);
+      });
+  line->AddBackendFlags(run, &options->backend);
+  run->add_option("--tasks", options->tasks,
+                  "task names a,b (default: every task with items)");
+  run->add_option("--levels", options->levels,
+                  "raw,L0,L1,L2 subset (default raw,L0,L1)");
+  run->add_flag("--no-loco", options->no_loco, "L1/L2 cells become n/a");
+  run->add_flag("--no-flip", options->no_flip,
+                "skip the option-reversal probe");
+  run->add_flag("--strict", options->strict,
+                "exit 1 when a label logprob was missing");
+  run->add_option("--out", options->out,
+                  "results root (default bench/results)");
+  run->add_option("--date", options->date,
+                  "results directory name YYYY-MM-DD (default today, UTC)");
+  CommandLine::AddJson(run, &options->json);
+
+  CLI::App* table = line->Command(
+      bench, "table", "print the table of a results file",
+      [options](const Invocation&) { return RunBenchTable(*options); });
+  table->add_option("--results", options->results, "a bench run's JSON file");
+  CommandLine::AddJson(table, &options->json);
+}
+
+// docs/bundles.md; learn promote is AddLearnPromote.
+void AddBundlesCommand(CommandLine* line) {
+  auto options = std::make_shared<BundlesCommandOptions>();
+  CLI::App* bundles = line->Group("bundles", "versioned L1/L2 bundles");
+  CLI::App* list = line->Command(bundles, "list",
+                                 "every version and which question serves it",
+                                 [options](const Invocation& in) {
+                                   return RunBundlesList(in.config, *options);
+                                 });
+  AddBundleFlags(line, list, options.get());
+  list->add_option("--question", options->question,
+                   "only this question's versions");
+
+  CLI::App* rollback = line->Command(
+      bundles, "rollback", "move --question's CURRENT back to the one before",
+      [options](const Invocation& in) {
+        return RunBundlesRollback(in.config, *options);
+      });
+  AddBundleFlags(line, rollback, options.get());
+  rollback->add_option("--question", options->question)->required();
+}
+
+}  // namespace mesa_anyjev::client
