@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -19,10 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/gateway/http_exchange.h"
 #include "common/status/status_macros.h"
-#include "common/text/strict_json.h"
-#include "common/text/utf8.h"
 #include "common/util/secret.h"
-#include "nlohmann/json.hpp"
 
 namespace mesa_anyjev::gateway {
 namespace {
@@ -85,6 +81,40 @@ absl::Status LivenessOf(const GatewayOptions& options, const std::string& base,
     if (http_status != 404) break;
   }
   return status;
+}
+
+// The options Create checks before it loads anything (the URL apart).
+absl::Status CheckOptions(const GatewayOptions& options) {
+  if (options.served_model.empty()) {
+    return absl::InvalidArgumentError("gateway served_model is empty");
+  }
+  if (options.label_readout != "top_k" &&
+      options.label_readout != "token_ids") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gateway label_readout '", options.label_readout,
+                     "' (Create takes token_ids or top_k; Connect also auto)"));
+  }
+  if (options.workers < 1 || options.attempts < 1 ||
+      options.breaker_failures < 1 || options.logprobs < 1 ||
+      !(options.timeout_s > 0) || !(options.connect_timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        "gateway workers, attempts, breaker_failures, logprobs and timeouts "
+        "must be positive");
+  }
+  if (!options.ca_file.empty() && !std::filesystem::exists(options.ca_file)) {
+    return absl::NotFoundError(
+        absl::StrCat("gateway ca_file ", options.ca_file, " does not exist"));
+  }
+  return absl::OkStatus();
+}
+
+// The chat template beside the tokenizer: tokenizer_config.json in the
+// directory that holds (or is) `tokenizer`.
+absl::StatusOr<text::ChatTemplate> ChatTemplateBeside(
+    const std::string& tokenizer) {
+  std::filesystem::path dir(tokenizer);
+  if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
+  return text::ChatTemplate::FromFile((dir / "tokenizer_config.json").string());
 }
 
 }  // namespace
@@ -192,44 +222,21 @@ absl::StatusOr<std::unique_ptr<GatewayBackend>> GatewayBackend::Create(
     const GatewayOptions& options) {
   CurlGlobalInit();
   ASSIGN_OR_RETURN(std::string base, ValidateBaseUrl(options));
-  if (options.served_model.empty()) {
-    return absl::InvalidArgumentError("gateway served_model is empty");
-  }
-  if (options.label_readout != "top_k" &&
-      options.label_readout != "token_ids") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gateway label_readout '", options.label_readout,
-                     "' (Create takes token_ids or top_k; Connect also auto)"));
-  }
-  if (options.workers < 1 || options.attempts < 1 ||
-      options.breaker_failures < 1 || options.logprobs < 1 ||
-      !(options.timeout_s > 0) || !(options.connect_timeout_s > 0)) {
-    return absl::InvalidArgumentError(
-        "gateway workers, attempts, breaker_failures, logprobs and timeouts "
-        "must be positive");
-  }
-  if (!options.ca_file.empty() && !std::filesystem::exists(options.ca_file)) {
-    return absl::NotFoundError(
-        absl::StrCat("gateway ca_file ", options.ca_file, " does not exist"));
-  }
-  absl::StatusOr<std::optional<std::string>> key = util::LoadSecret(
-      options.api_key_env, options.api_key_file, "gateway API key");
-  if (!key.ok()) return key.status();
+  RETURN_IF_ERROR(CheckOptions(options));
+  ASSIGN_OR_RETURN(std::optional<std::string> key,
+                   util::LoadSecret(options.api_key_env, options.api_key_file,
+                                    "gateway API key"));
   if (options.tokenizer.empty()) {
     return absl::InvalidArgumentError(
         "gateway tokenizer is empty (the served model's tokenizer.json)");
   }
-  absl::StatusOr<std::unique_ptr<text::BpeTokenizer>> tokenizer =
-      text::BpeTokenizer::FromFile(options.tokenizer);
-  if (!tokenizer.ok()) return tokenizer.status();
-  std::filesystem::path dir(options.tokenizer);
-  if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
-  absl::StatusOr<text::ChatTemplate> chat =
-      text::ChatTemplate::FromFile((dir / "tokenizer_config.json").string());
-  if (!chat.ok()) return chat.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<text::BpeTokenizer> tokenizer,
+                   text::BpeTokenizer::FromFile(options.tokenizer));
+  ASSIGN_OR_RETURN(text::ChatTemplate chat,
+                   ChatTemplateBeside(options.tokenizer));
   return std::unique_ptr<GatewayBackend>(
-      new GatewayBackend(options, std::move(base), *std::move(key),
-                         *std::move(tokenizer), *std::move(chat)));
+      new GatewayBackend(options, std::move(base), std::move(key),
+                         std::move(tokenizer), std::move(chat)));
 }
 
 GatewayBackend::GatewayBackend(const GatewayOptions& options,
@@ -462,14 +469,8 @@ absl::StatusOr<std::unique_ptr<GatewayBackend>> GatewayBackend::Connect(
   if (options.label_readout != "auto") return backend;
   const TokenId yes = backend->tokenizer_->TokenToId("Yes");
   const TokenId no = backend->tokenizer_->TokenToId("No");
-  const nlohmann::json probe = {{"model", options.served_model},
-                                {"prompt", "Answer Yes or No."},
-                                {"max_tokens", 1},
-                                {"temperature", 0.0},
-                                {"logprobs", 1},
-                                {"logprob_token_ids", {yes, no}},
-                                {"return_tokens_as_token_ids", true}};
-  const auto answer = backend->Post(probe.dump(), control);
+  const auto answer =
+      backend->Post(TokenIdsProbe(options.served_model, yes, no), control);
   if (answer.ok() && answer->contains(TokenIdKey(yes)) &&
       answer->contains(TokenIdKey(no))) {
     backend->UseTokenIds();
@@ -493,88 +494,36 @@ void GatewayBackend::UseTokenIds() {
 
 absl::Status GatewayBackend::CheckLogprobsCap(int32_t logprobs,
                                               const CallControl& control) {
-  const nlohmann::json request = {{"model", options_.served_model},
-                                  {"prompt", "Answer Yes or No."},
-                                  {"max_tokens", 1},
-                                  {"temperature", 0.0},
-                                  {"logprobs", logprobs}};
-  return Post(request.dump(), control).status();
+  return Post(CompletionRequest(options_.served_model, kProbePrompt, logprobs),
+              control)
+      .status();
 }
 
 absl::StatusOr<PromptLogprobs> GatewayBackend::One(
     const std::vector<TokenId>& prompt_ids,
     const std::vector<TokenId>& label_ids, int32_t top_k,
     const CallControl& control) {
-  absl::StatusOr<std::string> prompt = tokenizer_->Decode(prompt_ids);
-  if (!prompt.ok()) return prompt.status();
-  const bool by_id = readout_ == LabelReadout::kTokenIds;
-  nlohmann::json request = {{"model", options_.served_model},
-                            {"prompt", *prompt},
-                            {"max_tokens", 1},
-                            {"temperature", 0.0},
-                            {"logprobs", options_.logprobs}};
-  if (by_id) {
-    request["return_tokens_as_token_ids"] = true;
-    // Asking for the labels by id replaces the natural top list, so a call
-    // that wants that list reads its labels from it, by id.
-    if (top_k == 0 && !label_ids.empty()) {
-      request["logprobs"] = 1;
-      request["logprob_token_ids"] =
-          std::set<TokenId>(label_ids.begin(), label_ids.end());
-    }
-  }
-  absl::StatusOr<std::map<std::string, double>> top =
-      Post(request.dump(), control);
-  if (!top.ok()) return top.status();
-
+  ASSIGN_OR_RETURN(const std::string prompt, tokenizer_->Decode(prompt_ids));
+  ASSIGN_OR_RETURN(
+      const auto top,
+      Post(LabelRequest(options_.served_model, prompt, options_.logprobs,
+                        readout_, label_ids, top_k),
+           control));
   PromptLogprobs out;
   out.n_tokens = static_cast<int32_t>(prompt_ids.size());
   out.label_logprobs.reserve(label_ids.size());
-  for (TokenId id : label_ids) {
-    std::optional<double> value;
-    if (by_id) {
-      if (const auto it = top->find(TokenIdKey(id)); it != top->end()) {
-        value = it->second;
-      }
-    } else {
-      const TokenId single[] = {id};
-      absl::StatusOr<std::string> decoded = tokenizer_->Decode(single);
-      const std::string raw(tokenizer_->IdToToken(id));
-      value = LookupLabel(*top, decoded.ok() ? *decoded : raw, raw);
-    }
-    if (!value.has_value()) {
-      missing_label_events_.fetch_add(1);
-      if (options_.observer != nullptr) {
-        options_.observer->OnGatewayMissingLabel();
-      }
-      value = kMissingLogprob;
-    }
-    out.label_logprobs.push_back(*value);
+  for (const std::optional<double>& value :
+       LabelLogprobs(top, label_ids, readout_, *tokenizer_)) {
+    if (!value.has_value()) MissingLabel();
+    out.label_logprobs.push_back(value.value_or(kMissingLogprob));
   }
-  if (top_k > 0) {
-    // The top list back as ids: raw spelling first, else a one-id encoding.
-    for (const auto& [key, logprob] : *top) {
-      if (by_id) {
-        if (const auto id = TokenIdOfKey(key); id.has_value()) {
-          out.top.push_back(TopToken{*id, logprob});
-        }
-        continue;
-      }
-      TokenId id = tokenizer_->TokenToId(key);
-      if (id < 0) {
-        absl::StatusOr<std::vector<TokenId>> ids = tokenizer_->Encode(key);
-        if (!ids.ok() || ids->size() != 1) continue;
-        id = (*ids)[0];
-      }
-      out.top.push_back(TopToken{id, logprob});
-    }
-    std::sort(out.top.begin(), out.top.end(),
-              [](const TopToken& a, const TopToken& b) {
-                return a.logprob > b.logprob;
-              });
-    if (static_cast<int32_t>(out.top.size()) > top_k) out.top.resize(top_k);
-  }
+  if (top_k > 0) out.top = TopTokens(top, top_k, readout_, *tokenizer_);
   return out;
+}
+
+void GatewayBackend::MissingLabel() {
+  missing_label_events_.fetch_add(1);
+  if (options_.observer != nullptr) options_.observer->OnGatewayMissingLabel();
 }
 
 absl::StatusOr<std::vector<std::vector<PromptLogprobs>>>

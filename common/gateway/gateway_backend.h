@@ -27,14 +27,13 @@
 #include "common/config/config.h"
 #include "common/gateway/circuit_breaker.h"
 #include "common/gateway/completion_answer.h"
+#include "common/gateway/completions_mapping.h"
 #include "common/text/bpe_tokenizer.h"
 #include "common/text/chat_template.h"
 
 namespace mesa_anyjev::gateway {
 
 struct HttpResult;  // http_exchange.h
-
-inline constexpr double kMissingLogprob = -30.0;
 
 // What a router's metrics hear from the gateway (docs/operations.md). Called
 // from request threads; implementations must be thread-safe.
@@ -106,12 +105,6 @@ bool IsRetryableHttpStatus(int64_t http_status);
 // 300 bytes) goes in the message.
 absl::Status HttpStatusToStatus(int64_t http_status, const std::string& body);
 
-// How label logprobs are read off an answer. kTokenIds: the request names
-// the labels (vLLM's logprob_token_ids) and answers are keyed
-// "token_id:<id>" (return_tokens_as_token_ids), so every label has its
-// exact value. kTopK: labels are looked up by text in the top `logprobs`.
-enum class LabelReadout { kTopK, kTokenIds };
-
 // The widest choice the token_ids readout serves: every letter label.
 inline constexpr int32_t kTokenIdsMaxChoiceK = kMaxChoiceOptions;
 
@@ -175,12 +168,14 @@ class GatewayBackend : public Backend {
                  std::unique_ptr<text::BpeTokenizer> tokenizer,
                  text::ChatTemplate chat_template);
 
-  // One prompt: request with retries, parse, look up the labels.
+  // One prompt: request with retries, parse, read the labels and top list.
   absl::StatusOr<PromptLogprobs> One(const std::vector<TokenId>& prompt_ids,
                                      const std::vector<TokenId>& label_ids,
                                      int32_t top_k, const CallControl& control);
   // The token_ids readout, with the widest choice it serves.
   void UseTokenIds();
+  // Counts a label the answer did not hold, and reports it.
+  void MissingLabel();
   // Reports one attempt's outcome to the observer, if any.
   void Observe(const char* outcome, absl::Duration took) const;
   // Counts a failure in the breaker and reports its state.
