@@ -1,7 +1,8 @@
 // Validation follows the order of the data: length prefix (before anything is
 // parsed), header text, each entry on its own, then the layout of all
 // entries together. Offsets and sizes stay uint64_t with checked arithmetic
-// until they are known to lie inside the mapping.
+// until they are known to lie inside the mapping. Each step's message states
+// the broken rule; its caller puts the tensor, then Open the path, in front.
 #include "server/model/safetensors_file.h"
 
 #include <fcntl.h>
@@ -36,7 +37,7 @@ constexpr int kMaxHeaderDepth = 16;
 
 struct DTypeInfo {
   DType dtype;
-  std::string_view name;
+  const char* name;  // a C string: absl::StrCat takes no std::string_view
   size_t size;
 };
 
@@ -62,19 +63,45 @@ const DTypeInfo& Info(DType dtype) {
   return kDTypes[static_cast<size_t>(dtype)];
 }
 
-// An entry that passed its own checks, waiting for the layout check.
-struct Entry {
-  TensorView view;
+// Where a tensor's bytes lie, relative to the data section: [begin, end).
+struct Range {
   uint64_t begin;
   uint64_t end;
 };
+
+// An entry that passed its own checks, waiting for the layout check.
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  Range range;  // as many bytes as the shape and dtype need
+};
+
+// What the header holds, each entry checked on its own.
+struct HeaderContents {
+  std::map<std::string, std::string> metadata;
+  std::vector<Entry> entries;
+};
+
+template <typename... Parts>
+absl::Status Invalid(const Parts&... parts) {
+  return absl::InvalidArgumentError(absl::StrCat(parts...));
+}
+
+// `status` with `prefix` (what the message is about) before its message.
+absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
+  if (status.ok()) {
+    return status;
+  }
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-std::string RangeText(uint64_t begin, uint64_t end) {
-  return absl::StrCat("[", begin, ", ", end, "]");
+std::string RangeText(const Range& range) {
+  return absl::StrCat("[", range.begin, ", ", range.end, "]");
 }
 
 // `v` as an integer in [0, max]; the error says what `v` is instead, for the
@@ -85,19 +112,263 @@ absl::StatusOr<uint64_t> NonNegativeInt(const json& v, uint64_t max) {
     // this one had a sign: negative, or "-0", which the reference (serde's
     // usize) refuses too.
     const auto value = v.get<int64_t>();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "is negative (", value == 0 ? "-0" : absl::StrCat(value), ")"));
+    return Invalid("is negative (", value == 0 ? "-0" : absl::StrCat(value),
+                   ")");
   }
   if (!v.is_number_unsigned()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("is not an integer (", Printable(v.dump(), 64), ")"));
+    return Invalid("is not an integer (", Printable(v.dump(), 64), ")");
   }
   const auto value = v.get<uint64_t>();
   if (value > max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("is ", value, ", above the limit ", max));
+    return Invalid("is ", value, ", above the limit ", max);
   }
   return value;
+}
+
+// The u64 little-endian header length N, checked against the cap and the
+// file (at least 8 bytes) before anything is parsed or allocated.
+absl::StatusOr<uint64_t> HeaderLength(const std::byte* file, uint64_t size) {
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) {
+    header_len |= static_cast<uint64_t>(file[i]) << (8 * i);
+  }
+  if (header_len > SafetensorsFile::kMaxHeaderBytes) {
+    return Invalid("header length ", header_len, " exceeds the cap of ",
+                   SafetensorsFile::kMaxHeaderBytes, " bytes");
+  }
+  if (header_len > size - 8) {
+    return Invalid("header length ", header_len,
+                   " runs past the end of the file (", size, " bytes, 8 + ",
+                   header_len, " needed)");
+  }
+  return header_len;
+}
+
+// The header text as JSON: UTF-8, an object, strict (no duplicate key,
+// bounded nesting).
+absl::StatusOr<json> ParseHeader(std::string_view header) {
+  if (const int64_t bad = text::FirstInvalidUtf8(header); bad >= 0) {
+    return Invalid("header is not valid UTF-8 (byte ", bad, ")");
+  }
+  if (header.empty() || header.front() != '{') {
+    return Invalid("header is not a JSON object (it must start with '{')");
+  }
+  auto parsed = text::ParseStrictJson(
+      header, {.max_bytes = header.size(),  // bounded by HeaderLength
+               .max_bytes_name = "the header length",
+               .max_depth = kMaxHeaderDepth});
+  if (!parsed.ok()) {
+    return Invalid("header: ", parsed.status().message());
+  }
+  if (!parsed->is_object()) {
+    return Invalid("header is not a JSON object");
+  }
+  return *std::move(parsed);
+}
+
+// "__metadata__": an object of string -> string; null reads as "no
+// metadata", as in the reference.
+absl::StatusOr<std::map<std::string, std::string>> ParseMetadata(
+    const json& value) {
+  std::map<std::string, std::string> metadata;
+  if (value.is_null()) {
+    return metadata;
+  }
+  if (!value.is_object()) {
+    return Invalid("__metadata__ is not an object of string -> string");
+  }
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    if (!it->is_string()) {
+      return Invalid("__metadata__ entry '", Printable(it.key()),
+                     "' is not a string");
+    }
+    metadata.emplace(it.key(), it->get<std::string>());
+  }
+  return metadata;
+}
+
+// A tensor entry is an object with exactly dtype, shape and data_offsets.
+absl::Status CheckFields(const json& value) {
+  if (!value.is_object()) {
+    return Invalid("entry is not an object");
+  }
+  for (auto field = value.begin(); field != value.end(); ++field) {
+    if (field.key() != "dtype" && field.key() != "shape" &&
+        field.key() != "data_offsets") {
+      return Invalid("unexpected field '", Printable(field.key()),
+                     "' (only dtype, shape and data_offsets)");
+    }
+  }
+  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+    if (!value.contains(field)) {
+      return Invalid("missing '", field, "'");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One of the closed set of dtype names, refused by name otherwise.
+absl::StatusOr<DType> ParseDType(const json& dtype_json) {
+  if (!dtype_json.is_string()) {
+    return Invalid("dtype is not a string (", Printable(dtype_json.dump(), 64),
+                   ")");
+  }
+  const auto& name = dtype_json.get_ref<const std::string&>();
+  const std::optional<DType> dtype = DTypeFromName(name);
+  if (!dtype.has_value()) {
+    return Invalid("unknown dtype '", Printable(name), "'");
+  }
+  return *dtype;
+}
+
+// A list of dimensions in [0, 2^63): int64 because that is what tensor
+// libraries index with.
+absl::StatusOr<std::vector<int64_t>> ParseShape(const json& shape_json) {
+  if (!shape_json.is_array()) {
+    return Invalid("shape is not a list (", Printable(shape_json.dump(), 64),
+                   ")");
+  }
+  std::vector<int64_t> shape;
+  shape.reserve(shape_json.size());
+  for (size_t d = 0; d < shape_json.size(); ++d) {
+    const auto dim = NonNegativeInt(
+        shape_json[d],
+        static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+    if (!dim.ok()) {
+      return Prefixed(absl::StrCat("shape dimension ", d, " "), dim.status());
+    }
+    shape.push_back(static_cast<int64_t>(*dim));
+  }
+  return shape;
+}
+
+// Bytes the shape holds in `dtype`, multiplied left to right with a check
+// at every step, as the reference: a product that would wrap is refused
+// even if a later dimension is 0.
+absl::StatusOr<uint64_t> ByteSize(const std::vector<int64_t>& shape,
+                                  DType dtype) {
+  uint64_t numel = 1;
+  for (const int64_t dim : shape) {
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) {
+      return Invalid("shape ", ShapeText(shape),
+                     " has more elements than fit in 64 bits");
+    }
+  }
+  uint64_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, DTypeSize(dtype), &nbytes)) {
+    return Invalid("shape ", ShapeText(shape), " x ", Info(dtype).name,
+                   " is more bytes than fit in 64 bits");
+  }
+  return nbytes;
+}
+
+// data_offsets: a list [begin, end] of non-negative integers, begin <= end.
+absl::StatusOr<Range> ParseOffsets(const json& offsets_json) {
+  if (!offsets_json.is_array() || offsets_json.size() != 2) {
+    return Invalid("data_offsets is not a list [begin, end] (",
+                   Printable(offsets_json.dump(), 64), ")");
+  }
+  constexpr uint64_t kAny = std::numeric_limits<uint64_t>::max();
+  const auto begin = NonNegativeInt(offsets_json[0], kAny);
+  if (!begin.ok()) {
+    return Prefixed("data_offsets begin ", begin.status());
+  }
+  const auto end = NonNegativeInt(offsets_json[1], kAny);
+  if (!end.ok()) {
+    return Prefixed("data_offsets end ", end.status());
+  }
+  const Range range{.begin = *begin, .end = *end};
+  if (range.begin > range.end) {
+    return Invalid("data_offsets ", RangeText(range), ": begin is after end");
+  }
+  return range;
+}
+
+// One tensor entry on its own: its fields, its dtype, shape and offsets, and
+// a range inside the data section exactly as long as the shape needs.
+absl::StatusOr<Entry> ParseEntry(const std::string& name, const json& value,
+                                 uint64_t data_bytes) {
+  RETURN_IF_ERROR(CheckFields(value));
+  ASSIGN_OR_RETURN(const DType dtype, ParseDType(value["dtype"]));
+  ASSIGN_OR_RETURN(std::vector<int64_t> shape, ParseShape(value["shape"]));
+  ASSIGN_OR_RETURN(const uint64_t nbytes, ByteSize(shape, dtype));
+  ASSIGN_OR_RETURN(const Range range, ParseOffsets(value["data_offsets"]));
+  if (range.end > data_bytes) {
+    return Invalid("data_offsets ", RangeText(range),
+                   " run past the end of the data section (", data_bytes,
+                   " bytes)");
+  }
+  if (range.end - range.begin != nbytes) {
+    return Invalid("data_offsets ", RangeText(range), " hold ",
+                   range.end - range.begin, " bytes but shape ",
+                   ShapeText(shape), " x ", Info(dtype).name, " needs ",
+                   nbytes);
+  }
+  return Entry{
+      .name = name, .dtype = dtype, .shape = std::move(shape), .range = range};
+}
+
+// Every entry of the header, in key order: the metadata, and each tensor
+// checked on its own (its errors name it).
+absl::StatusOr<HeaderContents> ParseEntries(const json& root,
+                                            uint64_t data_bytes) {
+  HeaderContents contents;
+  contents.entries.reserve(root.size());
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      ASSIGN_OR_RETURN(contents.metadata, ParseMetadata(it.value()));
+      continue;
+    }
+    auto entry = ParseEntry(it.key(), it.value(), data_bytes);
+    if (!entry.ok()) {
+      return Prefixed(absl::StrCat("tensor '", Printable(it.key()), "': "),
+                      entry.status());
+    }
+    contents.entries.push_back(*std::move(entry));
+  }
+  return contents;
+}
+
+// File order: by data offset (then end, so a zero-byte tensor comes first).
+bool ByOffset(const Entry& a, const Entry& b) {
+  return std::pair(a.range.begin, a.range.end) <
+         std::pair(b.range.begin, b.range.end);
+}
+
+// Sorted by offset, the tensors must tile the data section exactly: the
+// first begins at 0, each where the previous ended (no gap, no overlap), and
+// the last ends where the file does (no trailing bytes).
+absl::Status CheckTiling(const std::vector<Entry>& sorted,
+                         uint64_t data_bytes) {
+  uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& entry : sorted) {
+    const std::string range = RangeText(entry.range);
+    if (entry.range.begin < covered) {
+      return Invalid("tensor '", Printable(entry.name), "': data_offsets ",
+                     range, " overlap tensor '", Printable(previous->name),
+                     "' at ", RangeText(previous->range));
+    }
+    if (entry.range.begin > covered) {
+      if (previous == nullptr) {
+        return Invalid("tensor '", Printable(entry.name), "': data_offsets ",
+                       range, " leave a gap of ", entry.range.begin,
+                       " bytes at the start of the data section");
+      }
+      return Invalid("tensor '", Printable(entry.name), "': data_offsets ",
+                     range, " leave a gap of ", entry.range.begin - covered,
+                     " bytes after tensor '", Printable(previous->name),
+                     "' at ", RangeText(previous->range));
+    }
+    covered = entry.range.end;
+    previous = &entry;
+  }
+  if (covered != data_bytes) {
+    return Invalid("data section is ", data_bytes,
+                   " bytes but the tensors end at ", covered, ": ",
+                   data_bytes - covered, " trailing bytes");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -151,7 +422,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
   // Owned from here on, so every early return below unmaps.
   std::unique_ptr<SafetensorsFile> file(
       new SafetensorsFile(path, static_cast<const std::byte*>(addr), size));
-  RETURN_IF_ERROR(file->Parse());
+  RETURN_IF_ERROR(Prefixed(absl::StrCat(path, ": "), file->Parse()));
   return file;
 }
 
@@ -169,212 +440,27 @@ const TensorView* SafetensorsFile::Find(std::string_view name) const {
 }
 
 absl::Status SafetensorsFile::Parse() {
-  auto file_error = [this](auto&&... parts) {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", parts...));
-  };
-
-  // 1. Length prefix, checked against the cap and the file before use.
-  uint64_t header_len = 0;
-  for (int i = 0; i < 8; ++i) {
-    header_len |= static_cast<uint64_t>(base_[i]) << (8 * i);
-  }
-  if (header_len > kMaxHeaderBytes) {
-    return file_error("header length ", header_len, " exceeds the cap of ",
-                      kMaxHeaderBytes, " bytes");
-  }
-  if (header_len > size_ - 8) {
-    return file_error("header length ", header_len,
-                      " runs past the end of the file (", size_, " bytes, 8 + ",
-                      header_len, " needed)");
-  }
+  ASSIGN_OR_RETURN(const uint64_t header_len, HeaderLength(base_, size_));
   header_ =
       std::string_view(reinterpret_cast<const char*>(base_ + 8), header_len);
-  const std::byte* data = base_ + 8 + header_len;
   data_bytes_ = size_ - 8 - header_len;
+  ASSIGN_OR_RETURN(const json root, ParseHeader(header_));
+  ASSIGN_OR_RETURN(HeaderContents contents, ParseEntries(root, data_bytes_));
+  std::stable_sort(contents.entries.begin(), contents.entries.end(), ByOffset);
+  RETURN_IF_ERROR(CheckTiling(contents.entries, data_bytes_));
 
-  // 2. Header text: UTF-8, an object, strict JSON.
-  if (const int64_t bad = text::FirstInvalidUtf8(header_); bad >= 0) {
-    return file_error("header is not valid UTF-8 (byte ", bad, ")");
-  }
-  if (header_.empty() || header_.front() != '{') {
-    return file_error("header is not a JSON object (it must start with '{')");
-  }
-  auto parsed = text::ParseStrictJson(
-      header_, {.max_bytes = header_.size(),  // bounded above
-                .max_bytes_name = "the header length",
-                .max_depth = kMaxHeaderDepth});
-  if (!parsed.ok()) {
-    return file_error("header: ", parsed.status().message());
-  }
-  const json& root = *parsed;
-  if (!root.is_object()) {
-    return file_error("header is not a JSON object");
-  }
-
-  // 3. Each entry on its own.
-  std::vector<Entry> entries;
-  entries.reserve(root.size());
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    const std::string& name = it.key();
-    const json& value = it.value();
-    if (name == "__metadata__") {
-      if (value.is_null()) {
-        continue;  // the reference reads null as "no metadata"
-      }
-      if (!value.is_object()) {
-        return file_error("__metadata__ is not an object of string -> string");
-      }
-      for (auto m = value.begin(); m != value.end(); ++m) {
-        if (!m->is_string()) {
-          return file_error("__metadata__ entry '", Printable(m.key()),
-                            "' is not a string");
-        }
-        metadata_.emplace(m.key(), m->get<std::string>());
-      }
-      continue;
-    }
-    auto tensor_error = [&](auto&&... parts) {
-      return file_error("tensor '", Printable(name), "': ", parts...);
-    };
-    if (!value.is_object()) {
-      return tensor_error("entry is not an object");
-    }
-    for (auto field = value.begin(); field != value.end(); ++field) {
-      if (field.key() != "dtype" && field.key() != "shape" &&
-          field.key() != "data_offsets") {
-        return tensor_error("unexpected field '", Printable(field.key()),
-                            "' (only dtype, shape and data_offsets)");
-      }
-    }
-    for (const char* field : {"dtype", "shape", "data_offsets"}) {
-      if (!value.contains(field)) {
-        return tensor_error("missing '", field, "'");
-      }
-    }
-
-    const json& dtype_json = value["dtype"];
-    if (!dtype_json.is_string()) {
-      return tensor_error("dtype is not a string (",
-                          Printable(dtype_json.dump(), 64), ")");
-    }
-    const auto& dtype_name = dtype_json.get_ref<const std::string&>();
-    const std::optional<DType> dtype = DTypeFromName(dtype_name);
-    if (!dtype.has_value()) {
-      return tensor_error("unknown dtype '", Printable(dtype_name), "'");
-    }
-
-    const json& shape_json = value["shape"];
-    if (!shape_json.is_array()) {
-      return tensor_error("shape is not a list (",
-                          Printable(shape_json.dump(), 64), ")");
-    }
-    std::vector<int64_t> shape;
-    shape.reserve(shape_json.size());
-    for (size_t d = 0; d < shape_json.size(); ++d) {
-      // int64 because that is what tensor libraries index with.
-      const auto dim = NonNegativeInt(
-          shape_json[d],
-          static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
-      if (!dim.ok()) {
-        return tensor_error("shape dimension ", d, " ", dim.status().message());
-      }
-      shape.push_back(static_cast<int64_t>(*dim));
-    }
-    // Left to right with a check at every step, as the reference: a product
-    // that would wrap is refused even if a later dimension is 0.
-    uint64_t numel = 1;
-    for (const int64_t dim : shape) {
-      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) {
-        return tensor_error("shape ", ShapeText(shape),
-                            " has more elements than fit in 64 bits");
-      }
-    }
-    uint64_t nbytes = 0;
-    if (__builtin_mul_overflow(numel, DTypeSize(*dtype), &nbytes)) {
-      return tensor_error("shape ", ShapeText(shape), " x ", dtype_name,
-                          " is more bytes than fit in 64 bits");
-    }
-
-    const json& offsets_json = value["data_offsets"];
-    if (!offsets_json.is_array() || offsets_json.size() != 2) {
-      return tensor_error("data_offsets is not a list [begin, end] (",
-                          Printable(offsets_json.dump(), 64), ")");
-    }
-    const auto begin =
-        NonNegativeInt(offsets_json[0], std::numeric_limits<uint64_t>::max());
-    if (!begin.ok()) {
-      return tensor_error("data_offsets begin ", begin.status().message());
-    }
-    const auto end =
-        NonNegativeInt(offsets_json[1], std::numeric_limits<uint64_t>::max());
-    if (!end.ok()) {
-      return tensor_error("data_offsets end ", end.status().message());
-    }
-    const std::string range = RangeText(*begin, *end);
-    if (*begin > *end) {
-      return tensor_error("data_offsets ", range, ": begin is after end");
-    }
-    if (*end > data_bytes_) {
-      return tensor_error("data_offsets ", range,
-                          " run past the end of the data section (",
-                          data_bytes_, " bytes)");
-    }
-    if (*end - *begin != nbytes) {
-      return tensor_error("data_offsets ", range, " hold ", *end - *begin,
-                          " bytes but shape ", ShapeText(shape), " x ",
-                          dtype_name, " needs ", nbytes);
-    }
-    entries.push_back(
-        Entry{.view = TensorView{.name = name,
-                                 .dtype = *dtype,
-                                 .shape = std::move(shape),
-                                 .data = data + *begin,
-                                 .nbytes = static_cast<size_t>(nbytes)},
-              .begin = *begin,
-              .end = *end});
-  }
-
-  // 4. Layout: sorted by offset, the ranges tile [0, data_bytes_) exactly.
-  std::stable_sort(
-      entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-        return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
-      });
-  uint64_t covered = 0;
-  const Entry* previous = nullptr;
-  for (const Entry& entry : entries) {
-    const std::string range = RangeText(entry.begin, entry.end);
-    if (entry.begin < covered) {
-      return file_error("tensor '", Printable(entry.view.name),
-                        "': data_offsets ", range, " overlap tensor '",
-                        Printable(previous->view.name), "' at ",
-                        RangeText(previous->begin, previous->end));
-    }
-    if (entry.begin > covered) {
-      if (previous == nullptr) {
-        return file_error("tensor '", Printable(entry.view.name),
-                          "': data_offsets ", range, " leave a gap of ",
-                          entry.begin,
-                          " bytes at the start of the data section");
-      }
-      return file_error("tensor '", Printable(entry.view.name),
-                        "': data_offsets ", range, " leave a gap of ",
-                        entry.begin - covered, " bytes after tensor '",
-                        Printable(previous->view.name), "' at ",
-                        RangeText(previous->begin, previous->end));
-    }
-    covered = entry.end;
-    previous = &entry;
-  }
-  if (covered != data_bytes_) {
-    return file_error("data section is ", data_bytes_,
-                      " bytes but the tensors end at ", covered, ": ",
-                      data_bytes_ - covered, " trailing bytes");
-  }
-
-  tensors_.reserve(entries.size());
-  for (Entry& entry : entries) {
-    index_.emplace(entry.view.name, tensors_.size());
-    tensors_.push_back(std::move(entry.view));
+  // Valid: hand out views of the data section, in file order.
+  metadata_ = std::move(contents.metadata);
+  const std::byte* data = base_ + 8 + header_len;
+  tensors_.reserve(contents.entries.size());
+  for (Entry& entry : contents.entries) {
+    index_.emplace(entry.name, tensors_.size());
+    tensors_.push_back(TensorView{
+        .name = std::move(entry.name),
+        .dtype = entry.dtype,
+        .shape = std::move(entry.shape),
+        .data = data + entry.range.begin,
+        .nbytes = static_cast<size_t>(entry.range.end - entry.range.begin)});
   }
   return absl::OkStatus();
 }

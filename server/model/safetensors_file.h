@@ -121,6 +121,8 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile(std::string path, const std::byte* base, size_t size);
+  // Validates the mapping. Messages state the broken rule; Open puts the
+  // path in front.
   absl::Status Parse();
 
   const std::string path_;
