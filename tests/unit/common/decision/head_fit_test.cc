@@ -1,6 +1,7 @@
 // L2 (decision-method.md 16.7): numpy's legacy permutations and folds,
 // default candidate blocks, the LDA Woodbury solve against the direct one,
-// ridge, selection, and the heads-file arrays.
+// ridge, selection (a configuration that does not solve, ties), and the
+// heads-file arrays.
 #include "common/decision/head_fit.h"
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 
 #include "common/decision/legacy_random_state.h"
 #include "common/decision/linear_head.h"
+#include "common/decision/numpy_ops.h"
 
 namespace mesa_anyjev::decision {
 namespace {
@@ -143,6 +145,49 @@ TEST_CASE("BestHeadOfKind picks a layer by out-of-fold NLL", "[decision]") {
                                                {0, 1, 2, 3, 4, 0, 1, 2, 3}, 5,
                                                "ridge")
                                     .status()));
+}
+
+TEST_CASE("BestHeadOfKind skips a configuration that does not solve",
+          "[decision]") {
+  const Data data = Blobs(40, 0.5, 6);
+  // Constant features standardise to zero: no residual, so LDA's n x n
+  // system is the zero matrix at every shrinkage, in every fold.
+  const Matrix flat = Matrix::Constant(40, 12, 3.0);
+  const auto head = BestHeadOfKind({flat, data.x}, data.y, 3, "lda");
+  REQUIRE(head.ok());
+  CHECK(head->layer == 1);
+  const auto none = BestHeadOfKind({flat}, data.y, 3, "lda");
+  CHECK(absl::IsFailedPrecondition(none.status()));
+  CHECK(none.status().message() == "every head configuration failed to solve");
+  // Ridge adds lam to the diagonal: it solves the same layer.
+  const auto ridge = BestHeadOfKind({flat}, data.y, 3, "ridge");
+  REQUIRE(ridge.ok());
+  CHECK(ridge->layer == 0);
+}
+
+TEST_CASE(
+    "BestHeadOfKind keeps the earlier layer on a tie and refits it on "
+    "every row",
+    "[decision]") {
+  const Data noise = Blobs(40, 50.0, 7);
+  const Data signal = Blobs(40, 0.5, 8);
+  // Layers 1 and 2 are the same matrix, so their out-of-fold NLL is equal.
+  const auto head =
+      BestHeadOfKind({noise.x, signal.x, signal.x}, signal.y, 3, "ridge");
+  REQUIRE(head.ok());
+  CHECK(head->layer == 1);
+  CHECK(head->kind == "ridge");
+  CHECK(head->params.contains("lam"));
+  CHECK(head->cv.contains("oof_nll"));
+  CHECK(head->cv["oof_nll"].get<double>() > 0.0);
+  // The refit standardises on all 40 rows, not on a fold's.
+  CHECK((head->mean - ColumnMeans(signal.x)).cwiseAbs().maxCoeff() == 0.0);
+  CHECK(head->w.rows() == 12);
+  CHECK(head->w.cols() == 3);
+  CHECK(head->b.size() == 3);
+  const auto unknown = BestHeadOfKind({signal.x}, signal.y, 3, "svm");
+  CHECK(absl::IsInvalidArgument(unknown.status()));
+  CHECK(unknown.status().message() == "unknown head kind 'svm' (lda or ridge)");
 }
 
 TEST_CASE("heads-file arrays (16.7.33)", "[decision]") {
