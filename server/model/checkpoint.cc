@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/text/strict_json.h"
@@ -149,10 +150,16 @@ void HashBytes(EVP_MD_CTX* ctx, std::string_view bytes) {
   EVP_DigestUpdate(ctx, bytes.data(), bytes.size());
 }
 
-}  // namespace
+// Which files hold the weights: model.safetensors alone, or the shards an
+// index names, sorted by file name (the fingerprint's order), with the
+// index's tensor -> file map they must agree with.
+struct Layout {
+  std::vector<std::string> shard_files;
+  std::optional<std::map<std::string, std::string>> weight_map;
+};
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
-    const std::string& dir) {
+// `dir` made canonical, with the hub cache's blobs/ when it is a snapshot.
+absl::StatusOr<Root> FindRoot(const std::string& dir) {
   std::error_code ec;
   const fs::path real = fs::canonical(dir, ec);
   if (ec) {
@@ -171,138 +178,171 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
       root.blobs = blobs.string();
     }
   }
+  return root;
+}
 
-  std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
-  checkpoint->dir_ = dir;
-  const std::string config_name(kConfigName);
-  ASSIGN_OR_RETURN(const std::string config_path,
-                   Resolve(root, config_name, config_name));
+absl::StatusOr<std::string> ReadConfig(const Root& root) {
+  const std::string name(Checkpoint::kConfigName);
+  ASSIGN_OR_RETURN(const std::string path, Resolve(root, name, name));
+  return util::ReadFile(path, {.max_bytes = Checkpoint::kMaxConfigBytes,
+                               .limit_name = "the config.json cap"});
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ReadIndex(const Root& root) {
+  const std::string name(Checkpoint::kIndexName);
+  ASSIGN_OR_RETURN(const std::string path, Resolve(root, name, name));
   ASSIGN_OR_RETURN(
-      checkpoint->config_json_,
-      util::ReadFile(config_path, {.max_bytes = kMaxConfigBytes,
-                                   .limit_name = "the config.json cap"}));
+      const std::string text,
+      util::ReadFile(path, {.max_bytes = Checkpoint::kMaxIndexBytes,
+                            .limit_name = "the index cap"}));
+  return ParseIndex(text, path);
+}
 
-  // Which shards, and (when sharded) which tensor each must hold.
-  const std::string single_name(kSingleName);
-  const std::string index_name(kIndexName);
-  const bool has_single = Exists((real / single_name).string());
-  const bool has_index = Exists((real / index_name).string());
+// Exactly one of model.safetensors and the index must be there; having
+// both is refused as ambiguous rather than guessing which one to serve.
+absl::StatusOr<Layout> FindLayout(const Root& root) {
+  const std::string single_name(Checkpoint::kSingleName);
+  const std::string index_name(Checkpoint::kIndexName);
+  const bool has_single = Exists((fs::path(root.real) / single_name).string());
+  const bool has_index = Exists((fs::path(root.real) / index_name).string());
   if (has_single && has_index) {
     return absl::InvalidArgumentError(
-        absl::StrCat(dir, ": both ", single_name, " and ", index_name,
+        absl::StrCat(root.dir, ": both ", single_name, " and ", index_name,
                      " are present; keep the one to serve"));
   }
   if (!has_single && !has_index) {
-    return absl::NotFoundError(absl::StrCat(
-        dir, ": neither ", single_name, " nor ", index_name, " is present"));
+    return absl::NotFoundError(absl::StrCat(root.dir, ": neither ", single_name,
+                                            " nor ", index_name,
+                                            " is present"));
   }
-  std::optional<std::map<std::string, std::string>> weight_map;
-  std::set<std::string> shard_names;  // sorted: the fingerprint's order
-  if (has_index) {
-    ASSIGN_OR_RETURN(const std::string index_path,
-                     Resolve(root, index_name, index_name));
-    ASSIGN_OR_RETURN(
-        const std::string index_text,
-        util::ReadFile(index_path, {.max_bytes = kMaxIndexBytes,
-                                    .limit_name = "the index cap"}));
-    ASSIGN_OR_RETURN(weight_map, ParseIndex(index_text, index_path));
-    for (const auto& [tensor, file] : *weight_map) {
-      shard_names.insert(file);
-    }
-  } else {
-    shard_names.insert(single_name);
+  if (has_single) {
+    return Layout{.shard_files = {single_name}, .weight_map = std::nullopt};
   }
+  ASSIGN_OR_RETURN(auto weight_map, ReadIndex(root));
+  std::set<std::string> files;
+  for (const auto& [tensor, file] : weight_map) {
+    files.insert(file);
+  }
+  return Layout{.shard_files = {files.begin(), files.end()},
+                .weight_map = std::move(weight_map)};
+}
 
-  // Map and validate every shard; a tensor may live in only one.
-  std::vector<std::string> shard_files;  // parallel to shards_
-  for (const std::string& name : shard_names) {
-    const std::string what = has_index
-                                 ? absl::StrCat("shard '", Printable(name),
-                                                "' (named in ", index_name, ")")
-                                 : name;
+// Maps and validates every shard of `layout`, in its order.
+absl::StatusOr<std::vector<std::unique_ptr<SafetensorsFile>>> OpenShards(
+    const Root& root, const Layout& layout) {
+  std::vector<std::unique_ptr<SafetensorsFile>> shards;
+  for (const std::string& name : layout.shard_files) {
+    const std::string what =
+        layout.weight_map.has_value()
+            ? absl::StrCat("shard '", Printable(name), "' (named in ",
+                           std::string(Checkpoint::kIndexName), ")")
+            : name;
     ASSIGN_OR_RETURN(const std::string path, Resolve(root, name, what));
     ASSIGN_OR_RETURN(auto shard, SafetensorsFile::Open(path));
-    checkpoint->shards_.push_back(std::move(shard));
-    shard_files.push_back(name);
+    shards.push_back(std::move(shard));
   }
-  std::map<const SafetensorsFile*, const std::string*> file_of;
-  for (size_t i = 0; i < shard_files.size(); ++i) {
-    file_of[checkpoint->shards_[i].get()] = &shard_files[i];
-  }
-  for (size_t i = 0; i < checkpoint->shards_.size(); ++i) {
-    const SafetensorsFile* shard = checkpoint->shards_[i].get();
-    for (const TensorView& view : shard->tensors()) {
-      const auto [it, inserted] =
-          checkpoint->tensors_.emplace(view.name, Located{&view, shard});
-      if (!inserted) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(dir, ": tensor '", Printable(view.name),
-                         "' is in both ", Printable(*file_of[it->second.shard]),
-                         " and ", Printable(shard_files[i])));
-      }
-    }
-    checkpoint->total_bytes_ += static_cast<int64_t>(shard->data_bytes());
-  }
+  return shards;
+}
 
-  if (weight_map.has_value()) {
-    for (const auto& [tensor, file] : *weight_map) {
-      const auto it = checkpoint->tensors_.find(tensor);
-      if (it == checkpoint->tensors_.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            dir, ": tensor '", Printable(tensor), "' is listed in ", index_name,
-            " for ", Printable(file), " but ", Printable(file),
-            " does not have it"));
-      }
-      const std::string& actual = *file_of[it->second.shard];
-      if (actual != file) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            dir, ": tensor '", Printable(tensor), "' is listed in ", index_name,
-            " for ", Printable(file), " but is in ", Printable(actual)));
-      }
-    }
-    for (size_t i = 0; i < checkpoint->shards_.size(); ++i) {
-      for (const TensorView& view : checkpoint->shards_[i]->tensors()) {
-        if (weight_map->find(view.name) == weight_map->end()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              dir, ": tensor '", Printable(view.name), "' in ",
-              Printable(shard_files[i]), " is not listed in ", index_name));
-        }
-      }
-    }
+// The fingerprint as checkpoint.h defines it; `shards` sorted by file name.
+absl::StatusOr<std::string> HashStructure(
+    const std::string& config_json,
+    const std::vector<std::unique_ptr<SafetensorsFile>>& shards) {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  if (ctx == nullptr || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(ctx);
+    return absl::InternalError("cannot initialise SHA-256");
+  }
+  HashBytes(ctx, config_json);
+  HashU64(ctx, shards.size());
+  for (const auto& shard : shards) {
+    HashBytes(ctx, shard->header());
+  }
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int digest_size = 0;
+  EVP_DigestFinal_ex(ctx, digest.data(), &digest_size);
+  EVP_MD_CTX_free(ctx);
+  return absl::BytesToHexString(absl::string_view(
+      reinterpret_cast<const char*>(digest.data()), digest_size));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
+    const std::string& dir) {
+  ASSIGN_OR_RETURN(const Root root, FindRoot(dir));
+  std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
+  checkpoint->dir_ = dir;
+  ASSIGN_OR_RETURN(checkpoint->config_json_, ReadConfig(root));
+  ASSIGN_OR_RETURN(const Layout layout, FindLayout(root));
+  ASSIGN_OR_RETURN(checkpoint->shards_, OpenShards(root, layout));
+  RETURN_IF_ERROR(checkpoint->LocateTensors(layout.shard_files));
+  if (layout.weight_map.has_value()) {
+    RETURN_IF_ERROR(
+        checkpoint->CheckIndex(*layout.weight_map, layout.shard_files));
   }
   if (checkpoint->tensors_.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(dir, ": the checkpoint holds no tensors"));
   }
-
-  checkpoint->names_.reserve(checkpoint->tensors_.size());
-  for (const auto& [name, located] : checkpoint->tensors_) {
-    checkpoint->names_.push_back(name);
-  }
-  std::sort(checkpoint->names_.begin(), checkpoint->names_.end());
-
-  // The fingerprint, in the order checkpoint.h documents (shards_ is
-  // already sorted by file name).
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int digest_size = 0;
-  if (ctx == nullptr || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
-    EVP_MD_CTX_free(ctx);
-    return absl::InternalError("cannot initialise SHA-256");
-  }
-  HashBytes(ctx, checkpoint->config_json_);
-  HashU64(ctx, checkpoint->shards_.size());
-  for (const auto& shard : checkpoint->shards_) {
-    HashBytes(ctx, shard->header());
-  }
-  EVP_DigestFinal_ex(ctx, digest.data(), &digest_size);
-  EVP_MD_CTX_free(ctx);
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (unsigned int i = 0; i < digest_size; ++i) {
-    checkpoint->fingerprint_.push_back(kHex[digest[i] >> 4]);
-    checkpoint->fingerprint_.push_back(kHex[digest[i] & 0xF]);
-  }
+  ASSIGN_OR_RETURN(
+      checkpoint->fingerprint_,
+      HashStructure(checkpoint->config_json_, checkpoint->shards_));
   return checkpoint;
+}
+
+absl::Status Checkpoint::LocateTensors(
+    const std::vector<std::string>& shard_files) {
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    for (const TensorView& view : shards_[i]->tensors()) {
+      const auto [it, inserted] =
+          tensors_.emplace(view.name, Located{&view, i});
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            dir_, ": tensor '", Printable(view.name), "' is in both ",
+            Printable(shard_files[it->second.shard]), " and ",
+            Printable(shard_files[i])));
+      }
+    }
+    total_bytes_ += static_cast<int64_t>(shards_[i]->data_bytes());
+  }
+  names_.reserve(tensors_.size());
+  for (const auto& [name, located] : tensors_) {
+    names_.push_back(name);
+  }
+  std::sort(names_.begin(), names_.end());
+  return absl::OkStatus();
+}
+
+absl::Status Checkpoint::CheckIndex(
+    const std::map<std::string, std::string>& weight_map,
+    const std::vector<std::string>& shard_files) const {
+  const std::string index_name(kIndexName);
+  for (const auto& [tensor, file] : weight_map) {
+    const auto it = tensors_.find(tensor);
+    if (it == tensors_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir_, ": tensor '", Printable(tensor), "' is listed in ",
+                       index_name, " for ", Printable(file), " but ",
+                       Printable(file), " does not have it"));
+    }
+    const std::string& actual = shard_files[it->second.shard];
+    if (actual != file) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir_, ": tensor '", Printable(tensor), "' is listed in ", index_name,
+          " for ", Printable(file), " but is in ", Printable(actual)));
+    }
+  }
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    for (const TensorView& view : shards_[i]->tensors()) {
+      if (weight_map.find(view.name) == weight_map.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            dir_, ": tensor '", Printable(view.name), "' in ",
+            Printable(shard_files[i]), " is not listed in ", index_name));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 const TensorView* Checkpoint::Find(std::string_view name) const {
@@ -312,7 +352,7 @@ const TensorView* Checkpoint::Find(std::string_view name) const {
 
 const SafetensorsFile* Checkpoint::ShardOf(std::string_view name) const {
   const auto it = tensors_.find(absl::string_view(name.data(), name.size()));
-  return it == tensors_.end() ? nullptr : it->second.shard;
+  return it == tensors_.end() ? nullptr : shards_[it->second.shard].get();
 }
 
 }  // namespace mesa_anyjev::model

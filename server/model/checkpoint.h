@@ -18,7 +18,9 @@
 // the tensor), NOT_FOUND for a missing required file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -82,9 +84,17 @@ class Checkpoint {
  private:
   Checkpoint() = default;
 
+  // Fills tensors_, names_ and total_bytes_ from shards_ (whose file names
+  // are `shard_files`); a tensor may live in only one shard.
+  absl::Status LocateTensors(const std::vector<std::string>& shard_files);
+  // Every tensor the index lists is in the shard it names, and every tensor
+  // of a shard is listed.
+  absl::Status CheckIndex(const std::map<std::string, std::string>& weight_map,
+                          const std::vector<std::string>& shard_files) const;
+
   struct Located {
     const TensorView* view;
-    const SafetensorsFile* shard;
+    size_t shard;  // index into shards_
   };
 
   std::string dir_;
