@@ -49,7 +49,25 @@ class Validator {
             const std::map<std::string, std::string, std::less<>>& origins)
       : config_(config), origins_(origins) {}
 
+  // The daemon's keys, then the CLI's, then the rules every field of a kind
+  // follows; all errors in one message, in this order.
   absl::Status Run() {
+    CheckServer();
+    CheckModelAndEngine();
+    CheckClient();
+    CheckDeciderAndPolicy();
+    CheckStores();
+    for (const Field& field : Fields()) {
+      if (field.section() == "limits") CheckLimit(field);
+      if (field.type == FieldType::kEnum) CheckEnum(field);
+    }
+    if (errors_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: ", absl::StrJoin(errors_, "; ")));
+  }
+
+ private:
+  void CheckServer() {
     const ServerConfig& s = config_.server;
     HostPort("server.listen", s.listen);
     if (!s.metrics_listen.empty()) {
@@ -80,7 +98,9 @@ class Validator {
                          cert ? "server.tls_key" : "server.tls_cert",
                          " is empty; TLS needs both or neither"));
     }
+  }
 
+  void CheckModelAndEngine() {
     const ModelConfig& m = config_.model;
     if (m.path.empty()) {
       Error("model.path", "is empty (a checkpoint directory or \"fake\")");
@@ -93,18 +113,19 @@ class Validator {
                    std::numeric_limits<int32_t>::max());
     SecondsUpToAnHour("model.fake_delay_s", m.fake_delay_s);
     SecondsUpToAnHour("model.fake_load_s", m.fake_load_s);
-    Range<int64_t>("engine.batch_tokens", config_.engine.batch_tokens, 1,
-                   int64_t{1} << 24);
-    Range<int64_t>("engine.kv_pool_bytes", config_.engine.kv_pool_bytes, 1,
+    const EngineConfig& e = config_.engine;
+    Range<int64_t>("engine.batch_tokens", e.batch_tokens, 1, int64_t{1} << 24);
+    Range<int64_t>("engine.kv_pool_bytes", e.kv_pool_bytes, 1,
                    int64_t{1} << 40);
-    Range<int64_t>("engine.kv_block_tokens", config_.engine.kv_block_tokens, 1,
-                   4096);
-    Range<int64_t>("engine.host_cache_bytes", config_.engine.host_cache_bytes,
-                   0, int64_t{1} << 40);
-    Range<int64_t>("engine.memory_reserve_bytes",
-                   config_.engine.memory_reserve_bytes, 0, int64_t{1} << 40);
+    Range<int64_t>("engine.kv_block_tokens", e.kv_block_tokens, 1, 4096);
+    Range<int64_t>("engine.host_cache_bytes", e.host_cache_bytes, 0,
+                   int64_t{1} << 40);
+    Range<int64_t>("engine.memory_reserve_bytes", e.memory_reserve_bytes, 0,
+                   int64_t{1} << 40);
     Range<int64_t>("decisions.workers", config_.decisions.workers, 1, 256);
+  }
 
+  void CheckClient() {
     Positive("client.timeout_s", config_.client.timeout_s);
     if (config_.client.address.empty()) Error("client.address", "is empty");
     Range<int64_t>("client.affinity_bytes", config_.client.affinity_bytes, 0,
@@ -118,8 +139,12 @@ class Validator {
     }
     Range<int64_t>("backend.max_choice_k", b.max_choice_k, 2,
                    kMaxChoiceOptions);
-    if (b.gateway_base_url.empty())
+    if (b.gateway_base_url.empty()) {
       Error("backend.gateway_base_url", "is empty");
+    }
+  }
+
+  void CheckDeciderAndPolicy() {
     Range<int64_t>("decider.max_permutations", config_.decider.max_permutations,
                    0, 26);
     const PolicyConfig& p = config_.policy;
@@ -131,40 +156,38 @@ class Validator {
             absl::StrCat(FormatDouble(p.specificity_delta),
                          " is outside [0, 1]"));
     }
-    if (config_.artifacts.dir.empty()) Error("artifacts.dir", "is empty");
-    if (config_.labels.dir.empty()) Error("labels.dir", "is empty");
-
-    // Schema-wide rules: every limit is a positive count, every enum holds
-    // one of its choices (a default edited in config.h is checked too).
-    for (const Field& field : Fields()) {
-      if (field.section() == "limits") {
-        std::visit(
-            [&](auto access) {
-              using T = std::remove_reference_t<decltype(access(config_))>;
-              if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-                Range<int64_t>(field.key(), access(config_), 1,
-                               std::numeric_limits<T>::max());
-              }
-            },
-            field.access);
-      }
-      if (field.type == FieldType::kEnum) {
-        const std::string& value =
-            std::get<Accessor<std::string>>(field.access)(config_);
-        if (std::find(field.choices.begin(), field.choices.end(), value) ==
-            field.choices.end()) {
-          Error(field.key(), absl::StrCat(Quote(value), " is not one of ",
-                                          absl::StrJoin(field.choices, ", ")));
-        }
-      }
-    }
-
-    if (errors_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat("config: ", absl::StrJoin(errors_, "; ")));
   }
 
- private:
+  void CheckStores() {
+    if (config_.artifacts.dir.empty()) Error("artifacts.dir", "is empty");
+    if (config_.labels.dir.empty()) Error("labels.dir", "is empty");
+  }
+
+  // Every limit is a positive count.
+  void CheckLimit(const Field& field) {
+    std::visit(
+        [&](auto access) {
+          using T = std::remove_reference_t<decltype(access(config_))>;
+          if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+            Range<int64_t>(field.key(), access(config_), 1,
+                           std::numeric_limits<T>::max());
+          }
+        },
+        field.access);
+  }
+
+  // Every enum holds one of its choices (a default edited in config.h is
+  // checked too).
+  void CheckEnum(const Field& field) {
+    const std::string& value =
+        std::get<Accessor<std::string>>(field.access)(config_);
+    if (std::find(field.choices.begin(), field.choices.end(), value) ==
+        field.choices.end()) {
+      Error(field.key(), absl::StrCat(Quote(value), " is not one of ",
+                                      absl::StrJoin(field.choices, ", ")));
+    }
+  }
+
   void Error(absl::string_view key, absl::string_view message) {
     const auto origin = origins_.find(key);
     errors_.push_back(
