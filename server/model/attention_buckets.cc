@@ -1,0 +1,204 @@
+#include "server/model/attention_buckets.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace mesa_anyjev::model {
+namespace {
+
+int64_t KeyCount(const SegmentKeys& seg) {
+  return static_cast<int64_t>(seg.keys->size());
+}
+
+// How many of the segment's keys its group shares (all of them alone).
+int64_t SharedKeys(const SegmentKeys& seg) {
+  return seg.shared_id >= 0 ? std::min(seg.shared_length, KeyCount(seg))
+                            : KeyCount(seg);
+}
+
+// The keys its rows see: row i sees n - l + i + 1 of them.
+int64_t VisibleCount(const SegmentKeys& seg) {
+  const int64_t n = KeyCount(seg), l = seg.length;
+  return l * (n - l) + l * (l + 1) / 2;
+}
+
+// Whether the segment joins `open`: same group and shared keys, and the
+// item's rows x keys stays within the slack of what they see.
+bool Joins(const AttentionItem& open, const SegmentKeys& seg, int64_t shared) {
+  if (seg.shared_id < 0 || seg.shared_id != open.shared_id ||
+      shared != open.shared) {
+    return false;
+  }
+  const double rows = static_cast<double>(open.rows + seg.length);
+  const double cols = static_cast<double>(open.keys.size()) +
+                      static_cast<double>(KeyCount(seg) - shared);
+  return rows * cols <= kGroupSlack * static_cast<double>(open.visible +
+                                                          VisibleCount(seg)) &&
+         std::equal(seg.keys->begin(), seg.keys->begin() + shared,
+                    open.keys.begin());
+}
+
+// The segment's rows and own keys, after what `item` holds.
+void Append(AttentionItem& item, const SegmentKeys& seg, int64_t shared) {
+  const std::vector<int64_t>& keys = *seg.keys;
+  const int64_t n = KeyCount(seg), l = seg.length;
+  const int64_t own = static_cast<int64_t>(item.keys.size());
+  item.keys.insert(item.keys.end(), keys.begin() + shared, keys.end());
+  for (int64_t i = 0; i < l; ++i) {
+    const int64_t see = n - l + i + 1;
+    item.see.push_back(
+        {std::min(see, shared), own, std::max<int64_t>(0, see - shared)});
+  }
+  item.rows += l;
+  item.visible += VisibleCount(seg);
+  ++item.segments;
+}
+
+// Whether `item` may join `bucket` (padded to the larger of both shapes).
+bool Fits(const PlannedBucket& bucket, const AttentionItem& item,
+          double slack) {
+  const int64_t padded =
+      (bucket.b() + 1) * std::max(bucket.tq, item.rows) *
+      std::max(bucket.tk, static_cast<int64_t>(item.keys.size()));
+  return padded <= slack * static_cast<double>(bucket.area + item.area()) &&
+         padded <= kMaxBucketElements;
+}
+
+void SetRowOrder(PlannedBucket& bucket) {
+  int64_t next = 0;
+  bucket.rows_in_order = true;
+  for (const AttentionItem& item : bucket.items) {
+    bucket.rows_in_order &= item.row0 == next;
+    next = item.row0 + item.rows;
+  }
+  if (bucket.b() == 1) bucket.first_row = bucket.items[0].row0;
+}
+
+VarlenLayout MakeVarlen(const std::vector<SegmentKeys>& segments) {
+  VarlenLayout v;
+  for (const SegmentKeys& s : segments) {
+    v.cu_q.push_back(v.cu_q.back() + s.length);
+    v.cu_k.push_back(v.cu_k.back() + KeyCount(s));
+    v.keys.insert(v.keys.end(), s.keys->begin(), s.keys->end());
+    v.max_q = std::max(v.max_q, s.length);
+    v.max_k = std::max(v.max_k, KeyCount(s));
+  }
+  return v;
+}
+
+}  // namespace
+
+const char* AttentionName(Attention attention) {
+  return attention == Attention::kSdpa ? "sdpa" : "eager";
+}
+
+AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen) {
+  if (varlen) return AttentionRoute::kVarlen;
+  if (kind == Attention::kEager) return AttentionRoute::kEager;
+  return on_cpu ? AttentionRoute::kCpuFlash : AttentionRoute::kSdpa;
+}
+
+std::vector<AttentionItem> MakeItems(const std::vector<SegmentKeys>& segments) {
+  std::vector<AttentionItem> items;
+  int64_t row = 0;
+  for (const SegmentKeys& seg : segments) {
+    const int64_t shared = SharedKeys(seg);
+    if (items.empty() || !Joins(items.back(), seg, shared)) {
+      AttentionItem item;
+      item.row0 = row;
+      item.keys.assign(seg.keys->begin(), seg.keys->begin() + shared);
+      item.shared_id = seg.shared_id;
+      item.shared = shared;
+      items.push_back(std::move(item));
+    }
+    Append(items.back(), seg, shared);
+    row += seg.length;
+  }
+  return items;
+}
+
+std::vector<PlannedBucket> PackBuckets(std::vector<AttentionItem> items,
+                                       bool causal) {
+  std::stable_sort(items.begin(), items.end(),
+                   [](const AttentionItem& a, const AttentionItem& b) {
+                     if (a.rows != b.rows) return a.rows > b.rows;
+                     return a.keys.size() > b.keys.size();
+                   });
+  const double slack = causal ? kCausalPadSlack : kMaskedPadSlack;
+  std::vector<PlannedBucket> buckets;
+  for (AttentionItem& item : items) {
+    if (buckets.empty() || !Fits(buckets.back(), item, slack)) {
+      buckets.emplace_back().causal = causal;
+    }
+    PlannedBucket& bucket = buckets.back();
+    bucket.tq = std::max(bucket.tq, item.rows);
+    bucket.tk = std::max(bucket.tk, static_cast<int64_t>(item.keys.size()));
+    bucket.area += item.area();
+    bucket.items.push_back(std::move(item));
+  }
+  for (PlannedBucket& bucket : buckets) SetRowOrder(bucket);
+  return buckets;
+}
+
+AttentionBuckets PlanAttentionBuckets(
+    AttentionRoute route, const std::vector<SegmentKeys>& segments) {
+  AttentionBuckets plan;
+  plan.route = route;
+  if (route == AttentionRoute::kVarlen) {
+    plan.varlen = MakeVarlen(segments);
+    return plan;
+  }
+  // Under sdpa a segment with no context takes the causal kernel, no mask.
+  const bool sdpa =
+      route == AttentionRoute::kSdpa || route == AttentionRoute::kCpuFlash;
+  std::vector<AttentionItem> masked, causal;
+  for (AttentionItem& item : MakeItems(segments)) {
+    const bool own_only = item.segments == 1 &&
+                          item.rows == static_cast<int64_t>(item.keys.size());
+    (sdpa && own_only ? causal : masked).push_back(std::move(item));
+  }
+  plan.buckets = PackBuckets(std::move(masked), false);
+  for (PlannedBucket& b : PackBuckets(std::move(causal), true)) {
+    plan.buckets.push_back(std::move(b));
+  }
+  plan.in_order = plan.buckets.size() == 1 && plan.buckets[0].rows_in_order;
+  return plan;
+}
+
+BucketIndices GatherIndices(const PlannedBucket& bucket) {
+  BucketIndices out;
+  for (int64_t r = 0; r < bucket.b(); ++r) {
+    const AttentionItem& item = bucket.items[static_cast<size_t>(r)];
+    for (int64_t i = 0; i < bucket.tq; ++i) {
+      out.q_index.push_back(item.row0 + std::min(i, item.rows - 1));
+      if (i < item.rows) {
+        out.keep.push_back(r * bucket.tq + i);
+        out.out_rows.push_back(item.row0 + i);
+      }
+    }
+    const int64_t k = static_cast<int64_t>(item.keys.size());
+    for (int64_t j = 0; j < bucket.tk; ++j) {
+      out.key_slots.push_back(
+          item.keys[static_cast<size_t>(std::min(j, k - 1))]);
+    }
+  }
+  return out;
+}
+
+void FillAllowed(const PlannedBucket& bucket, bool* allowed) {
+  for (int64_t r = 0; r < bucket.b(); ++r) {
+    const AttentionItem& item = bucket.items[static_cast<size_t>(r)];
+    for (int64_t i = 0; i < bucket.tq; ++i) {
+      bool* row = allowed + (r * bucket.tq + i) * bucket.tk;
+      if (i >= item.rows) {
+        row[0] = true;
+        continue;
+      }
+      const VisibleKeys& v = item.see[static_cast<size_t>(i)];
+      std::fill(row, row + v.shared, true);
+      std::fill(row + v.own, row + v.own + v.owned, true);
+    }
+  }
+}
+
+}  // namespace mesa_anyjev::model
