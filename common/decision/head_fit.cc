@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/decision/legacy_random_state.h"
@@ -180,6 +182,141 @@ std::vector<int> DefaultCandidateBlocks(int n_blocks) {
   return std::vector<int>(out.begin(), out.end());
 }
 
+// BestHeadOfKind's steps: out-of-fold scores for each configuration, their
+// judgement, the search, and the winner's refit.
+namespace {
+
+// A linear solution with the standardisation it was fitted under.
+struct StandardisedFit {
+  Eigen::RowVectorXd mean;
+  Eigen::RowVectorXd scale;
+  LinearSolution solution;
+};
+
+// Standardises X on its own rows, then solves `kind` on them.
+absl::StatusOr<StandardisedFit> FitStandardised(
+    const std::string& kind, const Matrix& x, const std::vector<int>& y, int k,
+    const nlohmann::ordered_json& params) {
+  StandardisedFit fit;
+  Standardise(x, &fit.mean, &fit.scale);
+  ASSIGN_OR_RETURN(
+      fit.solution,
+      Solve(kind, StandardiseWith(x, fit.mean, fit.scale), y, k, params));
+  return fit;
+}
+
+// The rows of [0, n) outside `fold` (sorted), in order.
+std::vector<int> RowsOutside(const std::vector<int>& fold, int n) {
+  std::vector<int> rows;
+  size_t f = 0;
+  for (int i = 0; i < n; ++i) {
+    if (f < fold.size() && fold[f] == i) {
+      ++f;
+    } else {
+      rows.push_back(i);
+    }
+  }
+  return rows;
+}
+
+// Every row's scores [n, K] from the configuration fitted on the other
+// folds. FAILED_PRECONDITION when a fold's system is singular.
+absl::StatusOr<Matrix> OutOfFoldScores(
+    const std::string& kind, const Matrix& x, const std::vector<int>& labels,
+    int k, const nlohmann::ordered_json& params,
+    const std::vector<std::vector<int>>& folds) {
+  const int n = static_cast<int>(labels.size());
+  Matrix oof = Matrix::Zero(n, k);
+  for (const std::vector<int>& fold : folds) {
+    const std::vector<int> train = RowsOutside(fold, n);
+    std::vector<int> y_train;
+    for (int i : train) y_train.push_back(labels[i]);
+    ASSIGN_OR_RETURN(const StandardisedFit fit,
+                     FitStandardised(kind, Rows(x, train), y_train, k, params));
+    const Matrix scores = ApplySolution(
+        StandardiseWith(Rows(x, fold), fit.mean, fit.scale), fit.solution);
+    for (size_t i = 0; i < fold.size(); ++i) oof.row(fold[i]) = scores.row(i);
+  }
+  return oof;
+}
+
+// One layer and grid entry as judged out of fold: the NLL after the
+// temperature fitted on the softmaxed scores, the argmax accuracy, and that
+// temperature (which the refit head keeps).
+struct Candidate {
+  int layer;
+  nlohmann::ordered_json params;
+  double nll;
+  double acc;
+  double temperature;
+};
+
+Candidate JudgeOutOfFold(const Matrix& oof, const std::vector<int>& labels,
+                         int k, int layer,
+                         const nlohmann::ordered_json& params) {
+  const Matrix soft = RowSoftmax(oof);
+  const TemperatureScaler scaler = TemperatureScaler::Fit(soft, labels);
+  const Matrix p = scaler.Apply(soft);
+  std::vector<double> logs;
+  std::vector<double> hits;
+  for (int i = 0; i < static_cast<int>(labels.size()); ++i) {
+    logs.push_back(std::log(std::max(p(i, labels[i]), 1e-12)));
+    hits.push_back(ArgMax(&oof(i, 0), k) == labels[i] ? 1.0 : 0.0);
+  }
+  return Candidate{layer, params, -Mean(logs), Mean(hits), scaler.temperature};
+}
+
+// Every layer with every grid entry, in order: the lowest out-of-fold NLL,
+// the earlier on ties. A configuration whose system is singular is skipped.
+absl::StatusOr<Candidate> BestCandidate(
+    const std::vector<Matrix>& features, const std::vector<int>& labels, int k,
+    const std::string& kind, const std::vector<std::vector<int>>& folds) {
+  const std::vector<nlohmann::ordered_json> grid = DefaultGrid(kind);
+  std::optional<Candidate> best;
+  for (size_t layer = 0; layer < features.size(); ++layer) {
+    for (const nlohmann::ordered_json& params : grid) {
+      const absl::StatusOr<Matrix> oof =
+          OutOfFoldScores(kind, features[layer], labels, k, params, folds);
+      if (absl::IsFailedPrecondition(oof.status())) continue;
+      RETURN_IF_ERROR(oof.status());
+      Candidate candidate =
+          JudgeOutOfFold(*oof, labels, k, static_cast<int>(layer), params);
+      if (!best.has_value() || candidate.nll < best->nll) {
+        best = std::move(candidate);
+      }
+    }
+  }
+  if (!best.has_value()) {
+    return absl::FailedPreconditionError(
+        "every head configuration failed to solve");
+  }
+  return *std::move(best);
+}
+
+// The winner fitted on every row of its layer, keeping its out-of-fold
+// temperature and scores.
+absl::StatusOr<LinearHead> Refit(const Matrix& x,
+                                 const std::vector<int>& labels, int k,
+                                 const std::string& kind,
+                                 const Candidate& best) {
+  ASSIGN_OR_RETURN(StandardisedFit fit,
+                   FitStandardised(kind, x, labels, k, best.params));
+  LinearHead head;
+  head.kind = kind;
+  head.layer = best.layer;
+  head.mean = std::move(fit.mean);
+  head.scale = std::move(fit.scale);
+  head.w = std::move(fit.solution.w);
+  head.b = std::move(fit.solution.b);
+  head.temperature = best.temperature;
+  head.params = best.params;
+  head.n_calib = static_cast<int>(labels.size());
+  head.cv = {{"oof_nll", best.nll}, {"oof_acc", best.acc}};
+  return head;
+}
+
+}  // namespace
+
 absl::StatusOr<LinearHead> BestHeadOfKind(const std::vector<Matrix>& features,
                                           const std::vector<int>& labels, int k,
                                           const std::string& kind, int n_folds,
@@ -194,86 +331,10 @@ absl::StatusOr<LinearHead> BestHeadOfKind(const std::vector<Matrix>& features,
     return absl::InvalidArgumentError(
         absl::StrCat("unknown head kind '", kind, "' (lda or ridge)"));
   }
-  const std::vector<std::vector<int>> folds = Folds(n, n_folds, seed);
-  const std::vector<nlohmann::ordered_json> grid = DefaultGrid(kind);
-  struct Best {
-    double nll;
-    double acc;
-    int layer;
-    nlohmann::ordered_json params;
-    double temperature;
-  };
-  std::optional<Best> best;
-  for (size_t layer = 0; layer < features.size(); ++layer) {
-    const Matrix& x = features[layer];
-    for (const nlohmann::ordered_json& params : grid) {
-      Matrix oof = Matrix::Zero(n, k);
-      bool solved = true;
-      for (const std::vector<int>& fold : folds) {
-        std::vector<int> train;
-        size_t f = 0;
-        for (int i = 0; i < n; ++i) {
-          if (f < fold.size() && fold[f] == i) {
-            ++f;
-          } else {
-            train.push_back(i);
-          }
-        }
-        const Matrix x_train = Rows(x, train);
-        std::vector<int> y_train;
-        for (int i : train) y_train.push_back(labels[i]);
-        Eigen::RowVectorXd mean, scale;
-        Standardise(x_train, &mean, &scale);
-        auto solution = Solve(kind, StandardiseWith(x_train, mean, scale),
-                              y_train, k, params);
-        if (!solution.ok()) {
-          if (absl::IsFailedPrecondition(solution.status())) {
-            solved = false;
-            break;
-          }
-          return solution.status();
-        }
-        const Matrix scores = ApplySolution(
-            StandardiseWith(Rows(x, fold), mean, scale), *solution);
-        for (size_t i = 0; i < fold.size(); ++i)
-          oof.row(fold[i]) = scores.row(i);
-      }
-      if (!solved) continue;
-      const Matrix soft = RowSoftmax(oof);
-      const TemperatureScaler scaler = TemperatureScaler::Fit(soft, labels);
-      const Matrix p = scaler.Apply(soft);
-      std::vector<double> logs;
-      std::vector<double> hits;
-      for (int i = 0; i < n; ++i) {
-        logs.push_back(std::log(std::max(p(i, labels[i]), 1e-12)));
-        hits.push_back(ArgMax(&oof(i, 0), k) == labels[i] ? 1.0 : 0.0);
-      }
-      const double nll = -Mean(logs);
-      if (!best.has_value() || nll < best->nll) {
-        best = Best{nll, Mean(hits), static_cast<int>(layer), params,
-                    scaler.temperature};
-      }
-    }
-  }
-  if (!best.has_value()) {
-    return absl::FailedPreconditionError(
-        "every head configuration failed to solve");
-  }
-  const Matrix& x = features[best->layer];
-  LinearHead head;
-  head.kind = kind;
-  head.layer = best->layer;
-  Standardise(x, &head.mean, &head.scale);
-  ASSIGN_OR_RETURN(LinearSolution solution,
-                   Solve(kind, StandardiseWith(x, head.mean, head.scale),
-                         labels, k, best->params));
-  head.w = std::move(solution.w);
-  head.b = std::move(solution.b);
-  head.temperature = best->temperature;
-  head.params = best->params;
-  head.n_calib = n;
-  head.cv = {{"oof_nll", best->nll}, {"oof_acc", best->acc}};
-  return head;
+  ASSIGN_OR_RETURN(
+      const Candidate best,
+      BestCandidate(features, labels, k, kind, Folds(n, n_folds, seed)));
+  return Refit(features[best.layer], labels, k, kind, best);
 }
 
 }  // namespace mesa_anyjev::decision
