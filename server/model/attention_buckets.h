@@ -19,7 +19,7 @@ namespace mesa_anyjev::model {
 
 // A group's item (its rows x all its keys) may cost this much more than what
 // its rows see: past that its suffixes split, each part reading the prefix
-// again (on the annotation workload 1.2 ran faster than 1.1 and 1.35).
+// again (docs/benchmarks.md: the slack that ran fastest).
 inline constexpr double kGroupSlack = 1.2;
 // A bucket's padded [B, Tq, Tk] may cost this much more than its items'
 // Tq x Tk (causal ones, whose kernel skips what is masked, more), and no
