@@ -131,6 +131,12 @@ absl::StatusOr<Qwen3Config> ReadDimensions(const Reader& r) {
   ASSIGN_OR_RETURN(
       c.head_dim,
       r.Positive("head_dim", c.hidden_size / c.num_attention_heads));
+  if (c.head_dim == 0) {
+    return r.Error("head_dim",
+                   absl::StrCat("absent, and hidden_size ", c.hidden_size,
+                                " / num_attention_heads ",
+                                c.num_attention_heads, " is 0"));
+  }
   if (c.head_dim % 2 != 0) {
     return r.Error("head_dim", "must be even for rotary embeddings");
   }

@@ -233,6 +233,12 @@ TEST_CASE("qwen3 config: sizes are positive integers", "[qwen3_config]") {
   config.erase("head_dim");
   config["hidden_size"] = 60;
   CheckRefused(config, "c.json: head_dim: must be even for rotary embeddings");
+  // ... and a derived head_dim of 0 (fewer hidden units than heads) is not
+  // a head.
+  config["hidden_size"] = 3;
+  CheckRefused(config,
+               "c.json: head_dim: absent, and hidden_size 3 / "
+               "num_attention_heads 4 is 0");
 }
 
 TEST_CASE("qwen3 config: norms and RoPE", "[qwen3_config]") {
