@@ -11,92 +11,131 @@
 #include "common/status/status_macros.h"
 
 namespace mesa_anyjev::decision {
+namespace {
 
-absl::StatusOr<PromptScorer::Planned> PromptScorer::Plan(
-    const std::vector<text::ChatParts>& prompts,
-    const std::vector<std::vector<text::TokenId>>& label_ids,
-    const CallControl& control) const {
-  const text::Tokenizer& tokenizer = backend_->tokenizer();
-  // Groups in order of first appearance, keyed by (prefix, label ids).
-  struct Group {
-    std::vector<text::TokenId> prefix;
-    std::vector<text::TokenId> labels;
-    std::vector<std::pair<size_t, std::vector<text::TokenId>>> members;
+using Tokens = std::vector<text::TokenId>;
+
+// Prompts that share a prefix and label ids, or one prompt alone.
+struct Group {
+  Tokens prefix;
+  Tokens labels;
+  std::vector<std::pair<size_t, Tokens>> members;  // (prompt, suffix)
+};
+
+// Where a round's prompts go: the backend calls, and for each prompt its
+// (call, group, suffix) position.
+struct Plan {
+  struct Where {
+    size_t call = 0;
+    size_t group = 0;
+    size_t suffix = 0;
   };
+  std::vector<std::vector<PromptGroup>> calls;
+  std::vector<Where> where;
+};
+
+// A prompt's tokens as sent. Shared: its suffix's tokens after its prefix's,
+// when the two together tokenise as the whole text does. Alone: the whole
+// text's tokens (no suffix, or a merge across the cut).
+struct Split {
+  bool shared = false;
+  Tokens tokens;
+  size_t length = 0;  // the prompt's tokens in all
+};
+
+absl::StatusOr<Split> SplitPrompt(const text::Tokenizer& tokenizer,
+                                  const text::ChatParts& prompt,
+                                  const Tokens& prefix) {
+  if (prompt.suffix.empty()) return Split{false, prefix, prefix.size()};
+  ASSIGN_OR_RETURN(Tokens suffix, tokenizer.Encode(prompt.suffix));
+  ASSIGN_OR_RETURN(Tokens whole, tokenizer.Encode(absl::StrCat(prompt.prefix,
+                                                               prompt.suffix)));
+  const bool shared =
+      whole.size() == prefix.size() + suffix.size() &&
+      std::equal(prefix.begin(), prefix.end(), whole.begin()) &&
+      std::equal(suffix.begin(), suffix.end(), whole.begin() + prefix.size());
+  if (!shared) {
+    const size_t length = whole.size();
+    return Split{false, std::move(whole), length};
+  }
+  const size_t length = prefix.size() + suffix.size();
+  return Split{true, std::move(suffix), length};
+}
+
+absl::Status CheckLength(size_t length, const CallControl& control) {
+  if (control.max_prompt_tokens > 0 &&
+      static_cast<int64_t>(length) > control.max_prompt_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a decision prompt of ", length, " tokens exceeds ",
+                     control.max_prompt_tokens_name, "=",
+                     control.max_prompt_tokens, " (shorten the state)"));
+  }
+  return absl::OkStatus();
+}
+
+// Groups in order of first appearance, keyed by (prefix, label ids).
+absl::StatusOr<std::vector<Group>> GroupPrompts(
+    const text::Tokenizer& tokenizer,
+    const std::vector<text::ChatParts>& prompts,
+    const std::vector<Tokens>& label_ids, const CallControl& control) {
   std::vector<Group> groups;
-  std::map<std::pair<std::string, std::vector<text::TokenId>>, size_t> index;
-  absl::flat_hash_map<std::string, std::vector<text::TokenId>> prefix_tokens;
-  int64_t tokens = 0;  // what this round sends: each group's prefix once
+  std::map<std::pair<std::string, Tokens>, size_t> index;
+  absl::flat_hash_map<std::string, Tokens> prefix_tokens;
   for (size_t i = 0; i < prompts.size(); ++i) {
     // Tokenising is the costly part of building prompts.
     RETURN_IF_ERROR(control.StopStatus(absl::Now(), "building prompts"));
     const text::ChatParts& prompt = prompts[i];
-    auto it = prefix_tokens.find(prompt.prefix);
-    if (it == prefix_tokens.end()) {
-      ASSIGN_OR_RETURN(auto ids, tokenizer.Encode(prompt.prefix));
-      it = prefix_tokens.emplace(prompt.prefix, std::move(ids)).first;
+    auto prefix = prefix_tokens.find(prompt.prefix);
+    if (prefix == prefix_tokens.end()) {
+      ASSIGN_OR_RETURN(Tokens ids, tokenizer.Encode(prompt.prefix));
+      prefix = prefix_tokens.emplace(prompt.prefix, std::move(ids)).first;
     }
-    std::vector<text::TokenId> suffix;
-    bool shared = false;
-    if (!prompt.suffix.empty()) {
-      ASSIGN_OR_RETURN(suffix, tokenizer.Encode(prompt.suffix));
-      ASSIGN_OR_RETURN(const auto whole, tokenizer.Encode(absl::StrCat(
-                                             prompt.prefix, prompt.suffix)));
-      shared =
-          whole.size() == it->second.size() + suffix.size() &&
-          std::equal(it->second.begin(), it->second.end(), whole.begin()) &&
-          std::equal(suffix.begin(), suffix.end(),
-                     whole.begin() + it->second.size());
-      if (!shared) suffix = whole;
-    }
-    const size_t length = shared || prompt.suffix.empty()
-                              ? it->second.size() + suffix.size()
-                              : suffix.size();
-    if (control.max_prompt_tokens > 0 &&
-        static_cast<int64_t>(length) > control.max_prompt_tokens) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("a decision prompt of ", length, " tokens exceeds ",
-                       control.max_prompt_tokens_name, "=",
-                       control.max_prompt_tokens, " (shorten the state)"));
-    }
-    if (shared) {
-      const auto key = std::make_pair(prompt.prefix, label_ids[i]);
-      auto g = index.find(key);
-      if (g == index.end()) {
-        g = index.emplace(key, groups.size()).first;
-        groups.push_back(Group{it->second, label_ids[i], {}});
-      }
-      groups[g->second].members.emplace_back(i, std::move(suffix));
-    } else {
+    ASSIGN_OR_RETURN(Split split,
+                     SplitPrompt(tokenizer, prompt, prefix->second));
+    RETURN_IF_ERROR(CheckLength(split.length, control));
+    if (!split.shared) {
       // Alone: the whole prompt as the prefix, one empty suffix.
-      groups.push_back(Group{prompt.suffix.empty() ? it->second : suffix,
-                             label_ids[i],
-                             {{i, {}}}});
+      groups.push_back(Group{std::move(split.tokens), label_ids[i], {{i, {}}}});
+      continue;
     }
+    const auto [g, added] = index.try_emplace(
+        std::make_pair(prompt.prefix, label_ids[i]), groups.size());
+    if (added) groups.push_back(Group{prefix->second, label_ids[i], {}});
+    groups[g->second].members.emplace_back(i, std::move(split.tokens));
   }
-  // State-major: groups that share a beginning (one state's questions) go
-  // to the backend together, so an engine finds the state still cached.
+  return groups;
+}
+
+// State-major: groups that share a beginning (one state's questions) go to
+// the backend together, so an engine finds the state still cached.
+void SortStateMajor(std::vector<Group>& groups) {
   std::stable_sort(
       groups.begin(), groups.end(), [](const Group& a, const Group& b) {
         return std::lexicographical_compare(a.prefix.begin(), a.prefix.end(),
                                             b.prefix.begin(), b.prefix.end());
       });
+}
+
+// What a round sends: each group's prefix once, and every suffix.
+int64_t TokensSent(const std::vector<Group>& groups) {
+  int64_t tokens = 0;
   for (const Group& group : groups) {
     tokens += static_cast<int64_t>(group.prefix.size());
     for (const auto& member : group.members) {
       tokens += static_cast<int64_t>(member.second.size());
     }
   }
-  if (control.budget != nullptr) {
-    RETURN_IF_ERROR(control.budget->Charge(tokens));
-  }
-  Planned plan;
-  plan.where.resize(prompts.size());
+  return tokens;
+}
+
+// Calls of at most `cap` prompts, the groups in order; a group the cap cuts
+// goes on in the next call under the same prefix.
+Plan CutIntoCalls(std::vector<Group> groups, size_t n_prompts, size_t cap) {
+  Plan plan;
+  plan.where.resize(n_prompts);
   size_t in_call = 0;
-  const size_t cap = static_cast<size_t>(std::max(1, max_prompts_per_call_));
   for (Group& group : groups) {
-    size_t start = 0;
-    while (start < group.members.size()) {
+    for (size_t start = 0; start < group.members.size();) {
       if (plan.calls.empty() || in_call >= cap) {
         plan.calls.emplace_back();
         in_call = 0;
@@ -119,11 +158,32 @@ absl::StatusOr<PromptScorer::Planned> PromptScorer::Plan(
   return plan;
 }
 
+// Refuses a prompt over control.max_prompt_tokens and a round that takes
+// control.budget past its limit, and stops once the call should.
+absl::StatusOr<Plan> PlanRound(const text::Tokenizer& tokenizer,
+                               const std::vector<text::ChatParts>& prompts,
+                               const std::vector<Tokens>& label_ids,
+                               const CallControl& control,
+                               int max_prompts_per_call) {
+  ASSIGN_OR_RETURN(std::vector<Group> groups,
+                   GroupPrompts(tokenizer, prompts, label_ids, control));
+  SortStateMajor(groups);
+  if (control.budget != nullptr) {
+    RETURN_IF_ERROR(control.budget->Charge(TokensSent(groups)));
+  }
+  const size_t cap = static_cast<size_t>(std::max(1, max_prompts_per_call));
+  return CutIntoCalls(std::move(groups), prompts.size(), cap);
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::vector<double>>> PromptScorer::Logprobs(
     const std::vector<text::ChatParts>& prompts,
     const std::vector<std::vector<text::TokenId>>& label_ids,
     const CallControl& control) const {
-  ASSIGN_OR_RETURN(const Planned plan, Plan(prompts, label_ids, control));
+  ASSIGN_OR_RETURN(const Plan plan,
+                   PlanRound(backend_->tokenizer(), prompts, label_ids, control,
+                             max_prompts_per_call_));
   std::vector<std::vector<std::vector<PromptLogprobs>>> results;
   for (const auto& call : plan.calls) {
     ASSIGN_OR_RETURN(auto result,
@@ -150,7 +210,9 @@ absl::StatusOr<std::vector<Matrix>> PromptScorer::HiddenStates(
     const std::vector<text::ChatParts>& prompts,
     const std::vector<int32_t>& layers, const CallControl& control) const {
   const std::vector<std::vector<text::TokenId>> no_labels(prompts.size());
-  ASSIGN_OR_RETURN(const Planned plan, Plan(prompts, no_labels, control));
+  ASSIGN_OR_RETURN(const Plan plan,
+                   PlanRound(backend_->tokenizer(), prompts, no_labels, control,
+                             max_prompts_per_call_));
   const Eigen::Index n = static_cast<Eigen::Index>(prompts.size());
   std::vector<Matrix> out;
   for (size_t c = 0; c < plan.calls.size(); ++c) {

@@ -5,7 +5,9 @@
 // across the cut) goes alone, as the reference's score_shared falls back to
 // the flat path. Groups go in order of their prefix tokens (a state's
 // questions together, so the engine's prefix cache still holds the state),
-// cut into calls of at most max_prompts_per_call prompts.
+// cut into calls of at most max_prompts_per_call prompts. A round is refused
+// when a prompt is over control.max_prompt_tokens or the round would take
+// control.budget past its limit, and stops once the call should.
 #pragma once
 
 #include <string>
@@ -36,23 +38,6 @@ class PromptScorer {
       const std::vector<int32_t>& layers, const CallControl& control) const;
 
  private:
-  struct Planned {
-    // For each prompt, its (call, group, suffix) position.
-    struct Where {
-      size_t call = 0;
-      size_t group = 0;
-      size_t suffix = 0;
-    };
-    std::vector<std::vector<PromptGroup>> calls;
-    std::vector<Where> where;
-  };
-  // Refuses a prompt over control.max_prompt_tokens and a round that takes
-  // control.budget past its limit, and stops once the call should.
-  absl::StatusOr<Planned> Plan(
-      const std::vector<text::ChatParts>& prompts,
-      const std::vector<std::vector<text::TokenId>>& label_ids,
-      const CallControl& control) const;
-
   Backend* const backend_;
   const int max_prompts_per_call_;
 };
