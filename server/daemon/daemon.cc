@@ -79,6 +79,61 @@ absl::Status WritePortFile(const std::string& path, int port) {
   return util::WriteFileAtomic(path, absl::StrCat(port, "\n"));
 }
 
+service::InferenceOptions InferenceOptionsFrom(const config::Config& config) {
+  service::InferenceOptions options;
+  options.limits = config.limits;
+  options.default_deadline = absl::Seconds(config.server.default_deadline_s);
+  options.max_deadline = absl::Seconds(config.server.max_deadline_s);
+  options.max_send_bytes = config.server.max_send_message_bytes;
+  return options;
+}
+
+service::DecisionsOptions DecisionsOptionsFrom(const config::Config& config) {
+  service::DecisionsOptions options;
+  options.limits = config.limits;
+  options.decisions = config.decisions;
+  options.default_deadline = absl::Seconds(config.server.default_deadline_s);
+  options.max_deadline = absl::Seconds(config.server.max_deadline_s);
+  options.queue_capacity = config.server.queue_capacity;
+  return options;
+}
+
+service::BundlesOptions BundlesOptionsFrom(const config::Config& config) {
+  service::BundlesOptions options;
+  options.dir =
+      util::ResolveBundlesDir(config.decisions.bundles_dir, std::getenv);
+  if (options.dir.empty()) {
+    spdlog::info("bundles: no store (decisions.bundles_dir={})",
+                 config.decisions.bundles_dir);
+  } else {
+    spdlog::info("bundles: store under {} (decisions.bundles_dir={})",
+                 options.dir, config.decisions.bundles_dir);
+  }
+  options.max_bundle_bytes = config.limits.max_bundle_bytes;
+  return options;
+}
+
+// Message sizes, streams per connection and keepalive.
+void SetTransportOptions(const config::ServerConfig& server,
+                         grpc::ServerBuilder& builder) {
+  // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use
+  // would bind it too and take a share of the calls.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(server.max_receive_message_bytes));
+  builder.SetMaxSendMessageSize(
+      static_cast<int>(server.max_send_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             server.max_concurrent_streams);
+  // Long-lived pipeline clients: probe dead peers every minute, and close
+  // connections idle for five (reliability-anchors.md 2.4).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 30'000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 300'000);
+}
+
 }  // namespace
 
 Daemon::Daemon(config::Config config) : config_(std::move(config)) {}
@@ -121,13 +176,30 @@ int Daemon::Run() {
 }
 
 absl::Status Daemon::StartServing() {
+  // What the config can still refuse comes first, before a thread starts.
   ASSIGN_OR_RETURN(auto token,
                    util::LoadSecret(config_.auth.token_env,
                                     config_.auth.token_file, "auth"));
   auth_ = std::make_unique<service::BearerAuth>(token);
   ASSIGN_OR_RETURN(auto credentials, Credentials(config_.server));
   ASSIGN_OR_RETURN(auto listen, util::ParseHostPort(config_.server.listen));
+  StartEngine();
+  MakeServices();
+  ASSIGN_OR_RETURN(const int port, Listen(std::move(credentials)));
+  RETURN_IF_ERROR(WritePortFile(config_.server.port_file, port));
+  ASSIGN_OR_RETURN(const int metrics_port, StartMetricsEndpoint());
+  spdlog::info(
+      "mesa-anyjevd {} ({}) listening on {}:{}{}; metrics on {}; auth {}; "
+      "loading model '{}'",
+      util::kVersion, util::kCommit, listen.host, port,
+      config_.server.tls_cert.empty() ? "" : " (TLS)",
+      metrics_port == 0 ? std::string("off")
+                        : absl::StrCat("port ", metrics_port),
+      auth_->enabled() ? "on" : "off", config_.model.path);
+  return absl::OkStatus();
+}
 
+void Daemon::StartEngine() {
   metrics_ =
       std::make_unique<metrics::ServerMetrics>(util::kVersion, util::kCommit);
   metrics_->SetModelLoaded(false);
@@ -136,69 +208,28 @@ absl::Status Daemon::StartServing() {
       config_.engine.batch_tokens);
   scheduler_->Start();
   state_ = std::make_unique<service::ServingStateFlag>();
-  service::InferenceOptions options;
-  options.limits = config_.limits;
-  options.default_deadline = absl::Seconds(config_.server.default_deadline_s);
-  options.max_deadline = absl::Seconds(config_.server.max_deadline_s);
-  options.max_send_bytes = config_.server.max_send_message_bytes;
-  inference_ = std::make_unique<service::InferenceService>(
-      options, scheduler_.get(), metrics_.get(), auth_.get(), state_.get());
-  service::DecisionsOptions decision_options;
-  decision_options.limits = config_.limits;
-  decision_options.decisions = config_.decisions;
-  decision_options.default_deadline = options.default_deadline;
-  decision_options.max_deadline = options.max_deadline;
-  decision_options.queue_capacity = config_.server.queue_capacity;
-  service::BundlesOptions bundle_options;
-  bundle_options.dir =
-      util::ResolveBundlesDir(config_.decisions.bundles_dir, std::getenv);
-  if (bundle_options.dir.empty()) {
-    spdlog::info("bundles: no store (decisions.bundles_dir={})",
-                 config_.decisions.bundles_dir);
-  } else {
-    spdlog::info("bundles: store under {} (decisions.bundles_dir={})",
-                 bundle_options.dir, config_.decisions.bundles_dir);
-  }
-  bundle_options.max_bundle_bytes = config_.limits.max_bundle_bytes;
-  bundles_ = std::make_unique<service::BundlesService>(
-      bundle_options, metrics_.get(), auth_.get(), state_.get());
-  decisions_ = std::make_unique<service::DecisionsService>(
-      decision_options, scheduler_.get(), metrics_.get(), auth_.get(),
-      state_.get(), bundles_.get());
+}
 
+void Daemon::MakeServices() {
+  inference_ = std::make_unique<service::InferenceService>(
+      InferenceOptionsFrom(config_), scheduler_.get(), metrics_.get(),
+      auth_.get(), state_.get());
+  bundles_ = std::make_unique<service::BundlesService>(
+      BundlesOptionsFrom(config_), metrics_.get(), auth_.get(), state_.get());
+  decisions_ = std::make_unique<service::DecisionsService>(
+      DecisionsOptionsFrom(config_), scheduler_.get(), metrics_.get(),
+      auth_.get(), state_.get(), bundles_.get());
+}
+
+absl::StatusOr<int> Daemon::Listen(
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  if (config_.server.reflection) {
-    // v1alpha from gRPC's plugin, v1 ours (gRPC 1.51 has none); both list
-    // the same services.
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-    reflection_v1_ =
-        std::make_unique<service::ReflectionV1Service>(std::vector<std::string>{
-            kInferenceService, kDecisionsService, kBundlesService,
-            "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
-            "grpc.reflection.v1.ServerReflection"});
-    builder.RegisterService(reflection_v1_.get());
-  } else {
-    builder.SetOption(std::make_unique<WithoutReflectionPlugin>());
-  }
+  AddReflection(builder);
   int port = 0;
-  builder.AddListeningPort(config_.server.listen, credentials, &port);
-  // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use
-  // would bind it too and take a share of the calls.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(config_.server.max_receive_message_bytes));
-  builder.SetMaxSendMessageSize(
-      static_cast<int>(config_.server.max_send_message_bytes));
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             config_.server.max_concurrent_streams);
-  // Long-lived pipeline clients: probe dead peers every minute, and close
-  // connections idle for five (reliability-anchors.md 2.4).
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
-  builder.AddChannelArgument(
-      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 30'000);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 300'000);
+  builder.AddListeningPort(config_.server.listen, std::move(credentials),
+                           &port);
+  SetTransportOptions(config_.server, builder);
   builder.RegisterService(inference_.get());
   builder.RegisterService(decisions_.get());
   builder.RegisterService(bundles_.get());
@@ -210,39 +241,48 @@ absl::Status Daemon::StartServing() {
   }
   auto* health = server_->GetHealthCheckService();
   health->SetServingStatus(false);
-  health->SetServingStatus(kInferenceService, false);
-  health->SetServingStatus(kDecisionsService, false);
-  health->SetServingStatus(kBundlesService, false);
-  RETURN_IF_ERROR(WritePortFile(config_.server.port_file, port));
-
-  int metrics_port = 0;
-  if (!config_.server.metrics_listen.empty()) {
-    // Memory gauges are read when scraped; the model may not be loaded yet.
-    metrics_endpoint_ = std::make_unique<metrics::MetricsEndpoint>(
-        metrics_->registry(), [this] {
-          metrics_->RefreshProcessMemory();
-          const Backend* backend = loaded_backend_.load();
-          if (backend == nullptr) return;
-          if (auto memory = backend->device_memory(); memory.has_value()) {
-            metrics_->SetDeviceMemory(
-                static_cast<double>(memory->allocated_bytes),
-                static_cast<double>(memory->reserved_bytes));
-          }
-        });
-    ASSIGN_OR_RETURN(metrics_port,
-                     metrics_endpoint_->Start(config_.server.metrics_listen));
-    RETURN_IF_ERROR(
-        WritePortFile(config_.server.metrics_port_file, metrics_port));
+  for (const char* service :
+       {kInferenceService, kDecisionsService, kBundlesService}) {
+    health->SetServingStatus(service, false);
   }
-  spdlog::info(
-      "mesa-anyjevd {} ({}) listening on {}:{}{}; metrics on {}; auth {}; "
-      "loading model '{}'",
-      util::kVersion, util::kCommit, listen.host, port,
-      config_.server.tls_cert.empty() ? "" : " (TLS)",
-      metrics_port == 0 ? std::string("off")
-                        : absl::StrCat("port ", metrics_port),
-      auth_->enabled() ? "on" : "off", config_.model.path);
-  return absl::OkStatus();
+  return port;
+}
+
+void Daemon::AddReflection(grpc::ServerBuilder& builder) {
+  if (!config_.server.reflection) {
+    builder.SetOption(std::make_unique<WithoutReflectionPlugin>());
+    return;
+  }
+  // v1alpha from gRPC's plugin, v1 ours (gRPC 1.51 has none); both list the
+  // same services.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  reflection_v1_ =
+      std::make_unique<service::ReflectionV1Service>(std::vector<std::string>{
+          kInferenceService, kDecisionsService, kBundlesService,
+          "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
+          "grpc.reflection.v1.ServerReflection"});
+  builder.RegisterService(reflection_v1_.get());
+}
+
+absl::StatusOr<int> Daemon::StartMetricsEndpoint() {
+  if (config_.server.metrics_listen.empty()) return 0;
+  // Memory gauges are read when scraped; the model may not be loaded yet.
+  metrics_endpoint_ = std::make_unique<metrics::MetricsEndpoint>(
+      metrics_->registry(), [this] { RefreshMemoryGauges(); });
+  ASSIGN_OR_RETURN(const int port,
+                   metrics_endpoint_->Start(config_.server.metrics_listen));
+  RETURN_IF_ERROR(WritePortFile(config_.server.metrics_port_file, port));
+  return port;
+}
+
+void Daemon::RefreshMemoryGauges() {
+  metrics_->RefreshProcessMemory();
+  const Backend* backend = loaded_backend_.load();
+  if (backend == nullptr) return;
+  if (auto memory = backend->device_memory(); memory.has_value()) {
+    metrics_->SetDeviceMemory(static_cast<double>(memory->allocated_bytes),
+                              static_cast<double>(memory->reserved_bytes));
+  }
 }
 
 absl::Status Daemon::LoadAndWarmUp() {

@@ -7,13 +7,16 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "common/backend.h"
 #include "common/config/config.h"
 
 namespace grpc {
 class Server;
-}
+class ServerBuilder;
+class ServerCredentials;
+}  // namespace grpc
 
 namespace mesa_anyjev {
 namespace engine {
@@ -50,7 +53,18 @@ class Daemon {
   }
 
  private:
+  // Listens with every service NOT_SERVING, then logs the start line; no
+  // model yet.
   absl::Status StartServing();
+  void StartEngine();   // metrics, the job queue's thread, the state flag
+  void MakeServices();  // inference, bundles, decisions (reads bundles)
+  // The gRPC server on server.listen; the bound port.
+  absl::StatusOr<int> Listen(
+      std::shared_ptr<grpc::ServerCredentials> credentials);
+  void AddReflection(grpc::ServerBuilder& builder);
+  // /metrics when server.metrics_listen is set; its port, or 0 when off.
+  absl::StatusOr<int> StartMetricsEndpoint();
+  void RefreshMemoryGauges();  // on each scrape
   absl::Status LoadAndWarmUp();
   void Drain();
 
