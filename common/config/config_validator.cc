@@ -145,12 +145,14 @@ class Validator {
   }
 
   void CheckDeciderAndPolicy() {
+    // A cyclic shift per option at most; a proposal is one choice question.
     Range<int64_t>("decider.max_permutations", config_.decider.max_permutations,
-                   0, 26);
+                   0, kMaxChoiceOptions);
     const PolicyConfig& p = config_.policy;
     Range<int64_t>("policy.max_candidates", p.max_candidates, 1, 1000);
     Range<int64_t>("policy.max_avus", p.max_avus, 1, 100000);
-    Range<int64_t>("policy.proposal_size", p.proposal_size, 1, 26);
+    Range<int64_t>("policy.proposal_size", p.proposal_size, 1,
+                   kMaxChoiceOptions);
     if (!(p.specificity_delta >= 0.0 && p.specificity_delta <= 1.0)) {
       Error("policy.specificity_delta",
             absl::StrCat(FormatDouble(p.specificity_delta),
