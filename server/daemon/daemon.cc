@@ -17,7 +17,7 @@
 #include "common/util/state_dir.h"
 #include "server/daemon/drain_watchdog.h"
 #include "server/daemon/model_factory.h"
-#include "server/engine/scheduler.h"
+#include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/service/bearer_auth.h"
@@ -203,21 +203,21 @@ void Daemon::StartEngine() {
   metrics_ =
       std::make_unique<metrics::ServerMetrics>(util::kVersion, util::kCommit);
   metrics_->SetModelLoaded(false);
-  scheduler_ = std::make_unique<engine::Scheduler>(
-      config_.server.queue_capacity, metrics_.get(),
-      config_.engine.batch_tokens);
-  scheduler_->Start();
+  job_queue_ = std::make_unique<engine::JobQueue>(config_.server.queue_capacity,
+                                                  metrics_.get(),
+                                                  config_.engine.batch_tokens);
+  job_queue_->Start();
   state_ = std::make_unique<service::ServingStateFlag>();
 }
 
 void Daemon::MakeServices() {
   inference_ = std::make_unique<service::InferenceService>(
-      InferenceOptionsFrom(config_), scheduler_.get(), metrics_.get(),
+      InferenceOptionsFrom(config_), job_queue_.get(), metrics_.get(),
       auth_.get(), state_.get());
   bundles_ = std::make_unique<service::BundlesService>(
       BundlesOptionsFrom(config_), metrics_.get(), auth_.get(), state_.get());
   decisions_ = std::make_unique<service::DecisionsService>(
-      DecisionsOptionsFrom(config_), scheduler_.get(), metrics_.get(),
+      DecisionsOptionsFrom(config_), job_queue_.get(), metrics_.get(),
       auth_.get(), state_.get(), bundles_.get());
 }
 
@@ -308,7 +308,7 @@ absl::Status Daemon::LoadAndWarmUp() {
     result = std::move(status);
     done.Notify();
   };
-  RETURN_IF_ERROR(scheduler_->TrySubmit(std::move(job)));
+  RETURN_IF_ERROR(job_queue_->TrySubmit(std::move(job)));
   done.WaitForNotification();
   if (!result.ok()) {
     return absl::Status(
@@ -335,7 +335,7 @@ void Daemon::Drain() {
     std::_Exit(1);
   });
   spdlog::info("draining: health NOT_SERVING, new calls UNAVAILABLE, {} queued",
-               scheduler_ ? scheduler_->depth() : 0);
+               job_queue_ ? job_queue_->depth() : 0);
   if (state_) state_->set(service::ServingState::kDraining);
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
@@ -350,7 +350,7 @@ void Daemon::Drain() {
   // Decision workers wait on engine jobs: stop them while the engine runs.
   if (decisions_) decisions_->Stop();
   if (bundles_) bundles_->Stop();
-  if (scheduler_) scheduler_->Stop();
+  if (job_queue_) job_queue_->Stop();
   if (metrics_endpoint_) metrics_endpoint_->Stop();
   spdlog::info("drained in {:.2f} s",
                absl::ToDoubleSeconds(absl::Now() - start));

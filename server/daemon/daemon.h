@@ -20,7 +20,7 @@ class ServerCredentials;
 
 namespace mesa_anyjev {
 namespace engine {
-class Scheduler;
+class JobQueue;
 }
 namespace metrics {
 class ServerMetrics;
@@ -72,7 +72,7 @@ class Daemon {
   absl::Notification shutdown_;
   std::unique_ptr<metrics::ServerMetrics> metrics_;
   std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
-  std::unique_ptr<engine::Scheduler> scheduler_;
+  std::unique_ptr<engine::JobQueue> job_queue_;
   std::unique_ptr<service::BearerAuth> auth_;
   std::unique_ptr<service::ServingStateFlag> state_;
   std::unique_ptr<service::InferenceService> inference_;

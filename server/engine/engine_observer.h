@@ -12,7 +12,7 @@ namespace mesa_anyjev::engine {
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
-  // Scheduler
+  // JobQueue
   virtual void OnQueueDepth(int64_t /*depth*/) {}
   virtual void OnQueueWait(absl::Duration /*wait*/) {}
   virtual void OnSkipped(const std::string& /*reason*/) {

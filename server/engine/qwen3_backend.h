@@ -3,7 +3,7 @@
 // groups run in full packed passes (pass_planner.h) over the KV pool the
 // engine owns (kv_blocks.h), a group's prefix found in the prefix cache to
 // the block or computed once in the pass of its suffixes. Runs on the engine
-// thread only (the scheduler's), so it holds no locks. libtorch stays out of
+// thread only (the job queue's), so it holds no locks. libtorch stays out of
 // this header.
 #pragma once
 

@@ -1,7 +1,7 @@
-// Engine jobs for Logprobs and HiddenStates that the scheduler may merge with
+// Engine jobs for Logprobs and HiddenStates that the job queue may merge with
 // compatible queued jobs (same top_k, same layers) into one model call, so
 // prompts of calls that waited behind each other share forward batches. Both
-// the Inference service and the decision engine's ScheduledBackend submit
+// the Inference service and the decision engine's QueuedBackend submit
 // these; each caller sets deadline, cancelled and done, and reads `out`.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/backend.h"
-#include "server/engine/scheduler.h"
+#include "server/engine/job_queue.h"
 
 namespace mesa_anyjev::service {
 

@@ -59,13 +59,13 @@ absl::StatusOr<nlohmann::ordered_json> ParseJson(
 }  // namespace
 
 DecisionsService::DecisionsService(DecisionsOptions options,
-                                   engine::Scheduler* scheduler,
+                                   engine::JobQueue* job_queue,
                                    metrics::ServerMetrics* metrics,
                                    const BearerAuth* auth,
                                    const ServingStateFlag* state,
                                    const BundlesService* bundles)
     : options_(std::move(options)),
-      scheduler_(scheduler),
+      job_queue_(job_queue),
       metrics_(metrics),
       auth_(auth),
       state_(state),
@@ -77,9 +77,9 @@ DecisionsService::~DecisionsService() { Stop(); }
 void DecisionsService::Stop() { workers_.Stop(); }
 
 absl::Status DecisionsService::SetBackend(Backend* backend) {
-  scheduled_ = std::make_unique<ScheduledBackend>(backend, scheduler_);
+  queued_ = std::make_unique<QueuedBackend>(backend, job_queue_);
   decider_ = std::make_unique<decision::Decider>(
-      scheduled_.get(), MakeDeciderOptions(options_.decisions));
+      queued_.get(), MakeDeciderOptions(options_.decisions));
   if (!options_.decisions.artifacts.empty()) {
     const std::string& path = options_.decisions.artifacts;
     auto bytes = util::ReadFile(path);
@@ -157,7 +157,7 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
   const v1::DecideRequest& request = *opened.request;
   v1::DecideResponse* response = opened.response;
   auto parsed =
-      ParseDecideRequest(request, options_.limits, scheduled_->capabilities());
+      ParseDecideRequest(request, options_.limits, queued_->capabilities());
   if (!parsed.ok()) {
     call->Complete(parsed.status());
     return call;
@@ -183,7 +183,7 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
         decision::Decider* serving = decider;
         if (scratch_artifacts.has_value()) {
           scratch = std::make_unique<decision::Decider>(
-              scheduled_.get(), ScratchOptions(options_.decisions));
+              queued_.get(), ScratchOptions(options_.decisions));
           auto loaded = scratch->LoadArtifacts(*scratch_artifacts);
           if (!loaded.ok()) {
             call->Complete(absl::InvalidArgumentError(absl::StrCat(
@@ -241,7 +241,7 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
         decision::Decider* fitter = serving;
         if (dry_run) {
           scratch = std::make_unique<decision::Decider>(
-              scheduled_.get(), ScratchOptions(options_.decisions));
+              queued_.get(), ScratchOptions(options_.decisions));
           fitter = scratch.get();
         }
         absl::StatusOr<nlohmann::ordered_json> artifact =

@@ -1,7 +1,7 @@
 // mesa.anyjev.v1.Decisions on gRPC's callback API. A handler checks auth and
 // state and validates on the gRPC thread, then hands the call to a decision
 // worker; the worker runs the Decider, whose model calls become engine jobs
-// (ScheduledBackend), and finishes the call. No gRPC thread waits on the
+// (QueuedBackend), and finishes the call. No gRPC thread waits on the
 // model. Export, load and reset touch no model and answer inline.
 #pragma once
 
@@ -17,11 +17,11 @@
 #include "common/config/config.h"
 #include "common/decision/decider.h"
 #include "mesa/anyjev/v1/decisions.grpc.pb.h"
-#include "server/engine/scheduler.h"
+#include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/service/bearer_auth.h"
 #include "server/service/bundles_service.h"
-#include "server/service/scheduled_backend.h"
+#include "server/service/queued_backend.h"
 #include "server/service/serving_state.h"
 #include "server/service/unary_call.h"
 #include "server/service/worker_pool.h"
@@ -54,7 +54,7 @@ using RawServiceDecisions =
 class DecisionsService final : public RawServiceDecisions {
  public:
   // `bundles` (may be null) says which bundle versions ListQuestions names.
-  DecisionsService(DecisionsOptions options, engine::Scheduler* scheduler,
+  DecisionsService(DecisionsOptions options, engine::JobQueue* job_queue,
                    metrics::ServerMetrics* metrics, const BearerAuth* auth,
                    const ServingStateFlag* state,
                    const BundlesService* bundles = nullptr);
@@ -68,7 +68,7 @@ class DecisionsService final : public RawServiceDecisions {
   // promoted versions into it.
   decision::Decider* decider() const { return decider_.get(); }
   // Finishes accepted calls and joins the workers; call after the gRPC
-  // server has shut down and before the scheduler stops.
+  // server has shut down and before the job queue stops.
   void Stop();
 
   grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* context,
@@ -112,13 +112,13 @@ class DecisionsService final : public RawServiceDecisions {
       const std::string& bytes) const;
 
   const DecisionsOptions options_;
-  engine::Scheduler* const scheduler_;
+  engine::JobQueue* const job_queue_;
   metrics::ServerMetrics* const metrics_;
   const BearerAuth* const auth_;
   const ServingStateFlag* const state_;
   const BundlesService* const bundles_;
   WorkerPool workers_;
-  std::unique_ptr<ScheduledBackend> scheduled_;
+  std::unique_ptr<QueuedBackend> queued_;
   std::unique_ptr<decision::Decider> decider_;
   std::atomic<decision::Decider*> ready_{nullptr};
 };

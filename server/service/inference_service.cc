@@ -17,12 +17,12 @@ namespace v1 = ::mesa::anyjev::v1;
 using metrics::Method;
 
 InferenceService::InferenceService(InferenceOptions options,
-                                   engine::Scheduler* scheduler,
+                                   engine::JobQueue* job_queue,
                                    metrics::ServerMetrics* metrics,
                                    const BearerAuth* auth,
                                    const ServingStateFlag* state)
     : options_(std::move(options)),
-      scheduler_(scheduler),
+      job_queue_(job_queue),
       metrics_(metrics),
       auth_(auth),
       state_(state) {}
@@ -45,7 +45,7 @@ void InferenceService::Submit(UnaryCall* call, absl::Time deadline,
                               engine::Job job) {
   job.deadline = deadline;
   job.cancelled = call->cancelled();
-  call->Submitted(scheduler_->TrySubmit(std::move(job)));
+  call->Submitted(job_queue_->TrySubmit(std::move(job)));
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(

@@ -1,5 +1,5 @@
 // mesa.anyjev.v1.Inference on gRPC's callback API. Handlers check auth and
-// state, validate, hand the work to the engine's scheduler and return; the
+// state, validate, hand the work to the engine's job queue and return; the
 // engine thread finishes the call. No handler blocks while the model runs.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include "common/backend.h"
 #include "common/config/config.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
-#include "server/engine/scheduler.h"
+#include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/service/bearer_auth.h"
 #include "server/service/serving_state.h"
@@ -37,7 +37,7 @@ using RawServiceInference =
 
 class InferenceService final : public RawServiceInference {
  public:
-  InferenceService(InferenceOptions options, engine::Scheduler* scheduler,
+  InferenceService(InferenceOptions options, engine::JobQueue* job_queue,
                    metrics::ServerMetrics* metrics, const BearerAuth* auth,
                    const ServingStateFlag* state);
 
@@ -67,7 +67,7 @@ class InferenceService final : public RawServiceInference {
   void Submit(UnaryCall* call, absl::Time deadline, engine::Job job);
 
   const InferenceOptions options_;
-  engine::Scheduler* const scheduler_;
+  engine::JobQueue* const job_queue_;
   metrics::ServerMetrics* const metrics_;
   const BearerAuth* const auth_;
   const ServingStateFlag* const state_;

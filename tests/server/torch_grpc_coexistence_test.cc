@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/text/fake_tokenizer.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
-#include "server/engine/scheduler.h"
+#include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/service/bearer_auth.h"
@@ -103,13 +103,13 @@ int Run() {
   Check(std::abs(c[3][5].item<double>() - expected) < 1e-9, "libtorch matmul");
 
   metrics::ServerMetrics server_metrics("test", "test");
-  engine::Scheduler scheduler(8, &server_metrics);
-  scheduler.Start();
+  engine::JobQueue job_queue(8, &server_metrics);
+  job_queue.Start();
   service::BearerAuth auth(std::nullopt);
   service::ServingStateFlag state;
   state.set(service::ServingState::kServing);
   TorchBackend backend;
-  service::InferenceService inference({}, &scheduler, &server_metrics, &auth,
+  service::InferenceService inference({}, &job_queue, &server_metrics, &auth,
                                       &state);
   inference.SetBackend(&backend);
   grpc::ServerBuilder builder;
@@ -171,7 +171,7 @@ int Run() {
           "/metrics scraped in the libtorch process");
   }
   server->Shutdown();
-  scheduler.Stop();
+  job_queue.Stop();
   endpoint.Stop();
   std::printf("%d passed, %d failed\n", passes, failures);
   return failures == 0 ? 0 : 1;

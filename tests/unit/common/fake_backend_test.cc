@@ -740,7 +740,7 @@ TEST_CASE("A short delay completes", "[fake_backend]") {
 
 TEST_CASE("A merged call stops once every caller has stopped",
           "[fake_backend]") {
-  // Two callers' groups run as one call (the scheduler's batching): it goes
+  // Two callers' groups run as one call (the job queue's batching): it goes
   // on while one caller still waits, and stops when none does. The drain
   // deadline relies on it: gRPC cancels every call, so the pass must end.
   FakeBackend backend(FakeBackendOptions{.delay_s = 60.0});

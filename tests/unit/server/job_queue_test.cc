@@ -1,6 +1,6 @@
 // The bounded queue: refusal when full, arrival order, and work whose
 // deadline passed or whose caller cancelled never running.
-#include "server/engine/scheduler.h"
+#include "server/engine/job_queue.h"
 
 #include <catch2/catch.hpp>
 #include <mutex>
@@ -33,10 +33,11 @@ Job MakeJob(std::function<absl::Status(const CallControl&)> run,
   return job;
 }
 
-TEST_CASE("scheduler refuses at once when the queue is full", "[scheduler]") {
+TEST_CASE("the job queue refuses at once when the queue is full",
+          "[job_queue]") {
   Recorder recorder;
-  Scheduler scheduler(/*capacity=*/2, &recorder);
-  scheduler.Start();
+  JobQueue job_queue(/*capacity=*/2, &recorder);
+  job_queue.Start();
   absl::Notification release, running;
   std::atomic<int> finished{0};
   auto blocker = MakeJob(
@@ -46,32 +47,32 @@ TEST_CASE("scheduler refuses at once when the queue is full", "[scheduler]") {
         return absl::OkStatus();
       },
       [&](absl::Status) { ++finished; });
-  REQUIRE(scheduler.TrySubmit(std::move(blocker)).ok());
+  REQUIRE(job_queue.TrySubmit(std::move(blocker)).ok());
   running.WaitForNotification();  // the engine thread is busy now
   for (int i = 0; i < 2; ++i) {
-    REQUIRE(scheduler
+    REQUIRE(job_queue
                 .TrySubmit(
                     MakeJob([](const CallControl&) { return absl::OkStatus(); },
                             [&](absl::Status) { ++finished; }))
                 .ok());
   }
-  absl::Status full = scheduler.TrySubmit(
+  absl::Status full = job_queue.TrySubmit(
       MakeJob([](const CallControl&) { return absl::OkStatus(); },
               [&](absl::Status) { FAIL("a refused job must not complete"); }));
   CHECK(absl::IsResourceExhausted(full));
   CHECK_THAT(std::string(full.message()),
              Catch::Contains("server.queue_capacity"));
   release.Notify();
-  scheduler.Stop();
+  job_queue.Stop();
   CHECK(finished == 3);
   CHECK(recorder.max_depth == 2);
 }
 
-TEST_CASE("scheduler runs jobs in arrival order", "[scheduler]") {
-  Scheduler scheduler(/*capacity=*/16, nullptr);
+TEST_CASE("the job queue runs jobs in arrival order", "[job_queue]") {
+  JobQueue job_queue(/*capacity=*/16, nullptr);
   std::vector<int> order;
   for (int i = 0; i < 10; ++i) {
-    REQUIRE(scheduler
+    REQUIRE(job_queue
                 .TrySubmit(MakeJob(
                     [&order, i](const CallControl&) {
                       order.push_back(i);
@@ -80,14 +81,14 @@ TEST_CASE("scheduler runs jobs in arrival order", "[scheduler]") {
                     [](absl::Status status) { CHECK(status.ok()); }))
                 .ok());
   }
-  scheduler.Start();
-  scheduler.Stop();  // drains everything accepted
+  job_queue.Start();
+  job_queue.Stop();  // drains everything accepted
   CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
 }
 
-TEST_CASE("expired and cancelled jobs never run", "[scheduler]") {
+TEST_CASE("expired and cancelled jobs never run", "[job_queue]") {
   Recorder recorder;
-  Scheduler scheduler(/*capacity=*/4, &recorder);
+  JobQueue job_queue(/*capacity=*/4, &recorder);
   std::atomic<bool> cancelled{true};
   std::vector<absl::StatusCode> codes;
   bool ran = false;
@@ -105,10 +106,10 @@ TEST_CASE("expired and cancelled jobs never run", "[scheduler]") {
       },
       [&](absl::Status status) { codes.push_back(status.code()); });
   gone.cancelled = &cancelled;
-  REQUIRE(scheduler.TrySubmit(std::move(expired)).ok());
-  REQUIRE(scheduler.TrySubmit(std::move(gone)).ok());
-  scheduler.Start();
-  scheduler.Stop();
+  REQUIRE(job_queue.TrySubmit(std::move(expired)).ok());
+  REQUIRE(job_queue.TrySubmit(std::move(gone)).ok());
+  job_queue.Start();
+  job_queue.Stop();
   CHECK_FALSE(ran);
   CHECK(codes ==
         std::vector<absl::StatusCode>{absl::StatusCode::kDeadlineExceeded,
@@ -116,39 +117,39 @@ TEST_CASE("expired and cancelled jobs never run", "[scheduler]") {
   CHECK(recorder.skipped == std::vector<std::string>{"deadline", "cancelled"});
 }
 
-TEST_CASE("a stopped scheduler refuses new work as UNAVAILABLE",
-          "[scheduler]") {
-  Scheduler scheduler(/*capacity=*/4, nullptr);
-  scheduler.Start();
-  scheduler.Stop();
-  absl::Status status = scheduler.TrySubmit(
+TEST_CASE("a stopped job queue refuses new work as UNAVAILABLE",
+          "[job_queue]") {
+  JobQueue job_queue(/*capacity=*/4, nullptr);
+  job_queue.Start();
+  job_queue.Stop();
+  absl::Status status = job_queue.TrySubmit(
       MakeJob([](const CallControl&) { return absl::OkStatus(); },
               [](absl::Status) {}));
   CHECK(absl::IsUnavailable(status));
 }
 
-TEST_CASE("an exception in model code becomes INTERNAL", "[scheduler]") {
-  Scheduler scheduler(/*capacity=*/4, nullptr);
+TEST_CASE("an exception in model code becomes INTERNAL", "[job_queue]") {
+  JobQueue job_queue(/*capacity=*/4, nullptr);
   absl::Status seen;
-  REQUIRE(scheduler
+  REQUIRE(job_queue
               .TrySubmit(MakeJob(
                   [](const CallControl&) -> absl::Status {
                     throw std::runtime_error("CUDA out of memory");
                   },
                   [&](absl::Status status) { seen = status; }))
               .ok());
-  scheduler.Start();
-  scheduler.Stop();
+  job_queue.Start();
+  job_queue.Stop();
   CHECK(absl::IsInternal(seen));
   CHECK_THAT(std::string(seen.message()),
              Catch::Contains("CUDA out of memory"));
 }
 
 TEST_CASE("jobs of one kind queued together run as one call, in order",
-          "[scheduler]") {
+          "[job_queue]") {
   Recorder recorder;
-  Scheduler scheduler(/*capacity=*/16, &recorder, /*batch_budget=*/10);
-  scheduler.Start();
+  JobQueue job_queue(/*capacity=*/16, &recorder, /*batch_budget=*/10);
+  job_queue.Start();
   absl::Notification release, running;
   std::mutex mu;
   std::vector<std::vector<int>> calls;  // payload ids per run_batch call
@@ -176,7 +177,7 @@ TEST_CASE("jobs of one kind queued together run as one call, in order",
     };
     return job;
   };
-  REQUIRE(scheduler
+  REQUIRE(job_queue
               .TrySubmit(MakeJob(
                   [&](const CallControl&) {
                     running.Notify();
@@ -189,17 +190,17 @@ TEST_CASE("jobs of one kind queued together run as one call, in order",
   // Queued behind the blocker: 1, 2 and 3 share a key and fit the budget
   // (4 + 4 + 2 = 10); 4 would not (12); 5 has another key; 6 joins 5; 7 is
   // stale by the time it runs and is answered without running.
-  REQUIRE(scheduler.TrySubmit(batched("a", 1, 4)).ok());
-  REQUIRE(scheduler.TrySubmit(batched("a", 2, 4)).ok());
-  REQUIRE(scheduler.TrySubmit(batched("a", 3, 2)).ok());
-  REQUIRE(scheduler.TrySubmit(batched("a", 4, 2)).ok());
-  REQUIRE(scheduler.TrySubmit(batched("b", 5, 1)).ok());
-  REQUIRE(scheduler.TrySubmit(batched("b", 6, 1)).ok());
+  REQUIRE(job_queue.TrySubmit(batched("a", 1, 4)).ok());
+  REQUIRE(job_queue.TrySubmit(batched("a", 2, 4)).ok());
+  REQUIRE(job_queue.TrySubmit(batched("a", 3, 2)).ok());
+  REQUIRE(job_queue.TrySubmit(batched("a", 4, 2)).ok());
+  REQUIRE(job_queue.TrySubmit(batched("b", 5, 1)).ok());
+  REQUIRE(job_queue.TrySubmit(batched("b", 6, 1)).ok());
   REQUIRE(
-      scheduler.TrySubmit(batched("b", 7, 1, absl::Now() - absl::Seconds(1)))
+      job_queue.TrySubmit(batched("b", 7, 1, absl::Now() - absl::Seconds(1)))
           .ok());
   release.Notify();
-  scheduler.Stop();
+  job_queue.Stop();
   const std::vector<std::vector<int>> want = {{1, 2, 3}, {4}, {5, 6}};
   CHECK(calls == want);
   REQUIRE(finished.size() == 7);

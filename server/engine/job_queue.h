@@ -48,15 +48,15 @@ struct Job {
       run_batch;
 };
 
-class Scheduler {
+class JobQueue {
  public:
   // `batch_budget`: tokens a merged call may hold (the first job always
   // runs, however large).
-  Scheduler(int32_t capacity, EngineObserver* observer,
-            int64_t batch_budget = 0);
-  ~Scheduler();
-  Scheduler(const Scheduler&) = delete;
-  Scheduler& operator=(const Scheduler&) = delete;
+  JobQueue(int32_t capacity, EngineObserver* observer,
+           int64_t batch_budget = 0);
+  ~JobQueue();
+  JobQueue(const JobQueue&) = delete;
+  JobQueue& operator=(const JobQueue&) = delete;
 
   void Start();
   // Refuses at once when the queue is full (RESOURCE_EXHAUSTED naming the

@@ -1,4 +1,4 @@
-#include "server/engine/scheduler.h"
+#include "server/engine/job_queue.h"
 
 #include <algorithm>
 #include <exception>
@@ -35,17 +35,17 @@ std::vector<absl::Status> RunBatchGuarded(const std::vector<Job*>& jobs,
 
 }  // namespace
 
-Scheduler::Scheduler(int32_t capacity, EngineObserver* observer,
-                     int64_t batch_budget)
+JobQueue::JobQueue(int32_t capacity, EngineObserver* observer,
+                   int64_t batch_budget)
     : capacity_(capacity), batch_budget_(batch_budget), observer_(observer) {}
 
-Scheduler::~Scheduler() { Stop(); }
+JobQueue::~JobQueue() { Stop(); }
 
-void Scheduler::Start() {
+void JobQueue::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
-absl::Status Scheduler::TrySubmit(Job job) {
+absl::Status JobQueue::TrySubmit(Job job) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
@@ -66,7 +66,7 @@ absl::Status Scheduler::TrySubmit(Job job) {
   return absl::OkStatus();
 }
 
-void Scheduler::Stop() {
+void JobQueue::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -74,12 +74,12 @@ void Scheduler::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-int64_t Scheduler::depth() const {
+int64_t JobQueue::depth() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(queue_.size());
 }
 
-std::vector<Scheduler::Queued> Scheduler::TakeBatch() {
+std::vector<JobQueue::Queued> JobQueue::TakeBatch() {
   std::vector<Queued> batch;
   batch.push_back(std::move(queue_.front()));
   queue_.pop_front();
@@ -100,7 +100,7 @@ std::vector<Scheduler::Queued> Scheduler::TakeBatch() {
   return batch;
 }
 
-bool Scheduler::SkipIfStale(Queued& item, absl::Time now) {
+bool JobQueue::SkipIfStale(Queued& item, absl::Time now) {
   if (observer_ != nullptr) observer_->OnQueueWait(now - item.enqueued);
   absl::Status status =
       CallPart{0, item.job.deadline, item.job.cancelled}.StopStatus(
@@ -113,7 +113,7 @@ bool Scheduler::SkipIfStale(Queued& item, absl::Time now) {
   return true;
 }
 
-void Scheduler::Loop() {
+void JobQueue::Loop() {
   auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return stopping_ || !queue_.empty();
   };

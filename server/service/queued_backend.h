@@ -1,4 +1,4 @@
-// A Backend whose model calls go through the engine's scheduler: each
+// A Backend whose model calls go through the engine's job queue: each
 // Logprobs / HiddenStates becomes one engine Job (queued behind other
 // callers, skipped when its deadline passed or its caller cancelled) and
 // the calling thread waits for it. Calls of one kind (same top_k, same
@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "common/backend.h"
-#include "server/engine/scheduler.h"
+#include "server/engine/job_queue.h"
 
 namespace mesa_anyjev::service {
 
-class ScheduledBackend final : public ForwardingBackend {
+class QueuedBackend final : public ForwardingBackend {
  public:
   // Both outlive the adapter.
-  ScheduledBackend(Backend* model, engine::Scheduler* scheduler)
-      : ForwardingBackend(model), model_(model), scheduler_(scheduler) {}
+  QueuedBackend(Backend* model, engine::JobQueue* job_queue)
+      : ForwardingBackend(model), model_(model), job_queue_(job_queue) {}
 
   // Blocks the caller until the engine has run (or skipped) the job; a full
   // engine queue is RESOURCE_EXHAUSTED at once.
@@ -36,7 +36,7 @@ class ScheduledBackend final : public ForwardingBackend {
   absl::Status RunJob(engine::Job job);
 
   Backend* const model_;
-  engine::Scheduler* const scheduler_;
+  engine::JobQueue* const job_queue_;
 };
 
 }  // namespace mesa_anyjev::service

@@ -1,5 +1,5 @@
-// Backend calls as engine jobs (see scheduled_backend.h).
-#include "server/service/scheduled_backend.h"
+// Backend calls as engine jobs (see queued_backend.h).
+#include "server/service/queued_backend.h"
 
 #include <utility>
 
@@ -9,7 +9,7 @@
 
 namespace mesa_anyjev::service {
 
-absl::Status ScheduledBackend::RunJob(engine::Job job) {
+absl::Status QueuedBackend::RunJob(engine::Job job) {
   absl::Notification done;
   absl::Status result;
   job.done = [&](absl::Status status) {
@@ -17,7 +17,7 @@ absl::Status ScheduledBackend::RunJob(engine::Job job) {
     done.Notify();
   };
   // On refusal `done` is never called: answer here.
-  if (absl::Status status = scheduler_->TrySubmit(std::move(job));
+  if (absl::Status status = job_queue_->TrySubmit(std::move(job));
       !status.ok()) {
     return status;
   }
@@ -26,8 +26,8 @@ absl::Status ScheduledBackend::RunJob(engine::Job job) {
 }
 
 absl::StatusOr<std::vector<std::vector<PromptLogprobs>>>
-ScheduledBackend::Logprobs(const std::vector<PromptGroup>& groups,
-                           int32_t top_k, const CallControl& control) {
+QueuedBackend::Logprobs(const std::vector<PromptGroup>& groups, int32_t top_k,
+                        const CallControl& control) {
   LogprobsWork work{groups};
   engine::Job job = LogprobsJob(model_, &work, top_k);
   job.deadline = control.deadline;
@@ -36,7 +36,7 @@ ScheduledBackend::Logprobs(const std::vector<PromptGroup>& groups,
   return std::move(work.out);
 }
 
-absl::StatusOr<HiddenStatesResult> ScheduledBackend::HiddenStates(
+absl::StatusOr<HiddenStatesResult> QueuedBackend::HiddenStates(
     const std::vector<PromptGroup>& groups, const std::vector<int32_t>& layers,
     const CallControl& control) {
   HiddenStatesWork work{groups};
