@@ -2,8 +2,8 @@
 // it. On CPU in float32 that is oneDNN's blocked layout, packed once at load:
 // libtorch's at::linear goes to MKL's sgemm, which on AMD CPUs takes a generic
 // code path, slower than oneDNN with packed weights (docs/benchmarks.md has
-// the figures), and repacks the weight on every call. Elsewhere (CUDA, bfloat16, a libtorch without oneDNN) it is the dense
-// weight and at::linear.
+// the figures), and repacks the weight on every call. Elsewhere (CUDA,
+// bfloat16, a libtorch without oneDNN) it is the dense weight and at::linear.
 #pragma once
 
 #include <ATen/core/Tensor.h>
