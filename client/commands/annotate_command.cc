@@ -10,8 +10,11 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "client/annotate/pipeline.h"
@@ -98,75 +101,113 @@ std::optional<std::string> BelowLevel(const annotate::RunResult& run,
   return std::nullopt;
 }
 
-}  // namespace
-
-int RunAnnotate(const config::Config& config,
-                const AnnotateCommandOptions& options) {
-  const std::string level_name =
-      options.level.empty() ? config.decider.level : options.level;
-  auto level = decision::ParseLevel(level_name);
-  if (!level.ok()) {
-    return Fail(2, absl::StrCat("--level: '", level_name,
-                                "' is not raw, L0, L1, L2 or auto"));
-  }
-  auto paths = CardPaths(options.cards);
-  if (!paths.ok()) return Fail(2, paths.status().message());
+// What the command line names, read and checked before a backend is made:
+// every error here is bad input (exit 2).
+struct Inputs {
+  std::string level_name;
+  decision::Level level = decision::Level::kAuto;
+  std::vector<std::string> paths;  // one per card
   std::vector<cards::DatasetCard> cards;
-  for (const std::string& path : *paths) {
-    auto card = cards::ReadCard(path);
-    if (!card.ok()) return Fail(2, card.status().message());
-    cards.push_back(*std::move(card));
-  }
-  const bool several = cards.size() > 1;
   std::optional<cards::CandidateSource> candidates;
+};
+
+absl::StatusOr<Inputs> ReadInputs(const config::Config& config,
+                                  const AnnotateCommandOptions& options) {
+  Inputs in;
+  in.level_name = options.level.empty() ? config.decider.level : options.level;
+  auto level = decision::ParseLevel(in.level_name);
+  if (!level.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--level: '", in.level_name, "' is not raw, L0, L1, L2 or auto"));
+  }
+  in.level = *level;
+  auto paths = CardPaths(options.cards);
+  if (!paths.ok()) return paths.status();
+  in.paths = *std::move(paths);
+  for (const std::string& path : in.paths) {
+    auto card = cards::ReadCard(path);
+    if (!card.ok()) return card.status();
+    in.cards.push_back(*std::move(card));
+  }
   if (!options.candidates.empty()) {
     auto loaded = cards::CandidateSource::Load(options.candidates);
-    if (!loaded.ok()) return Fail(2, loaded.status().message());
-    candidates = *std::move(loaded);
+    if (!loaded.ok()) return loaded.status();
+    in.candidates = *std::move(loaded);
   }
-  auto provider = MakeProvider(config, options.backend);
-  if (!provider.ok()) {
-    return Fail(
-        provider.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
-        provider.status().message());
-  }
-  LoadPromotedBundle(config, (*provider)->info().kind, provider->get());
+  return in;
+}
 
-  ui::Progress bar("cards", static_cast<int>(cards.size()), ui::StderrIsTty(),
-                   std::cerr);
+// A run that failed: an explicit level that cannot be served is said with
+// the commands that would make it servable. Returns the exit code, 1.
+int ReportFailure(const absl::Status& status, const Inputs& in,
+                  const std::string& kind, const std::string& replay_flags) {
+  if (status.code() != absl::StatusCode::kFailedPrecondition) {
+    return Fail(1, status.message());
+  }
+  // The asker prefixes the question id: "<id>: <why>".
+  const std::string message(status.message());
+  const std::string question = message.substr(0, message.find(':'));
+  Fail(1,
+       absl::StrCat("level ", in.level_name, " cannot be served: ", message));
+  const std::string remedy =
+      LevelRemedy(question, in.level, kind, replay_flags);
+  if (!remedy.empty()) std::cerr << remedy << "\n";
+  return 1;
+}
+
+// --out itself for one card; for several, <out>/<card stem>.json.
+std::string OutPath(const std::string& out, const std::string& card_name,
+                    bool several) {
+  if (!several) return out;
+  return (std::filesystem::path(out) /
+          (std::filesystem::path(card_name).stem().string() + ".json"))
+      .string();
+}
+
+// The audit line, the summary and one line per proposal.
+void PrintRun(const annotate::RunResult& run, const std::string& card_name,
+              bool several) {
+  if (several) std::cout << "== " << card_name << "\n";
+  if (auto audit = annotate::AuditLine(run); audit.has_value()) {
+    std::cout << *audit << "\n";
+  }
+  std::cout << annotate::SummaryLine(run) << "\n";
+  for (const std::string& line : annotate::ProposalLines(run)) {
+    std::cout << line << "\n";
+  }
+  std::cout.flush();
+}
+
+// Annotates each card in turn, stopping at the first that fails or is
+// served below an explicit level. Returns the exit code: 0, or --strict's
+// for missing labels.
+int AnnotateCards(const Inputs& in, const config::Config& config,
+                  Provider& provider, const AnnotateCommandOptions& options) {
+  const bool several = in.cards.size() > 1;
+  ui::Progress bar("cards", static_cast<int>(in.cards.size()),
+                   ui::StderrIsTty(), std::cerr);
   annotate::AnnotateOptions run_options;
-  run_options.level = *level;
+  run_options.level = in.level;
   run_options.policy = config.policy;
-  run_options.candidates = candidates.has_value() ? &*candidates : nullptr;
+  run_options.candidates =
+      in.candidates.has_value() ? &*in.candidates : nullptr;
   run_options.actor = Actor();
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
   int strict_exit = 0;
-  for (size_t c = 0; c < cards.size(); ++c) {
+  for (size_t c = 0; c < in.cards.size(); ++c) {
     const std::string card_name =
-        std::filesystem::path((*paths)[c]).filename().string();
+        std::filesystem::path(in.paths[c]).filename().string();
     run_options.on_ask = [&](const std::string& question, size_t states) {
       bar.Show(absl::StrCat(card_name, ": ", question, " (", states, " state",
                             states == 1 ? "" : "s", ")"));
     };
-    auto run = annotate::Annotate(cards[c], **provider, run_options);
+    auto run = annotate::Annotate(in.cards[c], provider, run_options);
     bar.Finish();
     if (!run.ok()) {
-      if (run.status().code() == absl::StatusCode::kFailedPrecondition) {
-        // The asker prefixes the question id: "<id>: <why>".
-        const std::string message(run.status().message());
-        const std::string question = message.substr(0, message.find(':'));
-        Fail(1, absl::StrCat("level ", level_name,
-                             " cannot be served: ", message));
-        const std::string remedy = LevelRemedy(
-            question, *level, (*provider)->info().kind, options.replay_flags);
-        if (!remedy.empty()) std::cerr << remedy << "\n";
-        return 1;
-      }
-      return Fail(1, run.status().message());
+      return ReportFailure(run.status(), in, provider.info().kind,
+                           options.replay_flags);
     }
-    if (const auto below = BelowLevel(*run, *level)) {
-      return Fail(1, *below);
-    }
+    if (const auto below = BelowLevel(*run, in.level)) return Fail(1, *below);
     if (!run->skipped.empty() && c == 0) {
       std::cerr << annotate::kNoCandidatesNotice << "\n";
     }
@@ -174,28 +215,16 @@ int RunAnnotate(const config::Config& config,
         strict_exit,
         ReportMissingLabels("annotate", run->missing_labels, options.strict));
     if (!options.out.empty()) {
-      const std::string out =
-          several
-              ? (std::filesystem::path(options.out) /
-                 (std::filesystem::path(card_name).stem().string() + ".json"))
-                    .string()
-              : options.out;
-      if (absl::Status s = WriteOut(out, annotate::EvalResult(*run)); !s.ok()) {
+      if (absl::Status s = WriteOut(OutPath(options.out, card_name, several),
+                                    annotate::EvalResult(*run));
+          !s.ok()) {
         return Fail(1, s.message());
       }
     }
     if (options.json) {
       records.push_back(annotate::RunRecord(*run));
     } else {
-      if (several) std::cout << "== " << card_name << "\n";
-      if (auto audit = annotate::AuditLine(*run); audit.has_value()) {
-        std::cout << *audit << "\n";
-      }
-      std::cout << annotate::SummaryLine(*run) << "\n";
-      for (const std::string& line : annotate::ProposalLines(*run)) {
-        std::cout << line << "\n";
-      }
-      std::cout.flush();
+      PrintRun(*run, card_name, several);
     }
     bar.Advance(card_name);
   }
@@ -206,6 +235,22 @@ int RunAnnotate(const config::Config& config,
         std::cout);
   }
   return strict_exit;
+}
+
+}  // namespace
+
+int RunAnnotate(const config::Config& config,
+                const AnnotateCommandOptions& options) {
+  auto in = ReadInputs(config, options);
+  if (!in.ok()) return Fail(2, in.status().message());
+  auto provider = MakeProvider(config, options.backend);
+  if (!provider.ok()) {
+    return Fail(
+        provider.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
+        provider.status().message());
+  }
+  LoadPromotedBundle(config, (*provider)->info().kind, provider->get());
+  return AnnotateCards(*in, config, **provider, options);
 }
 
 }  // namespace mesa_anyjev::client

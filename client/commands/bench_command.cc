@@ -1,13 +1,19 @@
 // `mesa-anyjev bench run|table` (reference-system.md 3.5, 9). Exit codes:
 // 0 written / printed, 1 unknown or empty tasks or a failure, 2 usage or a
 // missing input.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <set>
+#include <string>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/backends/provider.h"
@@ -32,7 +38,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-int Fail(const std::string& verb, const std::string& message, int code) {
+int Fail(absl::string_view verb, absl::string_view message, int code) {
   std::cerr << "mesa-anyjev bench " << verb << ": " << message << "\n";
   return code;
 }
@@ -87,48 +93,54 @@ absl::Status WritePlots(const std::vector<bench::CellCurves>& curves,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-int RunBenchRun(const config::Config& config, const BenchOptions& options) {
+// --levels and --date, checked before anything is opened (usage errors).
+absl::StatusOr<bench::RunOptions> RunOptionsFrom(const BenchOptions& options) {
   bench::RunOptions run;
   run.levels.clear();
   for (const std::string& name : SplitList(options.levels)) {
     auto level = decision::ParseLevel(name);
     if (!level.ok() || *level == decision::Level::kAuto) {
-      return Fail(
-          "run",
-          absl::StrCat("--levels: '", name, "' is not one of raw, L0, L1, L2"),
-          2);
+      return absl::InvalidArgumentError(
+          absl::StrCat("--levels: '", name, "' is not one of raw, L0, L1, L2"));
     }
     run.levels.push_back(*level);
   }
   if (run.levels.empty()) {
-    return Fail("run", "--levels: name at least one of raw, L0, L1, L2", 2);
+    return absl::InvalidArgumentError(
+        "--levels: name at least one of raw, L0, L1, L2");
   }
   run.loco = !options.no_loco;
   run.flip = !options.no_flip;
-  const std::string date =
-      options.date.empty()
-          ? absl::FormatTime("%Y-%m-%d", absl::Now(), absl::UTCTimeZone())
-          : options.date;
-  if (!IsDate(date)) {
-    return Fail("run", absl::StrCat("--date: '", date, "' is not YYYY-MM-DD"),
-                2);
-  }
+  return run;
+}
 
-  auto store = learn::LabelStore::Open(config.labels.dir);
-  if (!store.ok()) return Fail("run", std::string(store.status().message()), 1);
-  std::vector<bench::Task> all = bench::TasksFromStore(
-      *store, questions::QuestionSet::Reference(), policy::Policy::Defaults());
-  std::vector<const bench::Task*> chosen;
+// --date, or today in UTC.
+absl::StatusOr<std::string> RunDate(const std::string& given) {
+  const std::string date =
+      given.empty()
+          ? absl::FormatTime("%Y-%m-%d", absl::Now(), absl::UTCTimeZone())
+          : given;
+  if (!IsDate(date)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--date: '", date, "' is not YYYY-MM-DD"));
+  }
+  return date;
+}
+
+// The tasks --tasks names (all of them when empty), in the order named. The
+// error's message is the whole line (it has no "bench run:" prefix).
+absl::StatusOr<std::vector<const bench::Task*>> ChooseTasks(
+    const std::vector<bench::Task>& all, const std::string& names,
+    const std::string& store_path) {
   std::vector<std::string> available;
   for (const auto& task : all) available.push_back(task.name);
   std::sort(available.begin(), available.end());
-  if (options.tasks.empty()) {
+  std::vector<const bench::Task*> chosen;
+  if (names.empty()) {
     for (const auto& task : all) chosen.push_back(&task);
   } else {
     std::vector<std::string> unknown;
-    for (const std::string& name : SplitList(options.tasks)) {
+    for (const std::string& name : SplitList(names)) {
       auto it = std::find_if(all.begin(), all.end(), [&](const bench::Task& t) {
         return t.name == name;
       });
@@ -139,59 +151,100 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options) {
       }
     }
     if (!unknown.empty()) {
-      std::cerr << "unknown or empty tasks: " << PyList(unknown)
-                << "; available: " << PyList(available) << "\n";
-      return 1;
+      return absl::NotFoundError(
+          absl::StrCat("unknown or empty tasks: ", PyList(unknown),
+                       "; available: ", PyList(available)));
     }
   }
   if (chosen.empty()) {
-    std::cerr << "unknown or empty tasks: []; available: " << PyList(available)
-              << " (the label store " << store->path()
-              << " has no labels; see `mesa-anyjev learn ingest`)\n";
-    return 1;
+    return absl::NotFoundError(absl::StrCat(
+        "unknown or empty tasks: []; available: ", PyList(available),
+        " (the label store ", store_path,
+        " has no labels; see `mesa-anyjev learn ingest`)"));
   }
+  return chosen;
+}
 
-  auto provider = MakeProvider(config, options.backend);
-  if (!provider.ok()) {
-    return Fail("run", std::string(provider.status().message()),
-                absl::IsInvalidArgument(provider.status()) ? 2 : 1);
-  }
-  const ProviderInfo& info = (*provider)->info();
-  LoadPromotedBundle(config, info.kind, provider->get());
-
+// Every (task, level) cell, under one progress bar; {task name: results}.
+Json RunTasks(Provider& provider, const std::vector<const bench::Task*>& tasks,
+              const bench::RunOptions& run,
+              std::vector<bench::CellCurves>* curves) {
   int steps = 0;
-  for (const bench::Task* task : chosen) {
+  for (const bench::Task* task : tasks) {
     for (const decision::Level level : run.levels) {
       steps += bench::ProgressSteps(*task, level, run);
     }
   }
   ui::Progress bar("steps", steps, ui::StderrIsTty(), std::cerr);
-  std::vector<bench::CellCurves> curves;
-  Json tasks = Json::object();
-  for (const bench::Task* task : chosen) {
+  Json results = Json::object();
+  for (const bench::Task* task : tasks) {
     bar.Finish();
     std::cerr << "== " << task->name << ": " << task->items.size()
               << " items\n";
-    tasks[task->name] = bench::RunTask(**provider, *task, run, &curves, &bar);
+    results[task->name] = bench::RunTask(provider, *task, run, curves, &bar);
   }
   bar.Finish();
+  return results;
+}
 
+Json Payload(const std::string& date, const Provider& provider,
+             const Json& tasks) {
   Json payload;
   payload["date"] = date;
-  payload["missing_labels"] = (*provider)->missing_label_events();
-  payload["backend"] = info.kind;
-  payload["environment"] = bench::Environment(info);
+  payload["missing_labels"] = provider.missing_label_events();
+  payload["backend"] = provider.info().kind;
+  payload["environment"] = bench::Environment(provider.info());
   payload["tasks"] = tasks;
   payload["policy_suggestions"] = bench::PolicySuggestions(tasks);
+  return payload;
+}
+
+// The results JSON under <out>/<date>/, then each cell's plots beside it;
+// returns the JSON's path.
+absl::StatusOr<std::string> WriteRun(
+    const Json& payload, const std::vector<bench::CellCurves>& curves,
+    const std::string& out, const ProviderInfo& info, const std::string& date) {
   const std::string slug = bench::ModelSlug(info.model);
-  auto path = bench::WriteResults(payload, options.out, slug, info.kind, date);
-  if (!path.ok()) return Fail("run", std::string(path.status().message()), 1);
-  const std::string base = (std::filesystem::path(options.out) / date /
-                            absl::StrCat(slug, ".", info.kind))
-                               .string();
-  if (absl::Status s = WritePlots(curves, base); !s.ok()) {
-    return Fail("run", std::string(s.message()), 1);
+  auto path = bench::WriteResults(payload, out, slug, info.kind, date);
+  if (!path.ok()) return path.status();
+  const std::string base =
+      (std::filesystem::path(out) / date / absl::StrCat(slug, ".", info.kind))
+          .string();
+  if (absl::Status s = WritePlots(curves, base); !s.ok()) return s;
+  return path;
+}
+
+}  // namespace
+
+int RunBenchRun(const config::Config& config, const BenchOptions& options) {
+  auto run = RunOptionsFrom(options);
+  if (!run.ok()) return Fail("run", run.status().message(), 2);
+  auto date = RunDate(options.date);
+  if (!date.ok()) return Fail("run", date.status().message(), 2);
+
+  auto store = learn::LabelStore::Open(config.labels.dir);
+  if (!store.ok()) return Fail("run", store.status().message(), 1);
+  const std::vector<bench::Task> all = bench::TasksFromStore(
+      *store, questions::QuestionSet::Reference(), policy::Policy::Defaults());
+  auto chosen = ChooseTasks(all, options.tasks, store->path());
+  if (!chosen.ok()) {
+    std::cerr << chosen.status().message() << "\n";
+    return 1;
   }
+
+  auto provider = MakeProvider(config, options.backend);
+  if (!provider.ok()) {
+    return Fail("run", provider.status().message(),
+                absl::IsInvalidArgument(provider.status()) ? 2 : 1);
+  }
+  const ProviderInfo& info = (*provider)->info();
+  LoadPromotedBundle(config, info.kind, provider->get());
+
+  std::vector<bench::CellCurves> curves;
+  const Json tasks = RunTasks(**provider, *chosen, *run, &curves);
+  const Json payload = Payload(*date, **provider, tasks);
+  auto path = WriteRun(payload, curves, options.out, info, *date);
+  if (!path.ok()) return Fail("run", path.status().message(), 1);
   if (options.json) {
     ui::PrintJson(Json{{"path", *path}, {"rows", bench::TableRows(payload)}},
                   std::cout);
@@ -208,7 +261,7 @@ int RunBenchTable(const BenchOptions& options) {
     return Fail("table", "needs --results FILE (a bench run's JSON)", 2);
   }
   auto text = util::ReadFile(options.results);
-  if (!text.ok()) return Fail("table", std::string(text.status().message()), 2);
+  if (!text.ok()) return Fail("table", text.status().message(), 2);
   const auto parsed = text::ParseStrictOrderedJson(*text, {});
   const Json payload = parsed.ok() ? *parsed : Json();
   if (!parsed.ok() || !payload.is_object()) {
