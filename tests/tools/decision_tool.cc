@@ -2,13 +2,14 @@
 // tests/e2e/test_decision_parity.py, which runs the same script through the
 // anyjev 0.2.0 package and compares. Reads one JSON script on stdin:
 //
-//   {"decider": {DeciderOptions fields},
+//   {"decider": {DeciderOptions fields}, "full": false,
 //    "hidden": {"states": {state: [[f32 x d] x (n_layers + 1)]},
 //               "options": {option: [[f32 x d] x (n_layers + 1)]}},
 //    "logprobs": {prompt text: [label logprob in position order]},
 //    "ops": [{"op": "decide" | "calibrate" | "fit_head" | "observe" |
 //                   "calibrate_adaptive" | "export" | "load" |
-//                   "load_artifact" | "reset_prior" | "key" | "prompt" |
+//                   "load_artifact" | "replace_key" | "served_level" |
+//                   "running_prior" | "route" | "reset_prior" | "key" | "prompt" |
 //                   "labels" | "temperature" | "cp_upper" | "spread_order" |
 //                   "permutation" | "folds" | "candidates", ...}]}
 //
@@ -19,7 +20,11 @@
 // compute the same features from arrays; with "logprobs" every prompt's
 // label logprobs come from that table (recorded from the anyjev side), so
 // both sides read bit-identical inputs and a prompt the tool renders
-// differently is an error.
+// differently is an error. With "full", each decision carries every field
+// and diagnostic, a decide may set any DecideOptions field (its "carry"
+// keeps one prior table across the script's decides), and the results end
+// with the backend calls made: the byte-for-byte record a change that must
+// not change behaviour is compared on.
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -68,6 +73,7 @@ class TableBackend final : public Backend {
   absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
       const std::vector<PromptGroup>& groups, int32_t top_k,
       const CallControl& control) override {
+    Log("logprobs", groups);
     if (logprobs_.is_null()) return fake_.Logprobs(groups, top_k, control);
     std::vector<std::vector<PromptLogprobs>> out;
     for (const PromptGroup& group : groups) {
@@ -95,6 +101,8 @@ class TableBackend final : public Backend {
   absl::StatusOr<HiddenStatesResult> HiddenStates(
       const std::vector<PromptGroup>& groups,
       const std::vector<int32_t>& layers, const CallControl& control) override {
+    Log("hidden_states", groups);
+    calls_.back()["layers"] = layers;
     if (states_.is_null()) return fake_.HiddenStates(groups, layers, control);
     HiddenStatesResult result;
     result.layers = layers;
@@ -124,8 +132,22 @@ class TableBackend final : public Backend {
     return result;
   }
 
+ // Every call so far: its kind, and per group the prefix and suffix sizes.
+  const Json& calls() const { return calls_; }
+
  private:
+  void Log(const char* kind, const std::vector<PromptGroup>& groups) {
+    Json sizes = Json::array();
+    for (const PromptGroup& group : groups) {
+      Json suffixes = Json::array();
+      for (const auto& suffix : group.suffixes) suffixes.push_back(suffix.size());
+      sizes.push_back({group.prefix.size(), std::move(suffixes)});
+    }
+    calls_.push_back({{"call", kind}, {"groups", std::move(sizes)}});
+  }
+
   FakeBackend fake_;
+  Json calls_ = Json::array();
   Json states_;
   Json options_;
   Json logprobs_;
@@ -208,7 +230,104 @@ Json DecisionJson(const decision::Decision& d) {
   return out;
 }
 
-absl::StatusOr<Json> RunOp(const Json& op, Decider* decider) {
+// Every field of a decision and its diagnostics ("full" scripts).
+Json FullDecisionJson(const decision::Decision& d) {
+  const auto& g = d.diagnostics;
+  const auto opt = [](const std::optional<double>& v) {
+    return v.has_value() ? Json(*v) : Json(nullptr);
+  };
+  const auto matrix = [](const std::optional<decision::Matrix>& m) {
+    return m.has_value() ? MatrixJson(*m) : Json(nullptr);
+  };
+  Json out;
+  out["question_id"] = d.question_id;
+  out["key"] = d.question_key;
+  out["kind"] = decision::QuestionKindName(d.kind);
+  out["options"] = d.options;
+  out["level"] = decision::LevelName(d.level);
+  out["probs"] = d.probs;
+  out["score_value"] = opt(d.score_value);
+  out["answer_mass"] = opt(g.answer_mass);
+  out["perms"] = g.perms;
+  out["raw_probs"] = g.raw_probs;
+  out["p_pos_raw"] = matrix(g.p_pos_raw);
+  out["prior_method"] = g.prior_method;
+  out["prior_strength"] = g.prior_strength;
+  out["prior"] = matrix(g.prior);
+  out["order_flip_raw"] = opt(g.order_flip_raw);
+  out["order_flip_l0"] = opt(g.order_flip_l0);
+  out["l0_probs"] = g.l0_probs;
+  out["adaptive"] = g.adaptive;
+  out["stop_threshold"] = opt(g.stop_threshold);
+  out["stop_stat"] = g.stop_stat;
+  out["stop_calibrated"] = g.stop_calibrated;
+  out["temperature"] = opt(g.temperature);
+  out["n_calib"] = g.n_calib;
+  out["readout"] = g.readout;
+  out["exit_layer"] = g.exit_layer;
+  out["blocks_executed"] = g.blocks_executed;
+  out["n_blocks"] = g.n_blocks;
+  out["early_stop"] = g.early_stop;
+  out["listing"] = g.listing;
+  out["routed_from"] = g.routed_from;
+  out["reordered"] = g.reordered;
+  out["adapted"] = g.adapted;
+  out["adapt_n"] = g.adapt_n;
+  out["head_version"] = g.head_version;
+  out["prompts"] = g.prompts;
+  out["prompt_sha256"] = g.prompt_sha256;
+  out["prompt_texts"] = g.prompt_texts;
+  return out;
+}
+
+Json PriorTableJson(const decision::PriorTable& table) {
+  Json out = Json::object();
+  for (const auto& [listing, acc] : table) {
+    out[listing] = {{"n", acc.n}, {"sum", MatrixJson(acc.sum)}};
+  }
+  return out;
+}
+
+// The state a script's ops share.
+struct Tool {
+  Decider* decider;
+  bool full = false;
+  decision::PriorTable carried;  // a "full" decide's "carry"
+};
+
+// A "full" decide's DecideOptions beyond return_prompts and require.
+absl::Status ParseFullOptions(const Json& op, Tool* tool,
+                              decision::DecideOptions* options) {
+  if (op.contains("prior")) {
+    auto prior = decision::ParsePriorMode(op["prior"].get<std::string>());
+    if (!prior.ok()) return prior.status();
+    options->prior = *prior;
+  }
+  if (op.contains("combine")) {
+    auto combine = decision::ParseCombine(op["combine"].get<std::string>());
+    if (!combine.ok()) return combine.status();
+    options->combine = *combine;
+  }
+  if (op.contains("canonical_order")) {
+    options->canonical_order = op["canonical_order"].get<bool>();
+  }
+  if (op.contains("max_permutations")) {
+    options->max_permutations = op["max_permutations"].get<int>();
+  }
+  if (op.contains("adaptive_shifts")) {
+    options->adaptive_shifts = op["adaptive_shifts"].get<bool>();
+  }
+  if (op.contains("adaptive_margin")) {
+    options->adaptive_margin = op["adaptive_margin"].get<double>();
+  }
+  options->exact_heads = op.value("exact_heads", false);
+  options->return_details = op.value("return_details", false);
+  if (op.value("carry", false)) options->carried_priors = &tool->carried;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Json> RunOp(const Json& op, Tool* tool) {
+  Decider* decider = tool->decider;
   const std::string name = op.at("op").get<std::string>();
   if (name == "decide") {
     std::vector<Question> questions;
@@ -226,14 +345,26 @@ absl::StatusOr<Json> RunOp(const Json& op, Decider* decider) {
       if (!require.ok()) return require.status();
       options.require = *require;
     }
+    if (tool->full) {
+      if (absl::Status parsed = ParseFullOptions(op, tool, &options);
+          !parsed.ok()) {
+        return parsed;
+      }
+    }
     auto result =
         decider->Decide(Strings(op["states"]), questions, *level, options);
     if (!result.ok()) return result.status();
     Json out = Json::array();
     for (const auto& row : *result) {
       Json r = Json::array();
-      for (const auto& d : row) r.push_back(DecisionJson(d));
+      for (const auto& d : row) {
+        r.push_back(tool->full ? FullDecisionJson(d) : DecisionJson(d));
+      }
       out.push_back(std::move(r));
+    }
+    if (tool->full && options.carried_priors != nullptr) {
+      return Json{{"decisions", std::move(out)},
+                  {"carried", PriorTableJson(tool->carried)}};
     }
     return out;
   }
@@ -294,6 +425,35 @@ absl::StatusOr<Json> RunOp(const Json& op, Decider* decider) {
     auto status = decider->LoadArtifact(*question, op["artifact"]);
     if (!status.ok()) return status;
     return Json(true);
+  }
+  if (name == "replace_key") {
+    auto status = decider->ReplaceKeyArtifacts(op["key"].get<std::string>(),
+                                               op["artifacts"]);
+    if (!status.ok()) return status;
+    return Json(true);
+  }
+  if (name == "served_level" || name == "running_prior" || name == "route") {
+    auto question = ParseQuestion(op["question"]);
+    if (!question.ok()) return question.status();
+    if (name == "served_level") {
+      auto level = decision::ParseLevel(op.value("level", std::string("auto")));
+      if (!level.ok()) return level.status();
+      decision::DecideOptions options;
+      options.exact_heads = op.value("exact_heads", false);
+      auto served = decider->ServedLevel(*question, *level, options);
+      if (!served.ok()) return served.status();
+      return Json(decision::LevelName(*served));
+    }
+    if (name == "running_prior") {
+      const auto prior = decider->RunningPrior(*question);
+      return prior.has_value() ? MatrixJson(*prior) : Json(nullptr);
+    }
+    const auto routed = decider->Route(*question);
+    if (!routed.has_value()) return Json(nullptr);
+    return Json{{"exact", routed->exact},
+                {"question_id", routed->entry->question_id},
+                {"version", routed->entry->version},
+                {"index_map", routed->index_map}};
   }
   if (name == "reset_prior") {
     if (op.contains("question")) {
@@ -410,6 +570,12 @@ decision::DeciderOptions ParseOptions(const Json& d) {
                                 : decision::AdaptMode::kNever;
   }
   o.adapt_min_n = d.value("adapt_min_n", 30);
+  if (d.contains("cf_probes")) o.cf_probes = Strings(d["cf_probes"]);
+  o.system = d.value("system", o.system);
+  o.auto_routes_reworded =
+      d.value("auto_routes_reworded", o.auto_routes_reworded);
+  o.max_prompts_per_call =
+      d.value("max_prompts_per_call", o.max_prompts_per_call);
   return o;
 }
 
@@ -428,9 +594,10 @@ int main() {
                                     script.value("logprobs", Json()));
   Decider decider(&backend, mesa_anyjev::ParseOptions(
                                 script.value("decider", Json::object())));
+  mesa_anyjev::Tool tool{&decider, script.value("full", false), {}};
   Json results = Json::array();
   for (const Json& op : script["ops"]) {
-    auto result = mesa_anyjev::RunOp(op, &decider);
+    auto result = mesa_anyjev::RunOp(op, &tool);
     if (result.ok()) {
       results.push_back(*std::move(result));
     } else {
@@ -440,6 +607,8 @@ int main() {
              {"message", std::string(result.status().message())}}}});
     }
   }
-  std::cout << Json{{"results", results}}.dump() << "\n";
+  Json out{{"results", results}};
+  if (tool.full) out["calls"] = backend.calls();
+  std::cout << out.dump() << "\n";
   return 0;
 }
