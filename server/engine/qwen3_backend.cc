@@ -82,26 +82,26 @@ std::vector<PlanGroup> PlanGroups(const std::vector<PromptGroup>& groups,
 }
 
 // A planned pass flattened for the forward: every segment's tokens in
-// order, and the rows whose outputs are owed with the outputs' ids.
+// order with their positions and the slots their keys and values go to, and
+// the rows whose outputs are owed with the outputs' ids.
 struct FlatPass {
   std::vector<int64_t> tokens, positions, slots, rows, ids;
-  std::vector<model::SegmentKeys> keys;  // what attention plans from
 };
 
 FlatPass Flatten(const Pass& pass) {
   FlatPass flat;
-  for (const Segment& seg : pass.segments) {
-    for (int64_t t = 0; t < seg.length; ++t) {
+  for (size_t s = 0; s < pass.segments.size(); ++s) {
+    const Segment& seg = pass.segments[s];
+    const model::SegmentKeys& keys = pass.keys.segments[s];
+    for (int64_t t = 0; t < keys.length; ++t) {
       flat.tokens.push_back(seg.tokens[t]);
-      flat.positions.push_back(seg.start + t);
-      flat.slots.push_back(seg.keys[static_cast<size_t>(seg.start + t)]);
+      flat.positions.push_back(keys.start + t);
+      flat.slots.push_back(pass.keys.OwnSlot(keys, t));
     }
     for (int64_t out : seg.outputs) {
       flat.rows.push_back(static_cast<int64_t>(flat.tokens.size()) - 1);
       flat.ids.push_back(out);
     }
-    flat.keys.push_back(
-        {seg.length, &seg.keys, seg.shared_id, seg.shared_length});
   }
   return flat;
 }
@@ -234,7 +234,7 @@ struct Qwen3Backend::State {
     // libtorch reports errors (a device out of memory, say) as exceptions;
     // they end this call, never the daemon.
     try {
-      const model::AttentionPlan plan(attention, flat.keys, model->device(),
+      const model::AttentionPlan plan(attention, pass.keys, model->device(),
                                       model->dtype(), varlen);
       model::PackedPass packed = Pack(flat, pass, model->device());
       packed.attention = &plan;

@@ -24,12 +24,11 @@ at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
 
 }  // namespace
 
-AttentionPlan::AttentionPlan(Attention kind,
-                             const std::vector<SegmentKeys>& segments,
+AttentionPlan::AttentionPlan(Attention kind, const PassKeys& keys,
                              at::Device device, at::ScalarType dtype,
                              bool varlen)
     : AttentionPlan(PlanAttentionBuckets(
-                        ChooseRoute(kind, device.is_cpu(), varlen), segments),
+                        ChooseRoute(kind, device.is_cpu(), varlen), keys),
                     device, dtype) {}
 
 AttentionPlan::AttentionPlan(const AttentionBuckets& plan, at::Device device,
@@ -172,9 +171,9 @@ bool VarlenAttentionWorks(at::Device device, at::ScalarType dtype,
   try {
     c10::InferenceMode guard;
     // Two segments: 5 queries over 12 keys, 3 queries over their own 3.
-    const std::vector<int64_t> a{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
-    const std::vector<int64_t> b{12, 13, 14};
-    const std::vector<SegmentKeys> segments{{5, &a, -1, 0}, {3, &b, -1, 0}};
+    PassKeys segments;
+    segments.contexts = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}};
+    segments.segments = {{5, 7, 0, {}}, {3, 0, -1, {12, 13, 14}}};
     const auto options = at::TensorOptions().dtype(dtype).device(device);
     at::manual_seed(0);
     const at::Tensor q = at::randn({8, heads, head_dim}, options);

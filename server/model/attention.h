@@ -1,11 +1,11 @@
 // Attention over a packed pass: the queries of every segment of the pass in
 // one [N, heads, D] tensor (segments consecutive, in order), the keys and
 // values in the engine's pool [slots, kv, D]. Each segment's queries attend
-// to its list of key slots (its context, then its own tokens), causally
-// aligned to the end of that list. The plan (server/model/attention_buckets.h:
-// the route, items and buckets) is made once per pass and turned into gather
-// indices and masks here, which every layer reuses; it is the same code on
-// every device, so only the kernel call differs:
+// to the keys pass_keys.h says it sees (its context's, then its own
+// tokens'), causally aligned to the end. The plan
+// (server/model/attention_buckets.h: the route, items and buckets) is made once
+// per pass and turned into gather indices and masks here, which every layer
+// reuses; it is the same code on every device, so only the kernel call differs:
 //   eager  - transformers' eager math (matmul, float32 softmax): exact, the
 //            default;
 //   sdpa   - libtorch's scaled_dot_product_attention with the same masks
@@ -30,8 +30,8 @@ class AttentionPlan {
  public:
   // `varlen`: use the CUDA variable-length kernel (sdpa on CUDA, probed).
   // `dtype`: the queries' (CPU sdpa takes its mask in it).
-  AttentionPlan(Attention kind, const std::vector<SegmentKeys>& segments,
-                at::Device device, at::ScalarType dtype, bool varlen);
+  AttentionPlan(Attention kind, const PassKeys& keys, at::Device device,
+                at::ScalarType dtype, bool varlen);
   AttentionPlan(const AttentionBuckets& plan, at::Device device,
                 at::ScalarType dtype);
 
