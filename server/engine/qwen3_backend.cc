@@ -23,6 +23,7 @@
 #include "server/engine/pass_planner.h"
 #include "server/model/device_probe.h"
 #include "server/model/memory_fit.h"
+#include "server/model/pass_upload.h"
 #include "server/model/qwen3_loader.h"
 
 namespace mesa_anyjev::engine {
@@ -58,10 +59,6 @@ std::string FirstLine(const std::exception& e) {
   return text::Printable(what.substr(0, what.find('\n')), 400);
 }
 
-at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
-  return at::tensor(v, at::kLong).to(device);
-}
-
 // Owners for the planner: the callers of a merged call (control.parts),
 // each dropped alone when it stops; one owner otherwise. Outputs are
 // numbered groups in order, then suffixes.
@@ -86,9 +83,35 @@ std::vector<PlanGroup> PlanGroups(const std::vector<PromptGroup>& groups,
 // the rows whose outputs are owed with the outputs' ids.
 struct FlatPass {
   std::vector<int64_t> tokens, positions, slots, rows, ids;
+  // With logprobs: each output row's label ids, `label_width` a row (padded
+  // with the row's first), so lm_head's rows are read on the device and
+  // only what was asked for comes back.
+  std::vector<int64_t> labels;
+  int64_t label_width = 0;
 };
 
-FlatPass Flatten(const Pass& pass) {
+// Each output's label ids (by output id), for Logprobs; none for hidden
+// states.
+using LabelsOf = std::vector<const std::vector<TokenId>*>;
+
+void FlattenLabels(const LabelsOf& labels_of, FlatPass& flat) {
+  for (int64_t id : flat.ids) {
+    flat.label_width = std::max(
+        flat.label_width,
+        static_cast<int64_t>(labels_of[static_cast<size_t>(id)]->size()));
+  }
+  for (int64_t id : flat.ids) {
+    const std::vector<TokenId>& row = *labels_of[static_cast<size_t>(id)];
+    for (int64_t k = 0; k < flat.label_width; ++k) {
+      flat.labels.push_back(
+          row.empty() ? 0
+                      : row[static_cast<size_t>(std::min<int64_t>(
+                            k, static_cast<int64_t>(row.size()) - 1))]);
+    }
+  }
+}
+
+FlatPass Flatten(const Pass& pass, const LabelsOf* labels_of) {
   FlatPass flat;
   for (size_t s = 0; s < pass.segments.size(); ++s) {
     const Segment& seg = pass.segments[s];
@@ -103,19 +126,35 @@ FlatPass Flatten(const Pass& pass) {
       flat.ids.push_back(out);
     }
   }
+  if (labels_of != nullptr) FlattenLabels(*labels_of, flat);
   return flat;
 }
 
-model::PackedPass Pack(const FlatPass& flat, const Pass& pass,
-                       at::Device device) {
+// The pass's arrays staged in `upload` (the attention plan stages its own
+// beside them); views of the one copy once uploaded.
+struct StagedPass {
+  model::PassUpload::Handle tokens, positions, rows, slots, copy_from, copy_to,
+      labels;
+};
+
+StagedPass Stage(const FlatPass& flat, const Pass& pass,
+                 model::PassUpload& upload) {
+  return {upload.Stage(flat.tokens),    upload.Stage(flat.positions),
+          upload.Stage(flat.rows),      upload.Stage(flat.slots),
+          upload.Stage(pass.copy_from), upload.Stage(pass.copy_to),
+          upload.Stage(flat.labels)};
+}
+
+model::PackedPass Pack(const StagedPass& staged,
+                       const model::PassUpload& upload) {
   model::PackedPass packed;
-  packed.tokens = Longs(flat.tokens, device);
-  packed.positions = Longs(flat.positions, device);
-  packed.outputs = Longs(flat.rows, device);
-  packed.writes.slots = Longs(flat.slots, device);
-  if (!pass.copy_from.empty()) {
-    packed.writes.copy_from = Longs(pass.copy_from, device);
-    packed.writes.copy_to = Longs(pass.copy_to, device);
+  packed.tokens = upload.View(staged.tokens);
+  packed.positions = upload.View(staged.positions);
+  packed.outputs = upload.View(staged.rows);
+  packed.writes.slots = upload.View(staged.slots);
+  if (staged.copy_from.size > 0) {
+    packed.writes.copy_from = upload.View(staged.copy_from);
+    packed.writes.copy_to = upload.View(staged.copy_to);
   }
   return packed;
 }
@@ -192,12 +231,15 @@ struct Qwen3Backend::State {
   int64_t block_bytes = 0;
 
   // Every prompt of `groups` through `layers_run` transformer layers, in
-  // passes packed by the planner; after each pass `emit(ids, result)` gets
-  // the pass's result, whose row r is output ids[r].
+  // passes packed by the planner; after each pass `emit(ids, result,
+  // labels)` gets the pass's result, whose row r is output ids[r], and each
+  // row's label ids [R, width] on the device (given `labels_of`; undefined
+  // without).
   template <typename Emit>
   absl::Status Run(const std::vector<PromptGroup>& groups,
                    const std::vector<int32_t>& layers, bool final_norm,
-                   int32_t layers_run, const CallControl& control, Emit emit) {
+                   int32_t layers_run, const CallControl& control,
+                   const LabelsOf* labels_of, Emit emit) {
     const std::vector<PlanGroup> plan = PlanGroups(groups, control);
     RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
     PassPlanner planner(blocks.get(), plan, layers_run, batch_tokens);
@@ -217,7 +259,7 @@ struct Qwen3Backend::State {
         status = pass.status();
         break;
       }
-      status = RunPass(*pass, planner, layers, final_norm, emit);
+      status = RunPass(*pass, planner, layers, final_norm, labels_of, emit);
     }
     ReportPlanning(planner.stats(), blocks->evictions() - evictions);
     return status;
@@ -227,22 +269,33 @@ struct Qwen3Backend::State {
   template <typename Emit>
   absl::Status RunPass(const Pass& pass, PassPlanner& planner,
                        const std::vector<int32_t>& layers, bool final_norm,
-                       Emit& emit) {
+                       const LabelsOf* labels_of, Emit& emit) {
     const absl::Time start = absl::Now();
-    const FlatPass flat = Flatten(pass);
+    const FlatPass flat = Flatten(pass, labels_of);
     absl::Status status = absl::OkStatus();
     // libtorch reports errors (a device out of memory, say) as exceptions;
     // they end this call, never the daemon.
     try {
-      const model::AttentionPlan plan(attention, pass.keys, model->device(),
-                                      model->dtype(), varlen);
-      model::PackedPass packed = Pack(flat, pass, model->device());
+      // The pass's plan reaches the device in one copy.
+      model::PassUpload upload;
+      const StagedPass staged = Stage(flat, pass, upload);
+      model::AttentionPlan plan(attention, pass.keys, model->device(),
+                                model->dtype(), varlen, upload);
+      upload.Upload(model->device());
+      plan.Bind(upload);
+      model::PackedPass packed = Pack(staged, upload);
       packed.attention = &plan;
       packed.layers = layers;
       packed.final_norm = final_norm;
       const model::ForwardResult result = model->Forward(packed, pool);
       planner.Finish(true);
-      emit(flat.ids, result);
+      at::Tensor labels;
+      if (labels_of != nullptr) {
+        labels = upload.View(staged.labels)
+                     .view({static_cast<int64_t>(flat.ids.size()),
+                            flat.label_width});
+      }
+      emit(flat.ids, result, labels);
     } catch (const std::exception& e) {
       // c10::Error, or std::bad_alloc: a short reason, no backtrace.
       planner.Finish(false);
@@ -411,18 +464,28 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
       where.push_back({g, i});
   }
   const int32_t n = capabilities_.n_layers;
-  // lm_head only at the output rows, once per pass.
+  LabelsOf labels_of;
+  for (const auto& [g, i] : where) labels_of.push_back(&groups[g].label_ids);
+  // lm_head only at the output rows, once per pass; the log-softmax is read
+  // on the device at the labels and the top_k, and only those come back.
   auto emit = [&](const std::vector<int64_t>& ids,
-                  const model::ForwardResult& result) {
-    const at::Tensor logprobs = state_->model->LogSoftmax(result.final).cpu();
+                  const model::ForwardResult& result,
+                  const at::Tensor& labels) {
+    const at::Tensor logprobs = state_->model->LogSoftmax(result.final);
+    const at::Tensor at_labels = logprobs.gather(1, labels).cpu();
     at::Tensor top_values, top_ids;
-    if (top_k > 0) std::tie(top_values, top_ids) = logprobs.topk(top_k);
+    if (top_k > 0) {
+      std::tie(top_values, top_ids) = logprobs.topk(top_k);
+      top_values = top_values.cpu();
+      top_ids = top_ids.cpu();
+    }
+    const auto label_rows = at_labels.accessor<float, 2>();
     for (size_t r = 0; r < ids.size(); ++r) {
       const auto [g, i] = where[static_cast<size_t>(ids[r])];
-      const float* values = logprobs[static_cast<int64_t>(r)].data_ptr<float>();
       PromptLogprobs& dst = out[g][i];
-      for (TokenId id : groups[g].label_ids) {
-        dst.label_logprobs.push_back(values[id]);
+      for (size_t k = 0; k < groups[g].label_ids.size(); ++k) {
+        dst.label_logprobs.push_back(
+            label_rows[static_cast<int64_t>(r)][static_cast<int64_t>(k)]);
       }
       if (top_k > 0) {
         const at::Tensor row_values = top_values[static_cast<int64_t>(r)];
@@ -437,8 +500,8 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
                                           groups[g].suffixes[i].size());
     }
   };
-  const absl::Status status =
-      state_->Run(groups, {}, /*final_norm=*/true, n, control, emit);
+  const absl::Status status = state_->Run(groups, {}, /*final_norm=*/true, n,
+                                          control, &labels_of, emit);
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;
@@ -464,7 +527,7 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   int32_t deepest = 0;
   for (int32_t layer : layers) deepest = std::max(deepest, layer);
   auto emit = [&](const std::vector<int64_t>& ids,
-                  const model::ForwardResult& result) {
+                  const model::ForwardResult& result, const at::Tensor&) {
     // One device-to-host copy per pass: [R, L, H].
     const at::Tensor hidden = result.hidden.cpu().contiguous();
     const float* base = hidden.data_ptr<float>();
@@ -475,7 +538,7 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   };
   const absl::Status status =
       state_->Run(groups, layers, deepest == capabilities_.n_layers, deepest,
-                  control, emit);
+                  control, /*labels_of=*/nullptr, emit);
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;

@@ -17,39 +17,60 @@ at::Tensor RepeatKv(const at::Tensor& x, int64_t rep) {
   const auto b = x.size(0), kv = x.size(1), t = x.size(2), d = x.size(3);
   return x.unsqueeze(2).expand({b, kv, rep, t, d}).reshape({b, kv * rep, t, d});
 }
-
-at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
-  return at::tensor(v, at::kLong).to(device);
-}
-
 }  // namespace
 
 AttentionPlan::AttentionPlan(Attention kind, const PassKeys& keys,
                              at::Device device, at::ScalarType dtype,
-                             bool varlen)
+                             bool varlen, PassUpload& upload)
     : AttentionPlan(PlanAttentionBuckets(
                         ChooseRoute(kind, device.is_cpu(), varlen), keys),
-                    device, dtype) {}
+                    device, dtype, upload) {}
 
 AttentionPlan::AttentionPlan(const AttentionBuckets& plan, at::Device device,
-                             at::ScalarType dtype)
+                             at::ScalarType dtype, PassUpload& upload)
     : route_(plan.route), in_order_(plan.in_order) {
   if (route_ == AttentionRoute::kVarlen) {
-    cu_q_ = Longs(plan.varlen.cu_q, device).to(at::kInt);
-    cu_k_ = Longs(plan.varlen.cu_k, device).to(at::kInt);
-    all_keys_ = Longs(plan.varlen.keys, device);
+    staged_cu_q_ = upload.Stage(plan.varlen.cu_q);
+    staged_cu_k_ = upload.Stage(plan.varlen.cu_k);
+    staged_keys_ = upload.Stage(plan.varlen.keys);
     max_q_ = plan.varlen.max_q;
     max_k_ = plan.varlen.max_k;
     return;
   }
   for (const PlannedBucket& planned : plan.buckets) {
-    buckets_.push_back(OnDevice(planned, device, dtype));
+    buckets_.push_back(Staged(planned, device, dtype, upload));
   }
 }
 
-AttentionPlan::Bucket AttentionPlan::OnDevice(const PlannedBucket& planned,
-                                              at::Device device,
-                                              at::ScalarType dtype) const {
+void AttentionPlan::Bind(const PassUpload& upload) {
+  if (route_ == AttentionRoute::kVarlen) {
+    cu_q_ = upload.View(staged_cu_q_).to(at::kInt);
+    cu_k_ = upload.View(staged_cu_k_).to(at::kInt);
+    all_keys_ = upload.View(staged_keys_);
+    return;
+  }
+  for (Bucket& bucket : buckets_) {
+    bucket.q_index = upload.View(bucket.staged[0]);
+    bucket.key_slots = upload.View(bucket.staged[1]);
+    bucket.keep = upload.View(bucket.staged[2]);
+    bucket.out_rows = upload.View(bucket.staged[3]);
+  }
+}
+
+AttentionPlan AttentionPlan::Standalone(Attention kind, const PassKeys& keys,
+                                        at::Device device, at::ScalarType dtype,
+                                        bool varlen) {
+  PassUpload upload;
+  AttentionPlan plan(kind, keys, device, dtype, varlen, upload);
+  upload.Upload(device);
+  plan.Bind(upload);
+  return plan;
+}
+
+AttentionPlan::Bucket AttentionPlan::Staged(const PlannedBucket& planned,
+                                            at::Device device,
+                                            at::ScalarType dtype,
+                                            PassUpload& upload) const {
   const BucketIndices indices = GatherIndices(planned);
   Bucket bucket;
   bucket.b = planned.b();
@@ -57,10 +78,12 @@ AttentionPlan::Bucket AttentionPlan::OnDevice(const PlannedBucket& planned,
   bucket.tk = planned.tk;
   bucket.causal = planned.causal;
   bucket.first_row = planned.first_row;
-  bucket.q_index = Longs(indices.q_index, device);
-  bucket.key_slots = Longs(indices.key_slots, device);
-  bucket.keep = Longs(indices.keep, device);
-  bucket.out_rows = Longs(indices.out_rows, device);
+  bucket.staged[0] = upload.Stage(indices.q_index);
+  bucket.staged[1] = upload.Stage(indices.key_slots);
+  bucket.staged[2] = upload.Stage(indices.keep);
+  bucket.staged[3] = upload.Stage(indices.out_rows);
+  // Masks (the masked routes only; never the CUDA variable-length one) go
+  // in their own dtype.
   if (!planned.causal) bucket.mask = Mask(planned, device, dtype);
   return bucket;
 }
@@ -180,10 +203,10 @@ bool VarlenAttentionWorks(at::Device device, at::ScalarType dtype,
     const at::Tensor k = at::randn({15, kv_heads, head_dim}, options);
     const at::Tensor v = at::randn({15, kv_heads, head_dim}, options);
     const double scaling = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    const at::Tensor fast = AttentionPlan(Attention::kSdpa, segments, device,
-                                          dtype, true)(q, k, v, scaling);
-    const at::Tensor exact = AttentionPlan(Attention::kEager, segments, device,
-                                           dtype, false)(q, k, v, scaling);
+    const at::Tensor fast = AttentionPlan::Standalone(
+        Attention::kSdpa, segments, device, dtype, true)(q, k, v, scaling);
+    const at::Tensor exact = AttentionPlan::Standalone(
+        Attention::kEager, segments, device, dtype, false)(q, k, v, scaling);
     const double err =
         (fast.to(at::kFloat) - exact.to(at::kFloat)).abs().max().item<double>();
     if (!(err < 2e-2)) {

@@ -23,17 +23,25 @@
 #include <vector>
 
 #include "server/model/attention_buckets.h"
+#include "server/model/pass_upload.h"
 
 namespace mesa_anyjev::model {
 
 class AttentionPlan {
  public:
   // `varlen`: use the CUDA variable-length kernel (sdpa on CUDA, probed).
-  // `dtype`: the queries' (CPU sdpa takes its mask in it).
+  // `dtype`: the queries' (CPU sdpa takes its mask in it). The plan's index
+  // arrays are staged in `upload`, which the pass copies to the device
+  // once; Bind reads them from there before the plan is used.
   AttentionPlan(Attention kind, const PassKeys& keys, at::Device device,
-                at::ScalarType dtype, bool varlen);
+                at::ScalarType dtype, bool varlen, PassUpload& upload);
   AttentionPlan(const AttentionBuckets& plan, at::Device device,
-                at::ScalarType dtype);
+                at::ScalarType dtype, PassUpload& upload);
+  void Bind(const PassUpload& upload);
+  // A plan with an upload of its own, bound (the load-time probe, tests).
+  static AttentionPlan Standalone(Attention kind, const PassKeys& keys,
+                                  at::Device device, at::ScalarType dtype,
+                                  bool varlen);
 
   // q [N, heads, D] after RoPE; pools [slots, kv, D] with this pass's keys
   // and values written -> [N, heads, D].
@@ -51,9 +59,11 @@ class AttentionPlan {
     at::Tensor mask;         // [B, 1, Tq, Tk] in the route's form
     at::Tensor keep;         // [n] real rows of the padded [B * Tq]
     at::Tensor out_rows;     // [n] their rows in q
+    // Where the four index arrays are staged, until Bind.
+    PassUpload::Handle staged[4];
   };
-  Bucket OnDevice(const PlannedBucket& planned, at::Device device,
-                  at::ScalarType dtype) const;
+  Bucket Staged(const PlannedBucket& planned, at::Device device,
+                at::ScalarType dtype, PassUpload& upload) const;
   at::Tensor Mask(const PlannedBucket& planned, at::Device device,
                   at::ScalarType dtype) const;
   // [n, heads, D] for the bucket's real rows.
@@ -72,6 +82,7 @@ class AttentionPlan {
   bool in_order_ = false;  // one bucket holding every row in order
   // kVarlen
   at::Tensor cu_q_, cu_k_, all_keys_;
+  PassUpload::Handle staged_cu_q_, staged_cu_k_, staged_keys_;
   int64_t max_q_ = 0, max_k_ = 0;
 };
 
