@@ -40,6 +40,11 @@ struct ModelConfig {
   // eager: transformers' eager attention (matmul, float32 softmax), exact;
   // sdpa: libtorch's fused scaled_dot_product_attention.
   std::string attention = "eager";
+  // sdpa on CUDA: attend each prompt group's shared prefix once for all its
+  // suffixes (two variable-length kernel calls merged by log-sum-exp)
+  // instead of gathering it once per suffix; probed at load, off until a
+  // GPU run shows it equal and faster (docs/model.md).
+  bool cascade_attention = false;
   // CPU float32 projections: auto measures both below at load on the
   // model's own weights and keeps the faster; onednn packs the weights once
   // for oneDNN's matmul (falls back to aten if its probe fails); aten is

@@ -174,7 +174,7 @@ bool TuneCpuHeap(int64_t host_cache_bytes) {
 ModelIdentity IdentityOf(const config::ModelConfig& config,
                          const std::string& fingerprint,
                          const model::Qwen3Model& m, model::Attention attention,
-                         bool varlen) {
+                         bool varlen, bool cascade) {
   const std::filesystem::path dir(config.path);
   ModelIdentity identity;
   identity.name = config.name.empty() ? dir.filename().string() : config.name;
@@ -185,7 +185,8 @@ ModelIdentity IdentityOf(const config::ModelConfig& config,
   identity.dtype = config.dtype;
   identity.device = m.device().str();
   identity.attention = model::AttentionName(attention);
-  if (varlen) identity.attention += " (varlen)";
+  if (varlen)
+    identity.attention += cascade ? " (varlen, cascade)" : " (varlen)";
   return identity;
 }
 
@@ -224,6 +225,10 @@ struct Qwen3Backend::State {
   // CUDA whether the variable-length kernel works here (probed).
   model::Attention attention = model::Attention::kEager;
   bool varlen = false;
+  // With varlen: each shared context attended once (model.cascade_attention,
+  // probed).
+  bool cascade = false;
+  model::AttentionRoute route = model::AttentionRoute::kEager;
   std::unique_ptr<KvBlocks> blocks;
   model::KvPool pool;
   EngineObserver* observer = nullptr;
@@ -279,8 +284,8 @@ struct Qwen3Backend::State {
       // The pass's plan reaches the device in one copy.
       model::PassUpload upload;
       const StagedPass staged = Stage(flat, pass, upload);
-      model::AttentionPlan plan(attention, pass.keys, model->device(),
-                                model->dtype(), varlen, upload);
+      model::AttentionPlan plan(route, pass.keys, model->device(),
+                                model->dtype(), upload);
       upload.Upload(model->device());
       plan.Bind(upload);
       model::PackedPass packed = Pack(staged, upload);
@@ -318,14 +323,23 @@ struct Qwen3Backend::State {
     return absl::OkStatus();
   }
 
-  void DecideAttention(model::Attention kind, std::string* varlen_why) {
+  void DecideAttention(model::Attention kind, bool want_cascade,
+                       std::string* varlen_why) {
     attention = kind;
     if (kind == model::Attention::kSdpa && model->device().is_cuda()) {
       const model::Qwen3Config& c = model->config();
       varlen = model::VarlenAttentionWorks(
           model->device(), model->dtype(), c.num_attention_heads,
           c.num_key_value_heads, c.head_dim, varlen_why);
+      if (varlen && want_cascade) {
+        cascade = model::VarlenAttentionWorks(
+            model->device(), model->dtype(), c.num_attention_heads,
+            c.num_key_value_heads, c.head_dim, varlen_why, /*cascade=*/true);
+      }
+    } else if (want_cascade) {
+      *varlen_why = "model.cascade_attention needs sdpa on CUDA";
     }
+    route = model::ChooseRoute(kind, model->device().is_cpu(), varlen, cascade);
   }
 
   // The KV pool, allocated once: every pass's keys and values and the
@@ -406,7 +420,7 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
   const bool heap_kept =
       m.device().is_cpu() && TuneCpuHeap(engine.host_cache_bytes);
   std::string varlen_why;
-  state->DecideAttention(attention, &varlen_why);
+  state->DecideAttention(attention, config.cascade_attention, &varlen_why);
   RETURN_IF_ERROR(state->AllocateKv(engine));
   state->observer = observer;
   state->batch_tokens = engine.batch_tokens;
@@ -414,8 +428,9 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
 
   auto backend =
       std::unique_ptr<Qwen3Backend>(new Qwen3Backend(std::move(state)));
-  backend->identity_ = IdentityOf(config, loaded.fingerprint, m, attention,
-                                  backend->state_->varlen);
+  backend->identity_ =
+      IdentityOf(config, loaded.fingerprint, m, attention,
+                 backend->state_->varlen, backend->state_->cascade);
   backend->capabilities_ = CapabilitiesOf(m.config());
   backend->weight_bytes_ = loaded.weight_bytes;
   backend->attention_note_ = varlen_why;

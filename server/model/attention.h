@@ -29,19 +29,18 @@ namespace mesa_anyjev::model {
 
 class AttentionPlan {
  public:
-  // `varlen`: use the CUDA variable-length kernel (sdpa on CUDA, probed).
-  // `dtype`: the queries' (CPU sdpa takes its mask in it). The plan's index
-  // arrays are staged in `upload`, which the pass copies to the device
-  // once; Bind reads them from there before the plan is used.
-  AttentionPlan(Attention kind, const PassKeys& keys, at::Device device,
-                at::ScalarType dtype, bool varlen, PassUpload& upload);
+  // `route`: chosen once, at load (ChooseRoute). `dtype`: the queries'
+  // (CPU sdpa takes its mask in it). The plan's index arrays are staged in
+  // `upload`, which the pass copies to the device once; Bind reads them
+  // from there before the plan is used.
+  AttentionPlan(AttentionRoute route, const PassKeys& keys, at::Device device,
+                at::ScalarType dtype, PassUpload& upload);
   AttentionPlan(const AttentionBuckets& plan, at::Device device,
                 at::ScalarType dtype, PassUpload& upload);
   void Bind(const PassUpload& upload);
   // A plan with an upload of its own, bound (the load-time probe, tests).
-  static AttentionPlan Standalone(Attention kind, const PassKeys& keys,
-                                  at::Device device, at::ScalarType dtype,
-                                  bool varlen);
+  static AttentionPlan Standalone(AttentionRoute route, const PassKeys& keys,
+                                  at::Device device, at::ScalarType dtype);
 
   // q [N, heads, D] after RoPE; pools [slots, kv, D] with this pass's keys
   // and values written -> [N, heads, D].
@@ -74,22 +73,49 @@ class AttentionPlan {
   at::Tensor Kernel(const Bucket& bucket, const at::Tensor& qb,
                     const at::Tensor& kb, const at::Tensor& vb,
                     double scaling) const;
-  at::Tensor Varlen(const at::Tensor& q, const at::Tensor& k_pool,
-                    const at::Tensor& v_pool, double scaling) const;
+  // A VarlenLayout on the device.
+  struct Sequences {
+    at::Tensor cu_q, cu_k, keys;  // int32, int32, int64 (pool slots)
+    int64_t max_q = 0, max_k = 0;
+    PassUpload::Handle staged[3];
+    bool empty() const { return max_q == 0; }
+  };
+  static Sequences Staged(const VarlenLayout& layout, PassUpload& upload);
+  static void Bind(Sequences& seq, const PassUpload& upload);
+  // Attention of q's rows over each sequence's keys gathered from the pool:
+  // [rows, heads, D] and its log-sum-exp [heads, rows] (float32).
+  std::pair<at::Tensor, at::Tensor> Varlen(const Sequences& seq,
+                                           const at::Tensor& q,
+                                           const at::Tensor& k_pool,
+                                           const at::Tensor& v_pool,
+                                           double scaling, bool causal) const;
+  at::Tensor Cascade(const at::Tensor& q, const at::Tensor& k_pool,
+                     const at::Tensor& v_pool, double scaling) const;
 
   AttentionRoute route_;
   std::vector<Bucket> buckets_;
   bool in_order_ = false;  // one bucket holding every row in order
-  // kVarlen
-  at::Tensor cu_q_, cu_k_, all_keys_;
-  PassUpload::Handle staged_cu_q_, staged_cu_k_, staged_keys_;
-  int64_t max_q_ = 0, max_k_ = 0;
+  // kVarlen: `own` alone; kCascade: `own` and `shared` over `shared_rows`.
+  Sequences own_, shared_;
+  at::Tensor shared_rows_;
+  PassUpload::Handle staged_shared_rows_;
 };
 
+// The variable-length kernel's arguments on the CPU, for tests: the same
+// math as eager attention per sequence, with its log-sum-exp. q [rows,
+// heads, D], k and v [keys, kv, D] gathered, cu_* int32 on the CPU.
+std::pair<at::Tensor, at::Tensor> VarlenReference(const at::Tensor& q,
+                                                  const at::Tensor& k,
+                                                  const at::Tensor& v,
+                                                  const at::Tensor& cu_q,
+                                                  const at::Tensor& cu_k,
+                                                  double scaling, bool causal);
+
 // Whether the CUDA variable-length kernel runs here and equals the masked
-// path on a small case (false with the reason otherwise).
+// path on a small case (false with the reason otherwise); with `cascade`,
+// the kCascade route on a case with a shared context.
 bool VarlenAttentionWorks(at::Device device, at::ScalarType dtype,
                           int64_t heads, int64_t kv_heads, int64_t head_dim,
-                          std::string* why);
+                          std::string* why, bool cascade = false);
 
 }  // namespace mesa_anyjev::model

@@ -80,14 +80,66 @@ VarlenLayout MakeVarlen(const PassKeys& keys) {
   return v;
 }
 
+void AddSequence(VarlenLayout& v, int64_t rows,
+                 const std::vector<int64_t>& keys) {
+  v.cu_q.push_back(v.cu_q.back() + rows);
+  v.cu_k.push_back(v.cu_k.back() + static_cast<int64_t>(keys.size()));
+  v.keys.insert(v.keys.end(), keys.begin(), keys.end());
+  v.max_q = std::max(v.max_q, rows);
+  v.max_k = std::max(v.max_k, static_cast<int64_t>(keys.size()));
+}
+
+CascadeLayout MakeCascade(const PassKeys& keys) {
+  CascadeLayout c;
+  // The shared call's sequences, one per (context, start) in the order
+  // first seen, with their rows.
+  std::vector<std::pair<std::pair<int32_t, int64_t>, std::vector<int64_t>>>
+      shared;
+  int64_t row = 0;
+  for (const SegmentKeys& s : keys.segments) {
+    const bool suffix = !s.own.empty() && s.context >= 0 && s.start > 0;
+    std::vector<int64_t> own;
+    if (!s.own.empty()) {
+      own = s.own;
+    } else {
+      const std::vector<int64_t>& context =
+          keys.contexts[static_cast<size_t>(s.context)];
+      own.assign(context.begin(), context.begin() + s.start + s.length);
+    }
+    AddSequence(c.own, s.length, own);
+    if (suffix) {
+      const std::pair<int32_t, int64_t> key{s.context, s.start};
+      auto it = std::find_if(shared.begin(), shared.end(),
+                             [&](const auto& e) { return e.first == key; });
+      if (it == shared.end()) {
+        shared.push_back({key, {}});
+        it = shared.end() - 1;
+      }
+      for (int64_t i = 0; i < s.length; ++i) it->second.push_back(row + i);
+    }
+    row += s.length;
+  }
+  for (const auto& [key, rows] : shared) {
+    const std::vector<int64_t>& context =
+        keys.contexts[static_cast<size_t>(key.first)];
+    AddSequence(
+        c.shared, static_cast<int64_t>(rows.size()),
+        std::vector<int64_t>(context.begin(), context.begin() + key.second));
+    c.shared_rows.insert(c.shared_rows.end(), rows.begin(), rows.end());
+  }
+  return c;
+}
+
 }  // namespace
 
 const char* AttentionName(Attention attention) {
   return attention == Attention::kSdpa ? "sdpa" : "eager";
 }
 
-AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen) {
-  if (varlen) return AttentionRoute::kVarlen;
+AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen,
+                           bool cascade) {
+  if (varlen)
+    return cascade ? AttentionRoute::kCascade : AttentionRoute::kVarlen;
   if (kind == Attention::kEager) return AttentionRoute::kEager;
   return on_cpu ? AttentionRoute::kCpuFlash : AttentionRoute::kSdpa;
 }
@@ -144,6 +196,10 @@ AttentionBuckets PlanAttentionBuckets(AttentionRoute route,
   plan.route = route;
   if (route == AttentionRoute::kVarlen) {
     plan.varlen = MakeVarlen(keys);
+    return plan;
+  }
+  if (route == AttentionRoute::kCascade) {
+    plan.cascade = MakeCascade(keys);
     return plan;
   }
   // Under sdpa a segment with no context takes the causal kernel, no mask.

@@ -40,11 +40,16 @@ enum class AttentionRoute {
   kCpuFlash,  // sdpa's CPU flash kernel, kv heads as they are; additive mask
               // in the queries' dtype
   kVarlen,    // the CUDA variable-length kernel: no buckets, no mask
+  kCascade,   // the same kernel twice: each context's keys once for all the
+              // suffixes that share it, each segment's own keys causally,
+              // the two merged by log-sum-exp (no buckets, no mask)
 };
 
 // `varlen`: the load-time probe found the CUDA variable-length kernel works
 // (it is asked only for sdpa on CUDA); it wins over the other flags.
-AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen);
+// `cascade`: with varlen, attend each shared context once (probed too).
+AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen,
+                           bool cascade = false);
 
 // What one query row of an item sees of its keys: [0, shared) and
 // [own, own + owned).
@@ -87,11 +92,23 @@ struct VarlenLayout {
   int64_t max_q = 0, max_k = 0;
 };
 
+// kCascade's two calls. `own`: every segment's rows, causally over the
+// keys it does not share (a suffix's own tokens; a prefix chunk's whole
+// context, whose last keys are its own). `shared`: for each context read by
+// suffixes, the rows of those suffixes (`shared_rows`, rows of the pass in
+// order) over the context's keys they all see, without a mask. A row of
+// `shared_rows` merges its two results by their log-sum-exps.
+struct CascadeLayout {
+  VarlenLayout own, shared;
+  std::vector<int64_t> shared_rows;
+};
+
 struct AttentionBuckets {
   AttentionRoute route = AttentionRoute::kEager;
   std::vector<PlannedBucket> buckets;  // the masked ones, then the causal
   bool in_order = false;               // one bucket holding every row in order
   VarlenLayout varlen;                 // kVarlen only (and then no buckets)
+  CascadeLayout cascade;               // kCascade only
 };
 
 AttentionBuckets PlanAttentionBuckets(AttentionRoute route,
