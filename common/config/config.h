@@ -69,6 +69,13 @@ struct EngineConfig {
   // pass, at most this many bytes (server/engine/host_block_cache.h); 0 =
   // off, every block back to malloc.
   int64_t host_cache_bytes = int64_t{2} << 30;
+  // Passes of at most this many new tokens that read logprobs are replayed
+  // from CUDA graphs captured per padded shape (powers of two from 64), so a
+  // small pass pays one launch instead of some 2,000; 0 = off. Needs the
+  // CUDA variable-length kernel (sdpa); on the CPU the padded pass runs
+  // eagerly (a test path, slower). Off until a GPU run shows it equal and
+  // faster (docs/model.md).
+  int64_t cuda_graph_tokens = 0;
   // Memory left free beyond the weights, the pool and the block cache: the
   // passes' activations, the CUDA context, the rest of the system. A load
   // that would not leave it is refused before it starts (memory_fit.h).

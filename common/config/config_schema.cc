@@ -117,6 +117,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(engine, kv_block_tokens),
     MESA_CONFIG_FIELD(engine, prefix_caching),
     MESA_CONFIG_FIELD(engine, host_cache_bytes),
+    MESA_CONFIG_FIELD(engine, cuda_graph_tokens),
     MESA_CONFIG_FIELD(engine, memory_reserve_bytes),
 
     MESA_CONFIG_FIELD(limits, max_groups),

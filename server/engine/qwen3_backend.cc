@@ -23,6 +23,7 @@
 #include "server/engine/pass_planner.h"
 #include "server/model/device_probe.h"
 #include "server/model/memory_fit.h"
+#include "server/model/pass_graphs.h"
 #include "server/model/pass_upload.h"
 #include "server/model/qwen3_loader.h"
 
@@ -78,16 +79,13 @@ std::vector<PlanGroup> PlanGroups(const std::vector<PromptGroup>& groups,
   return plan;
 }
 
-// A planned pass flattened for the forward: every segment's tokens in
-// order with their positions and the slots their keys and values go to, and
-// the rows whose outputs are owed with the outputs' ids.
-struct FlatPass {
-  std::vector<int64_t> tokens, positions, slots, rows, ids;
-  // With logprobs: each output row's label ids, `label_width` a row (padded
-  // with the row's first), so lm_head's rows are read on the device and
-  // only what was asked for comes back.
-  std::vector<int64_t> labels;
-  int64_t label_width = 0;
+// A planned pass flattened for the forward (model::PassArrays: every
+// segment's tokens in order with their positions and the slots their keys
+// and values go to, the rows whose outputs are owed, and with logprobs each
+// row's label ids, so lm_head's rows are read on the device and only what
+// was asked for comes back), with the outputs' ids.
+struct FlatPass : model::PassArrays {
+  std::vector<int64_t> ids;
 };
 
 // Each output's label ids (by output id), for Logprobs; none for hidden
@@ -127,7 +125,44 @@ FlatPass Flatten(const Pass& pass, const LabelsOf* labels_of) {
     }
   }
   if (labels_of != nullptr) FlattenLabels(*labels_of, flat);
+  flat.copy_from = pass.copy_from;
+  flat.copy_to = pass.copy_to;
   return flat;
+}
+
+// What the passes of a call read: logprobs (at `labels_of` and the top_k,
+// after the final norm) or hidden states (at `layers`).
+struct PassReading {
+  std::vector<int32_t> layers;
+  bool final_norm = false;
+  int32_t layers_run = 0;
+  const LabelsOf* labels_of = nullptr;
+  int32_t top_k = 0;
+};
+
+// What a pass gives back, on the host: hidden states [R, layers, H], or
+// log-probabilities at each row's labels [R, width] and the top_k.
+struct PassOutputs {
+  at::Tensor hidden, labels, top_values, top_ids;
+};
+
+// What is read off the forward's result on the device, then copied.
+PassOutputs ReadOutputs(const model::Qwen3Model& m,
+                        const model::ForwardResult& result,
+                        const at::Tensor& labels, int32_t top_k) {
+  PassOutputs out;
+  if (!labels.defined()) {
+    out.hidden = result.hidden.cpu().contiguous();  // one copy a pass
+    return out;
+  }
+  const at::Tensor logprobs = m.LogSoftmax(result.final);
+  out.labels = logprobs.gather(1, labels).cpu();
+  if (top_k > 0) {
+    std::tie(out.top_values, out.top_ids) = logprobs.topk(top_k);
+    out.top_values = out.top_values.cpu();
+    out.top_ids = out.top_ids.cpu();
+  }
+  return out;
 }
 
 // The pass's arrays staged in `upload` (the attention plan stages its own
@@ -137,11 +172,10 @@ struct StagedPass {
       labels;
 };
 
-StagedPass Stage(const FlatPass& flat, const Pass& pass,
-                 model::PassUpload& upload) {
+StagedPass Stage(const FlatPass& flat, model::PassUpload& upload) {
   return {upload.Stage(flat.tokens),    upload.Stage(flat.positions),
           upload.Stage(flat.rows),      upload.Stage(flat.slots),
-          upload.Stage(pass.copy_from), upload.Stage(pass.copy_to),
+          upload.Stage(flat.copy_from), upload.Stage(flat.copy_to),
           upload.Stage(flat.labels)};
 }
 
@@ -235,19 +269,20 @@ struct Qwen3Backend::State {
   int64_t batch_tokens = 8192;
   int64_t block_bytes = 0;
 
-  // Every prompt of `groups` through `layers_run` transformer layers, in
-  // passes packed by the planner; after each pass `emit(ids, result,
-  // labels)` gets the pass's result, whose row r is output ids[r], and each
-  // row's label ids [R, width] on the device (given `labels_of`; undefined
-  // without).
+  // Small logprobs passes replayed from CUDA graphs
+  // (engine.cuda_graph_tokens; null when off).
+  std::unique_ptr<model::PassGraphs> graphs;
+
+  // Every prompt of `groups` through `read.layers_run` transformer layers,
+  // in passes packed by the planner; after each pass `emit(ids, outputs)`
+  // gets what the pass gave back, whose row r is output ids[r].
   template <typename Emit>
   absl::Status Run(const std::vector<PromptGroup>& groups,
-                   const std::vector<int32_t>& layers, bool final_norm,
-                   int32_t layers_run, const CallControl& control,
-                   const LabelsOf* labels_of, Emit emit) {
+                   const PassReading& read, const CallControl& control,
+                   Emit emit) {
     const std::vector<PlanGroup> plan = PlanGroups(groups, control);
     RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
-    PassPlanner planner(blocks.get(), plan, layers_run, batch_tokens);
+    PassPlanner planner(blocks.get(), plan, read.layers_run, batch_tokens);
     auto live = [&control](int32_t who) {
       return control.parts.empty() ||
              !control.parts[static_cast<size_t>(who)].ShouldStop(absl::Now());
@@ -264,7 +299,7 @@ struct Qwen3Backend::State {
         status = pass.status();
         break;
       }
-      status = RunPass(*pass, planner, layers, final_norm, labels_of, emit);
+      status = RunPass(*pass, planner, read, emit);
     }
     ReportPlanning(planner.stats(), blocks->evictions() - evictions);
     return status;
@@ -273,34 +308,17 @@ struct Qwen3Backend::State {
   // One planned pass through the model, settled with the planner.
   template <typename Emit>
   absl::Status RunPass(const Pass& pass, PassPlanner& planner,
-                       const std::vector<int32_t>& layers, bool final_norm,
-                       const LabelsOf* labels_of, Emit& emit) {
+                       const PassReading& read, Emit& emit) {
     const absl::Time start = absl::Now();
-    const FlatPass flat = Flatten(pass, labels_of);
+    const FlatPass flat = Flatten(pass, read.labels_of);
     absl::Status status = absl::OkStatus();
     // libtorch reports errors (a device out of memory, say) as exceptions;
     // they end this call, never the daemon.
     try {
-      // The pass's plan reaches the device in one copy.
-      model::PassUpload upload;
-      const StagedPass staged = Stage(flat, pass, upload);
-      model::AttentionPlan plan(route, pass.keys, model->device(),
-                                model->dtype(), upload);
-      upload.Upload(model->device());
-      plan.Bind(upload);
-      model::PackedPass packed = Pack(staged, upload);
-      packed.attention = &plan;
-      packed.layers = layers;
-      packed.final_norm = final_norm;
-      const model::ForwardResult result = model->Forward(packed, pool);
+      std::optional<PassOutputs> outputs = Replay(pass, flat, read);
+      if (!outputs.has_value()) outputs = Eager(pass, flat, read);
       planner.Finish(true);
-      at::Tensor labels;
-      if (labels_of != nullptr) {
-        labels = upload.View(staged.labels)
-                     .view({static_cast<int64_t>(flat.ids.size()),
-                            flat.label_width});
-      }
-      emit(flat.ids, result, labels);
+      emit(flat.ids, *outputs);
     } catch (const std::exception& e) {
       // c10::Error, or std::bad_alloc: a short reason, no backtrace.
       planner.Finish(false);
@@ -312,6 +330,48 @@ struct Qwen3Backend::State {
                         absl::Now() - start);
     }
     return status;
+  }
+
+  // The pass through the forward as it comes.
+  PassOutputs Eager(const Pass& pass, const FlatPass& flat,
+                    const PassReading& read) {
+    // The pass's plan reaches the device in one copy.
+    model::PassUpload upload;
+    const StagedPass staged = Stage(flat, upload);
+    model::AttentionPlan plan(route, pass.keys, model->device(), model->dtype(),
+                              upload);
+    upload.Upload(model->device());
+    plan.Bind(upload);
+    model::PackedPass packed = Pack(staged, upload);
+    packed.attention = &plan;
+    packed.layers = read.layers;
+    packed.final_norm = read.final_norm;
+    const model::ForwardResult result = model->Forward(packed, pool);
+    at::Tensor labels;
+    if (read.labels_of != nullptr) {
+      labels =
+          upload.View(staged.labels)
+              .view({static_cast<int64_t>(flat.ids.size()), flat.label_width});
+    }
+    return ReadOutputs(*model, result, labels, read.top_k);
+  }
+
+  // A small logprobs pass from its shape's CUDA graph; nullopt when graphs
+  // are off, the pass is not one, or it fits no shape.
+  std::optional<PassOutputs> Replay(const Pass& pass, const FlatPass& flat,
+                                    const PassReading& read) {
+    if (graphs == nullptr || read.labels_of == nullptr) return std::nullopt;
+    const model::VarlenLayout sequences =
+        model::PlanAttentionBuckets(model::AttentionRoute::kVarlen, pass.keys)
+            .varlen;
+    std::optional<model::PassGraphs::Outputs> replayed =
+        graphs->Run(flat, sequences, read.top_k);
+    if (!replayed.has_value()) return std::nullopt;
+    PassOutputs out;
+    out.labels = replayed->labels;
+    out.top_values = replayed->top_values;
+    out.top_ids = replayed->top_ids;
+    return out;
   }
 
   // The checkpoint's tokenizer and chat template; a checkpoint whose chat
@@ -359,8 +419,25 @@ struct Qwen3Backend::State {
     blocks = std::make_unique<KvBlocks>(static_cast<int32_t>(num_blocks),
                                         static_cast<int32_t>(block_tokens),
                                         engine.prefix_caching);
-    pool = model->NewKvPool(num_blocks * block_tokens);
+    // With graphs, one block more that no KvBlocks block is: the scratch
+    // where a padded pass's pads write and read.
+    const int64_t graph_tokens = GraphTokens(engine.cuda_graph_tokens);
+    pool = model->NewKvPool((num_blocks + (graph_tokens > 0 ? 1 : 0)) *
+                            block_tokens);
+    if (graph_tokens > 0) {
+      graphs = std::make_unique<model::PassGraphs>(
+          *model, pool, num_blocks * block_tokens, graph_tokens);
+    }
     return absl::OkStatus();
+  }
+
+  // engine.cuda_graph_tokens where graphs can replay: the CUDA
+  // variable-length kernel works here (a graph's attention), or the CPU,
+  // where the padded pass runs eagerly (the test path). 0 otherwise.
+  int64_t GraphTokens(int64_t asked) const {
+    if (asked <= 0) return 0;
+    if (model->device().is_cuda() && !varlen) return 0;
+    return asked;
   }
 
   void ReportPlanning(const PlanStats& stats, int64_t evictions) const {
@@ -478,23 +555,14 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
     for (size_t i = 0; i < groups[g].suffixes.size(); ++i)
       where.push_back({g, i});
   }
-  const int32_t n = capabilities_.n_layers;
   LabelsOf labels_of;
   for (const auto& [g, i] : where) labels_of.push_back(&groups[g].label_ids);
   // lm_head only at the output rows, once per pass; the log-softmax is read
   // on the device at the labels and the top_k, and only those come back.
-  auto emit = [&](const std::vector<int64_t>& ids,
-                  const model::ForwardResult& result,
-                  const at::Tensor& labels) {
-    const at::Tensor logprobs = state_->model->LogSoftmax(result.final);
-    const at::Tensor at_labels = logprobs.gather(1, labels).cpu();
-    at::Tensor top_values, top_ids;
-    if (top_k > 0) {
-      std::tie(top_values, top_ids) = logprobs.topk(top_k);
-      top_values = top_values.cpu();
-      top_ids = top_ids.cpu();
-    }
-    const auto label_rows = at_labels.accessor<float, 2>();
+  auto emit = [&](const std::vector<int64_t>& ids, const PassOutputs& pass) {
+    const at::Tensor& top_values = pass.top_values;
+    const at::Tensor& top_ids = pass.top_ids;
+    const auto label_rows = pass.labels.accessor<float, 2>();
     for (size_t r = 0; r < ids.size(); ++r) {
       const auto [g, i] = where[static_cast<size_t>(ids[r])];
       PromptLogprobs& dst = out[g][i];
@@ -515,8 +583,12 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
                                           groups[g].suffixes[i].size());
     }
   };
-  const absl::Status status = state_->Run(groups, {}, /*final_norm=*/true, n,
-                                          control, &labels_of, emit);
+  PassReading read;
+  read.final_norm = true;
+  read.layers_run = capabilities_.n_layers;
+  read.labels_of = &labels_of;
+  read.top_k = top_k;
+  const absl::Status status = state_->Run(groups, read, control, emit);
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;
@@ -541,19 +613,18 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   // Early stop: every pass runs only as deep as needed.
   int32_t deepest = 0;
   for (int32_t layer : layers) deepest = std::max(deepest, layer);
-  auto emit = [&](const std::vector<int64_t>& ids,
-                  const model::ForwardResult& result, const at::Tensor&) {
-    // One device-to-host copy per pass: [R, L, H].
-    const at::Tensor hidden = result.hidden.cpu().contiguous();
-    const float* base = hidden.data_ptr<float>();
+  auto emit = [&](const std::vector<int64_t>& ids, const PassOutputs& pass) {
+    const float* base = pass.hidden.data_ptr<float>();  // [R, L, H]
     for (size_t r = 0; r < ids.size(); ++r) {
       std::memcpy(out.values.data() + static_cast<size_t>(ids[r]) * row_values,
                   base + r * row_values, row_values * sizeof(float));
     }
   };
-  const absl::Status status =
-      state_->Run(groups, layers, deepest == capabilities_.n_layers, deepest,
-                  control, /*labels_of=*/nullptr, emit);
+  PassReading read;
+  read.layers = layers;
+  read.final_norm = deepest == capabilities_.n_layers;
+  read.layers_run = deepest;
+  const absl::Status status = state_->Run(groups, read, control, emit);
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;

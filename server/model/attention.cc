@@ -69,6 +69,20 @@ AttentionPlan AttentionPlan::Standalone(AttentionRoute route,
   return plan;
 }
 
+AttentionPlan AttentionPlan::VarlenOn(const at::Tensor& cu_q,
+                                      const at::Tensor& cu_k,
+                                      const at::Tensor& keys, int64_t max_q,
+                                      int64_t max_k) {
+  AttentionPlan plan;
+  plan.route_ = AttentionRoute::kVarlen;
+  plan.own_.cu_q = cu_q.to(at::kInt);
+  plan.own_.cu_k = cu_k.to(at::kInt);
+  plan.own_.keys = keys;
+  plan.own_.max_q = max_q;
+  plan.own_.max_k = max_k;
+  return plan;
+}
+
 AttentionPlan::Bucket AttentionPlan::Staged(const PlannedBucket& planned,
                                             at::Device device,
                                             at::ScalarType dtype,

@@ -41,6 +41,12 @@ class AttentionPlan {
   // A plan with an upload of its own, bound (the load-time probe, tests).
   static AttentionPlan Standalone(AttentionRoute route, const PassKeys& keys,
                                   at::Device device, at::ScalarType dtype);
+  // The variable-length route over sequences already on the device (a
+  // captured graph's static buffer, graph_pass.h): cu_q and cu_k int64
+  // [S + 1], keys int64 [K], with fixed maxima.
+  static AttentionPlan VarlenOn(const at::Tensor& cu_q, const at::Tensor& cu_k,
+                                const at::Tensor& keys, int64_t max_q,
+                                int64_t max_k);
 
   // q [N, heads, D] after RoPE; pools [slots, kv, D] with this pass's keys
   // and values written -> [N, heads, D].
@@ -48,6 +54,7 @@ class AttentionPlan {
                         const at::Tensor& v_pool, double scaling) const;
 
  private:
+  AttentionPlan() = default;
   // A PlannedBucket on the device.
   struct Bucket {
     int64_t b = 0, tq = 0, tk = 0;
@@ -92,7 +99,7 @@ class AttentionPlan {
   at::Tensor Cascade(const at::Tensor& q, const at::Tensor& k_pool,
                      const at::Tensor& v_pool, double scaling) const;
 
-  AttentionRoute route_;
+  AttentionRoute route_ = AttentionRoute::kEager;
   std::vector<Bucket> buckets_;
   bool in_order_ = false;  // one bucket holding every row in order
   // kVarlen: `own` alone; kCascade: `own` and `shared` over `shared_rows`.
