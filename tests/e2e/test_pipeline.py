@@ -9,6 +9,7 @@ span size), as does a run with another concurrency or with the questions
 cut into several calls. Interruptions are timed on the run's own progress
 counts, never on sleeps. A few states are too long for the daemon's prompt
 limit: they come back as their own errors, the same in every run."""
+import os
 import signal
 import threading
 
@@ -205,3 +206,29 @@ def test_a_killed_qwen3_daemon_mid_run_on_a_tiny_qwen3(start_daemon, tmp_path):
             [(d.question_id, d.level, d.answer, list(d.probs)) for d in want.decisions]
         for a, b in zip(got.decisions, want.decisions):
             assert all(abs(a.probs[k] - b.probs[k]) <= 1e-6 for k in a.probs), (got.index, a, b)
+
+
+def test_the_documented_recipe_runs(start_daemon, tmp_path):
+    """docs/rpc.md's pipeline recipe, as written but for the address and
+    the token file, over a states file of the CLI's line format."""
+    import json
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    section = (root / "docs" / "rpc.md").read_text().split("### Pipelines", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    daemon = start_daemon("--set", "auth.token_env=PIPE_TOKEN", env={"PIPE_TOKEN": "t0k"})
+    (tmp_path / "token").write_text("t0k\n")
+    code = code.replace("127.0.0.1:50151", daemon.address).replace(
+        "/etc/mesa-anyjev/token", str(tmp_path / "token"))
+    lines = [json.dumps({"text": f"Column {i}: soil depth", "id": i}) for i in range(150)]
+    (tmp_path / "states.jsonl").write_text("\n".join(lines) + "\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(mac.__file__).parents[1]))
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [(r["index"], r["id"], r["error"], len(r["answers"])) for r in out] == [
+        (i, i, None, 2) for i in range(150)]

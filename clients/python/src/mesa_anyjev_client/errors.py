@@ -8,8 +8,8 @@ from typing import Dict, Optional, Tuple, Type
 
 import grpc
 
-# "states[0].text: ...", "questions[1].options: ...", "ids: ...", and the
-# request parse's "request: states[0].text: invalid UTF-8 ...".
+# "states[0].text: ...", "questions[1].options: ...", "ids: ...", and an
+# older daemon's request parse "request: states[0].text: invalid UTF-8 ...".
 _FIELD = re.compile(r"^(?:request: )?([A-Za-z_]\w*(?:\[\d+\])?(?:\.[A-Za-z_]\w*(?:\[\d+\])?)*): ")
 
 
