@@ -330,6 +330,30 @@ TEST_CASE("refusals name what is wrong", "[decision]") {
   CHECK(status.message().find("\"DD\"") != std::string::npos);
 }
 
+TEST_CASE("a prompt over the length limit names its state", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  std::vector<std::string> states = PlainStates(4);
+  states[2] = "Record " + std::string(4000, 'x');  // one token per x
+  CallControl control;
+  control.max_prompt_tokens = 1000;
+  // Every readout path: one call (raw, L0) and the adaptive waves.
+  for (const bool adaptive : {false, true}) {
+    for (const Level level : {Level::kRaw, Level::kL0}) {
+      DecideOptions options;
+      options.adaptive_shifts = adaptive;
+      const auto status =
+          decider.Decide(states, {Topic()}, level, options, control).status();
+      INFO(LevelName(level) << " adaptive " << adaptive);
+      CHECK(absl::IsInvalidArgument(status));
+      CHECK(absl::StartsWith(status.message(),
+                             "states[2]: a decision prompt of "));
+    }
+  }
+  states.erase(states.begin() + 2);
+  CHECK(decider.Decide(states, {Topic()}, Level::kL0, {}, control).ok());
+}
+
 TEST_CASE("concurrent callers each count once in the batch prior",
           "[decision]") {
   FakeBackend fake;
