@@ -28,8 +28,8 @@ std::string LabelToSnake(std::string_view label);
 absl::StatusOr<Avu> BuildAvu(const Candidate& candidate,
                              std::string_view value);
 
-// pre_rule_value_kind: the value kind fixed by rule (a site's environment
-// takes the site code, a unit the term label), or nullopt when
+// pre_rule_value_kind: the value kind fixed by rule (site terms take the site
+// code, units and dataset terms the term label), or nullopt when
 // avu.value_kind must be asked.
 std::optional<std::string> PreRuleValueKind(std::string_view aspect,
                                             std::string_view scope);
