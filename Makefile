@@ -170,7 +170,7 @@ check-arm64: install-arm64
 	@bash scripts/check_arm64.sh $(ARM64_BUILD_DIR) $(BUILD_DIR) $(JOBS)
 
 # The container image (deploy/container/Containerfile; docs/build.md), with
-# podman as shared/spec/platform.md measured it here (runc, a base from
+# podman as the build machines run it (docs/build.md: runc, a base from
 # debootstrap; IMAGE_SUITE=trixie for Debian 13; overlay storage where the
 # kernel mounts it, else vfs: deploy/container/podman.sh). `image` compiles inside
 # the image (the torch wheel and a full build: long); `image-prebuilt` packs

@@ -104,7 +104,8 @@ struct LimitsConfig {
 // The daemon's decision engine (common/decision): its defaults and the
 // artifacts it starts with.
 struct DecisionsConfig {
-  // A heads/export file (decision-method.md 9) loaded after the model; a
+  // A heads/export file (docs/decision.md, Heads/export file) loaded after the
+  // model; a
   // file that does not load stops the daemon. "" = start with none.
   std::string artifacts;
   // Threads that run Decide and Fit; each waits on the engine while the
@@ -149,7 +150,7 @@ struct ClientConfig {
   int32_t affinity_bytes = 256;
 };
 
-// The CLI's backend (reference-system.md 4.2 `backend.*`, docs/cli.md):
+// The CLI's backend (docs/cli.md):
 // fake (in process), gateway (an OpenAI-compatible server asked for top-20
 // logprobs, docs/gateway.md), hf (mesa-anyjevd at client.address) or
 // composite (raw/L0/L1 from the gateway, L2 from the daemon). The gateway's
@@ -187,13 +188,14 @@ struct BackendConfig {
   double timeout = 120.0;  // seconds per gateway request
 };
 
-// The CLI's decider (reference-system.md 4.2 `decider.*`): the level asked
+// The CLI's decider: the level asked
 // for and the L0 settings of the decider that gateway and fake work runs on.
 // Its defaults are the daemon's (decisions.*) and decision::DeciderOptions',
 // so a question decides alike in process and through the daemon.
 // adaptive_shifts is off where the reference's config turns it on: a read
 // under the rotation budget cannot use an L1 calibration's frozen prior, so
-// every explicit L1 on a choice of K >= 3 would come back as L0 (A5).
+// every explicit L1 on a choice of K >= 3 would come back as L0
+// (docs/reference.md, Fits freeze their prior).
 struct DeciderConfig {
   std::string level = "auto";    // raw | L0 | L1 | L2 | auto
   std::string prior = "batch";   // batch | content_free | none
@@ -201,7 +203,7 @@ struct DeciderConfig {
   int32_t max_permutations = 0;  // 0 = every shift (the reference's null)
 };
 
-// The write policy and annotate's limits (reference-system.md 4.2, 7.4).
+// The write policy and annotate's limits (docs/annotate.md).
 struct PolicyConfig {
   std::string profile = "prod";  // prod | dev
   int32_t max_candidates = 12;   // candidate cap; children cap too
@@ -212,13 +214,13 @@ struct PolicyConfig {
   bool audit_planner = true;        // ask dataset.ontology_applies (Q0)
 };
 
-// The bundle store (reference-system.md 8.4).
+// The bundle store (docs/bundles.md).
 struct ArtifactsConfig {
   std::string dir = "~/.mesa/anyjev/artifacts";
   bool strict = true;  // refuse bundles fit on another backend kind
 };
 
-// The label store (reference-system.md 8.1; docs/learning.md).
+// The label store (docs/learning.md).
 struct LabelsConfig {
   std::string dir = "~/.mesa/anyjev/labels";  // holds labels.jsonl
 };

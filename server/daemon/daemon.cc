@@ -126,7 +126,7 @@ void SetTransportOptions(const config::ServerConfig& server,
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              server.max_concurrent_streams);
   // Long-lived pipeline clients: probe dead peers every minute, and close
-  // connections idle for five (reliability-anchors.md 2.4).
+  // connections idle for five, so a vanished peer frees its slot.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
   builder.AddChannelArgument(

@@ -2,7 +2,8 @@
 // process: a real InferenceService on 127.0.0.1 whose Logprobs answers come
 // from a libtorch log_softmax, called over gRPC, checked against the same
 // numbers computed in plain C++, and the /metrics endpoint scraped in the
-// same process (the civetweb trap of toolchain.md does not apply to httplib).
+// same process (civetweb's small worker stacks fail beside libtorch's static
+// TLS; httplib's threads do not).
 #include <ATen/ATen.h>
 #include <google/protobuf/stubs/common.h>
 #include <grpcpp/grpcpp.h>

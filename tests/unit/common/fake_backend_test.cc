@@ -26,7 +26,7 @@ constexpr char kSystem[] =
     "question. Reply with the answer label only: no words, no punctuation, "
     "no explanation.";
 
-// The prefix of a user message (decision-method.md section 3.3).
+// The prefix of a user message (docs/decision.md, Prompts).
 std::string UserPrefix(const std::string& state, const std::string& question,
                        bool choice) {
   return "State:\n" + (state.empty() ? std::string("(empty)") : state) +
@@ -179,8 +179,8 @@ TEST_CASE("ParseFakePrompt reads state, options and the Yes/No line",
   CHECK(nothing.labels.empty());
 }
 
-// Expected values from the reference Python default_fake_content
-// (reference-system.md section 5.5) on the same inputs.
+// Expected values from the reference Python default_fake_content on the
+// same inputs.
 TEST_CASE("DefaultFakeContent reproduces the reference", "[fake_backend]") {
   // Python's value up to rounding: a compiler may fuse the jitter's multiply
   // and add (FMA, e.g. on aarch64), which moves the last bit.
