@@ -58,6 +58,17 @@ std::string FirstLine(const std::exception& e) {
   return text::Printable(what.substr(0, what.find('\n')), 400);
 }
 
+// The planner's refusal of a group the KV pool cannot hold, worded with the
+// setting that sizes the pool (the planner knows no configuration).
+absl::Status NamePool(absl::Status status,
+                      const std::optional<PoolShortfall>& shortfall) {
+  if (!absl::IsResourceExhausted(status) || !shortfall.has_value()) {
+    return status;
+  }
+  return absl::ResourceExhaustedError(
+      shortfall->Describe("the pool (engine.kv_pool_bytes)"));
+}
+
 at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
   return at::tensor(v, at::kLong).to(device);
 }
@@ -199,7 +210,9 @@ struct Qwen3Backend::State {
                    const std::vector<int32_t>& layers, bool final_norm,
                    int32_t layers_run, const CallControl& control, Emit emit) {
     const std::vector<PlanGroup> plan = PlanGroups(groups, control);
-    RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
+    std::optional<PoolShortfall> shortfall;
+    RETURN_IF_ERROR(
+        NamePool(PassPlanner::Check(plan, *blocks, &shortfall), shortfall));
     PassPlanner planner(blocks.get(), plan, layers_run, batch_tokens);
     auto live = [&control](int32_t who) {
       return control.parts.empty() ||
@@ -214,7 +227,7 @@ struct Qwen3Backend::State {
       }
       absl::StatusOr<Pass> pass = planner.Next(live);
       if (!pass.ok() || pass->segments.empty()) {
-        status = pass.status();
+        status = NamePool(pass.status(), planner.shortfall());
         break;
       }
       status = RunPass(*pass, planner, layers, final_norm, emit);
@@ -340,14 +353,16 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
   model::Qwen3LoadOptions options;
   options.dtype = config.dtype;
   options.device = config.device;
-  options.before_weights = [&](const model::Qwen3Config& c) {
-    return CheckMemoryFits(c, config.dtype, engine, device);
-  };
   ASSIGN_OR_RETURN(const model::Attention attention,
                    model::ParseAttention(config.attention));
   ASSIGN_OR_RETURN(options.gemm, model::ParseCpuGemm(config.cpu_gemm));
+  // config.json first, then the memory check, then the weights: a model that
+  // cannot fit is refused before a byte of it is read.
+  ASSIGN_OR_RETURN(model::OpenedQwen3 opened,
+                   model::OpenQwen3(config.path, options));
+  RETURN_IF_ERROR(CheckMemoryFits(opened.config, config.dtype, engine, device));
   ASSIGN_OR_RETURN(model::LoadedQwen3 loaded,
-                   model::LoadQwen3(config.path, options));
+                   model::LoadQwen3(std::move(opened), options));
   state->model = std::move(loaded.model);
   const model::Qwen3Model& m = *state->model;
   const bool heap_kept =

@@ -176,7 +176,11 @@ int main(int argc, char** argv) {
     auto tokenizer = mesa_anyjev::text::BpeTokenizer::FromFile(
         config.path + "/tokenizer.json");
     const int64_t rss1 = ResidentBytes();
-    auto loaded = mesa_anyjev::model::LoadQwen3(config.path, {});
+    auto opened = mesa_anyjev::model::OpenQwen3(config.path, {});
+    auto loaded =
+        opened.ok() ? mesa_anyjev::model::LoadQwen3(*std::move(opened), {})
+                    : absl::StatusOr<mesa_anyjev::model::LoadedQwen3>(
+                          opened.status());
     const int64_t rss2 = ResidentBytes();
     if (!tokenizer.ok() || !loaded.ok()) {
       std::cerr << "load failed\n";
