@@ -286,30 +286,26 @@ void Daemon::RefreshMemoryGauges() {
 }
 
 absl::Status Daemon::LoadAndWarmUp() {
-  ASSIGN_OR_RETURN(
-      backend_, LoadModel(config_, metrics_.get(), metrics_.get(), shutdown_));
+  ASSIGN_OR_RETURN(LoadedModel model, LoadModel(config_, metrics_.get(),
+                                                metrics_.get(), shutdown_));
+  backend_ = std::move(model.backend);
+  forward_adapter_ = std::move(model.adapter);
+  job_queue_->SetModel(model.forward);
   inference_->SetBackend(backend_.get());
   RETURN_IF_ERROR(decisions_->SetBackend(backend_.get()));
   // The promoted bundles are part of what SERVING promises.
   RETURN_IF_ERROR(bundles_->Start(backend_.get(), decisions_->decider()));
-  // Readiness means the model answers: one real call through the engine.
+  // Readiness means the model answers: one real call through the engine,
+  // for the top token only: no label, so none can count as missing (a
+  // gateway's missing-label counter starts at 0).
   ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));
-  absl::Notification done;
-  absl::Status result;
-  engine::Job job;
-  job.deadline = absl::Now() + absl::Seconds(config_.server.max_deadline_s);
-  job.run = [&](const CallControl& control) -> absl::Status {
-    // The top token only: no label, so none can count as missing (a
-    // gateway's missing-label counter starts at 0).
-    PromptGroup group{ids, {{}}, {}};
-    return backend_->Logprobs({group}, /*top_k=*/1, control).status();
-  };
-  job.done = [&](absl::Status status) {
-    result = std::move(status);
-    done.Notify();
-  };
-  RETURN_IF_ERROR(job_queue_->TrySubmit(std::move(job)));
-  done.WaitForNotification();
+  const Caller caller{
+      absl::Now() + absl::Seconds(config_.server.max_deadline_s), nullptr};
+  const absl::Status result =
+      job_queue_
+          ->SubmitAndWait(engine::LogprobsTask{/*top_k=*/1},
+                          {PromptGroup{ids, {{}}, {}}}, caller)
+          .status();
   if (!result.ok()) {
     return absl::Status(
         result.code(), absl::StrCat("warm-up call failed: ", result.message()));
@@ -351,6 +347,8 @@ void Daemon::Drain() {
   if (decisions_) decisions_->Stop();
   if (bundles_) bundles_->Stop();
   if (job_queue_) job_queue_->Stop();
+  // After the engine: the replies it handed over are written first.
+  if (inference_) inference_->Stop();
   if (metrics_endpoint_) metrics_endpoint_->Stop();
   spdlog::info("drained in {:.2f} s",
                absl::ToDoubleSeconds(absl::Now() - start));

@@ -20,8 +20,9 @@ class ServerCredentials;
 
 namespace mesa_anyjev {
 namespace engine {
+class ForwardModel;
 class JobQueue;
-}
+}  // namespace engine
 namespace metrics {
 class ServerMetrics;
 class MetricsEndpoint;
@@ -81,6 +82,9 @@ class Daemon {
   std::unique_ptr<service::ReflectionV1Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Backend> backend_;
+  // What the job queue runs backend_ through when it is no ForwardModel
+  // itself (model_factory.h).
+  std::unique_ptr<engine::ForwardModel> forward_adapter_;
   // backend_ once loaded, for the metrics thread.
   std::atomic<const Backend*> loaded_backend_{nullptr};
 };

@@ -9,18 +9,25 @@ namespace {
 
 int64_t BlocksFor(int64_t tokens, int64_t bs) { return (tokens + bs - 1) / bs; }
 
-absl::Status PoolTooSmall(int64_t tokens, int64_t need,
-                          const KvBlocks& blocks) {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "a prompt group of ", tokens, " tokens needs ", need, " KV blocks of ",
-      blocks.block_tokens(), " tokens; the pool (engine.kv_pool_bytes) holds ",
-      blocks.num_blocks()));
+absl::Status PoolTooSmall(int64_t tokens, int64_t need, const KvBlocks& blocks,
+                          std::optional<PoolShortfall>* shortfall) {
+  const PoolShortfall sizes{tokens, need, blocks.block_tokens(),
+                            blocks.num_blocks()};
+  if (shortfall != nullptr) *shortfall = sizes;
+  return absl::ResourceExhaustedError(sizes.Describe("the pool"));
 }
 
 }  // namespace
 
+std::string PoolShortfall::Describe(const char* pool) const {
+  return absl::StrCat("a prompt group of ", tokens, " tokens needs ",
+                      blocks_needed, " KV blocks of ", block_tokens,
+                      " tokens; ", pool, " holds ", pool_blocks);
+}
+
 absl::Status PassPlanner::Check(const std::vector<PlanGroup>& groups,
-                                const KvBlocks& blocks) {
+                                const KvBlocks& blocks,
+                                std::optional<PoolShortfall>* shortfall) {
   const int64_t bs = blocks.block_tokens();
   for (const PlanGroup& g : groups) {
     const PromptGroup& group = *g.group;
@@ -32,13 +39,13 @@ absl::Status PassPlanner::Check(const std::vector<PlanGroup>& groups,
         return absl::InvalidArgumentError("a prompt has no tokens");
       }
       if (p == 0 && BlocksFor(s, bs) > blocks.num_blocks()) {
-        return PoolTooSmall(s, BlocksFor(s, bs), blocks);
+        return PoolTooSmall(s, BlocksFor(s, bs), blocks, shortfall);
       }
       longest = std::max(longest, s);
     }
     const int64_t need = BlocksFor(p, bs) + BlocksFor(longest, bs);
     if (p > 0 && need > blocks.num_blocks()) {
-      return PoolTooSmall(p + longest, need, blocks);
+      return PoolTooSmall(p + longest, need, blocks, shortfall);
     }
   }
   return absl::OkStatus();
@@ -243,7 +250,7 @@ absl::StatusOr<PassPlanner::Room> PassPlanner::PlanPrefix(GroupState& group,
   const int64_t end = group.covered + take;
   if (!Grow(group, end)) {
     if (!pass.segments.empty()) return Room::kFull;
-    return PoolTooSmall(end, BlocksFor(end, bs), *blocks_);
+    return PoolTooSmall(end, BlocksFor(end, bs), *blocks_, &shortfall_);
   }
   // Its tokens' keys are the last of its context: the suffixes that follow
   // in this pass share them.
@@ -291,7 +298,8 @@ absl::StatusOr<PassPlanner::Room> PassPlanner::PlanSuffixes(GroupState& group,
     }
     if (static_cast<int64_t>(own.size()) < BlocksFor(len, bs)) {
       if (!pass.segments.empty()) return Room::kFull;
-      return PoolTooSmall(p + len, BlocksFor(p + len, bs), *blocks_);
+      return PoolTooSmall(p + len, BlocksFor(p + len, bs), *blocks_,
+                          &shortfall_);
     }
     model::SegmentKeys keys;
     keys.length = len;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,6 +54,20 @@ struct Pass {
   std::vector<int64_t> copy_from, copy_to;
 };
 
+// A prompt group the KV pool cannot hold even alone: the sizes, for the
+// caller to word (the planner knows no configuration, so it cannot say
+// which setting sizes the pool).
+struct PoolShortfall {
+  int64_t tokens = 0;  // the group's prefix and longest suffix
+  int64_t blocks_needed = 0;
+  int64_t block_tokens = 0;
+  int64_t pool_blocks = 0;
+
+  // "a prompt group of N tokens needs M KV blocks of B tokens; <pool> holds
+  // K".
+  std::string Describe(const char* pool) const;
+};
+
 struct PlanStats {
   int64_t prefix_hits = 0, prefix_misses = 0;
   int64_t reused_tokens = 0;    // prefix positions found in the cache
@@ -69,10 +84,12 @@ class PassPlanner {
   PassPlanner(const PassPlanner&) = delete;
   PassPlanner& operator=(const PassPlanner&) = delete;
 
-  // RESOURCE_EXHAUSTED naming the pool when a group cannot fit the pool even
-  // alone; INVALID_ARGUMENT for a prompt with no tokens. Before any work.
+  // RESOURCE_EXHAUSTED with the sizes (also in *shortfall when given) when
+  // a group cannot fit the pool even alone; INVALID_ARGUMENT for a prompt
+  // with no tokens. Before any work.
   static absl::Status Check(const std::vector<PlanGroup>& groups,
-                            const KvBlocks& blocks);
+                            const KvBlocks& blocks,
+                            std::optional<PoolShortfall>* shortfall = nullptr);
 
   // The next pass over the groups whose owner is `live` (the others are
   // dropped and their blocks released); an empty pass when all are done.
@@ -82,6 +99,8 @@ class PassPlanner {
   void Finish(bool ok);
 
   const PlanStats& stats() const { return stats_; }
+  // The sizes behind Next's last RESOURCE_EXHAUSTED, if it gave one.
+  const std::optional<PoolShortfall>& shortfall() const { return shortfall_; }
 
  private:
   struct Suffix {
@@ -140,6 +159,7 @@ class PassPlanner {
   std::vector<GroupState> groups_;
   size_t first_open_ = 0;
   PlanStats stats_;
+  std::optional<PoolShortfall> shortfall_;
   // What the pass in flight holds; declared last, so a planner destroyed
   // mid-pass aborts it first.
   std::optional<PassLease> in_flight_;

@@ -60,21 +60,28 @@ std::string FirstLine(const std::exception& e) {
   return text::Printable(what.substr(0, what.find('\n')), 400);
 }
 
-// Owners for the planner: the callers of a merged call (control.parts),
-// each dropped alone when it stops; one owner otherwise. Outputs are
-// numbered groups in order, then suffixes.
-std::vector<PlanGroup> PlanGroups(const std::vector<PromptGroup>& groups,
-                                  const CallControl& control) {
+// The planner's refusal of a group the KV pool cannot hold, worded with the
+// setting that sizes the pool (the planner knows no configuration).
+absl::Status NamePool(absl::Status status,
+                      const std::optional<PoolShortfall>& shortfall) {
+  if (!absl::IsResourceExhausted(status) || !shortfall.has_value()) {
+    return status;
+  }
+  return absl::ResourceExhaustedError(
+      shortfall->Describe("the pool (engine.kv_pool_bytes)"));
+}
+
+// The planner's groups: every member's, in order, each owned by its member,
+// so a caller that stops is dropped alone. Outputs are numbered groups in
+// order, then suffixes.
+std::vector<PlanGroup> PlanGroups(const ForwardCall& call) {
   std::vector<PlanGroup> plan;
   int64_t outputs = 0;
-  int32_t owner = 0;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    while (static_cast<size_t>(owner + 1) < control.parts.size() &&
-           control.parts[static_cast<size_t>(owner + 1)].first_group <= g) {
-      ++owner;
+  for (size_t m = 0; m < call.members.size(); ++m) {
+    for (const PromptGroup& group : *call.members[m].groups) {
+      plan.push_back({&group, static_cast<int32_t>(m), outputs});
+      outputs += static_cast<int64_t>(group.suffixes.size());
     }
-    plan.push_back({&groups[g], owner, outputs});
-    outputs += static_cast<int64_t>(groups[g].suffixes.size());
   }
   return plan;
 }
@@ -277,26 +284,27 @@ struct Qwen3Backend::State {
   // in passes packed by the planner; after each pass `emit(ids, outputs)`
   // gets what the pass gave back, whose row r is output ids[r].
   template <typename Emit>
-  absl::Status Run(const std::vector<PromptGroup>& groups,
-                   const PassReading& read, const CallControl& control,
+  absl::Status Run(const ForwardCall& call, const PassReading& read,
                    Emit emit) {
-    const std::vector<PlanGroup> plan = PlanGroups(groups, control);
-    RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
+    const std::vector<PlanGroup> plan = PlanGroups(call);
+    std::optional<PoolShortfall> shortfall;
+    RETURN_IF_ERROR(
+        NamePool(PassPlanner::Check(plan, *blocks, &shortfall), shortfall));
     PassPlanner planner(blocks.get(), plan, read.layers_run, batch_tokens);
-    auto live = [&control](int32_t who) {
-      return control.parts.empty() ||
-             !control.parts[static_cast<size_t>(who)].ShouldStop(absl::Now());
+    auto live = [&call](int32_t who) {
+      return !call.members[static_cast<size_t>(who)].caller.ShouldStop(
+          absl::Now());
     };
     const int64_t evictions = blocks->evictions();
     absl::Status status = absl::OkStatus();
     while (status.ok()) {
-      if (control.ShouldStop(absl::Now())) {
-        status = control.StopStatus(absl::Now(), "the forward");
+      if (call.ShouldStop(absl::Now())) {
+        status = call.StopStatus(absl::Now(), "the forward");
         break;
       }
       absl::StatusOr<Pass> pass = planner.Next(live);
       if (!pass.ok() || pass->segments.empty()) {
-        status = pass.status();
+        status = NamePool(pass.status(), planner.shortfall());
         break;
       }
       status = RunPass(*pass, planner, read, emit);
@@ -484,14 +492,16 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
   model::Qwen3LoadOptions options;
   options.dtype = config.dtype;
   options.device = config.device;
-  options.before_weights = [&](const model::Qwen3Config& c) {
-    return CheckMemoryFits(c, config.dtype, engine, device);
-  };
   ASSIGN_OR_RETURN(const model::Attention attention,
                    model::ParseAttention(config.attention));
   ASSIGN_OR_RETURN(options.gemm, model::ParseCpuGemm(config.cpu_gemm));
+  // config.json first, then the memory check, then the weights: a model that
+  // cannot fit is refused before a byte of it is read.
+  ASSIGN_OR_RETURN(model::OpenedQwen3 opened,
+                   model::OpenQwen3(config.path, options));
+  RETURN_IF_ERROR(CheckMemoryFits(opened.config, config.dtype, engine, device));
   ASSIGN_OR_RETURN(model::LoadedQwen3 loaded,
-                   model::LoadQwen3(config.path, options));
+                   model::LoadQwen3(std::move(opened), options));
   state->model = std::move(loaded.model);
   const model::Qwen3Model& m = *state->model;
   const bool heap_kept =
@@ -537,26 +547,55 @@ const text::ChatTemplate& Qwen3Backend::chat_template() const {
 absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
     const std::vector<PromptGroup>& groups, int32_t top_k,
     const CallControl& control) {
-  // Nothing out of range may index a tensor, whoever called.
-  RETURN_IF_ERROR(CheckPromptGroups(groups, capabilities_.vocab_size,
-                                    /*check_labels=*/true));
+  return OutputAs<GroupLogprobs>(
+      Run({LogprobsTask{top_k}, {{&groups, control.caller()}}}));
+}
+
+absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
+    const std::vector<PromptGroup>& groups, const std::vector<int32_t>& layers,
+    const CallControl& control) {
+  return OutputAs<HiddenStatesResult>(
+      Run({HiddenStatesTask{layers}, {{&groups, control.caller()}}}));
+}
+
+absl::StatusOr<ForwardOutput> Qwen3Backend::Run(const ForwardCall& call) {
+  return RunTask(
+      call.task, [&](int32_t top_k) { return RunLogprobs(call, top_k); },
+      [&](const std::vector<int32_t>& layers) {
+        return RunHiddenStates(call, layers);
+      });
+}
+
+absl::Status Qwen3Backend::CheckGroups(const ForwardCall& call,
+                                       bool check_labels) const {
+  for (const ForwardMember& member : call.members) {
+    RETURN_IF_ERROR(CheckPromptGroups(*member.groups, capabilities_.vocab_size,
+                                      check_labels));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GroupLogprobs> Qwen3Backend::RunLogprobs(const ForwardCall& call,
+                                                        int32_t top_k) {
+  RETURN_IF_ERROR(CheckGroups(call, /*check_labels=*/true));
   if (top_k < 0 || top_k > capabilities_.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "top_k: ", top_k, " is outside [0, ", capabilities_.vocab_size, "]"));
   }
   c10::InferenceMode guard;
-  std::vector<std::vector<PromptLogprobs>> out(groups.size());
+  const std::vector<const PromptGroup*> groups = call.Groups();
+  GroupLogprobs out(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
-    out[g].resize(groups[g].suffixes.size());
+    out[g].resize(groups[g]->suffixes.size());
   }
   // Where each output lands: outputs are numbered groups, then suffixes.
   std::vector<std::pair<size_t, size_t>> where;
   for (size_t g = 0; g < groups.size(); ++g) {
-    for (size_t i = 0; i < groups[g].suffixes.size(); ++i)
+    for (size_t i = 0; i < groups[g]->suffixes.size(); ++i)
       where.push_back({g, i});
   }
   LabelsOf labels_of;
-  for (const auto& [g, i] : where) labels_of.push_back(&groups[g].label_ids);
+  for (const auto& [g, i] : where) labels_of.push_back(&groups[g]->label_ids);
   // lm_head only at the output rows, once per pass; the log-softmax is read
   // on the device at the labels and the top_k, and only those come back.
   auto emit = [&](const std::vector<int64_t>& ids, const PassOutputs& pass) {
@@ -566,7 +605,7 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
     for (size_t r = 0; r < ids.size(); ++r) {
       const auto [g, i] = where[static_cast<size_t>(ids[r])];
       PromptLogprobs& dst = out[g][i];
-      for (size_t k = 0; k < groups[g].label_ids.size(); ++k) {
+      for (size_t k = 0; k < groups[g]->label_ids.size(); ++k) {
         dst.label_logprobs.push_back(
             label_rows[static_cast<int64_t>(r)][static_cast<int64_t>(k)]);
       }
@@ -579,8 +618,8 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
           dst.top.push_back({static_cast<TokenId>(ids_k[k]), values_k[k]});
         }
       }
-      dst.n_tokens = static_cast<int32_t>(groups[g].prefix.size() +
-                                          groups[g].suffixes[i].size());
+      dst.n_tokens = static_cast<int32_t>(groups[g]->prefix.size() +
+                                          groups[g]->suffixes[i].size());
     }
   };
   PassReading read;
@@ -588,23 +627,21 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
   read.layers_run = capabilities_.n_layers;
   read.labels_of = &labels_of;
   read.top_k = top_k;
-  const absl::Status status = state_->Run(groups, read, control, emit);
+  const absl::Status status = state_->Run(call, read, emit);
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;
 }
 
-absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
-    const std::vector<PromptGroup>& groups, const std::vector<int32_t>& layers,
-    const CallControl& control) {
-  RETURN_IF_ERROR(CheckPromptGroups(groups, capabilities_.vocab_size,
-                                    /*check_labels=*/false));
+absl::StatusOr<HiddenStatesResult> Qwen3Backend::RunHiddenStates(
+    const ForwardCall& call, const std::vector<int32_t>& layers) {
+  RETURN_IF_ERROR(CheckGroups(call, /*check_labels=*/false));
   RETURN_IF_ERROR(CheckResolvedLayers(layers, capabilities_.n_layers));
   c10::InferenceMode guard;
   HiddenStatesResult out;
   out.layers = layers;
-  for (const PromptGroup& group : groups) {
-    out.n_prompts += static_cast<int32_t>(group.suffixes.size());
+  for (const PromptGroup* group : call.Groups()) {
+    out.n_prompts += static_cast<int32_t>(group->suffixes.size());
   }
   out.hidden_size = capabilities_.hidden_size;
   const size_t row_values =
@@ -624,7 +661,7 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   read.layers = layers;
   read.final_norm = deepest == capabilities_.n_layers;
   read.layers_run = deepest;
-  const absl::Status status = state_->Run(groups, read, control, emit);
+  const absl::Status status = state_->Run(call, read, emit);
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/text/fake_tokenizer.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
+#include "server/engine/backend_forward_model.h"
 #include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
@@ -110,6 +111,8 @@ int Run() {
   service::ServingStateFlag state;
   state.set(service::ServingState::kServing);
   TorchBackend backend;
+  engine::BackendForwardModel forward(&backend);
+  job_queue.SetModel(&forward);
   service::InferenceService inference({}, &job_queue, &server_metrics, &auth,
                                       &state);
   inference.SetBackend(&backend);

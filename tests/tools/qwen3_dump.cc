@@ -84,39 +84,55 @@ absl::Status RunOnly(mesa_anyjev::Backend& backend, const json& request) {
 }
 
 // "parts": [{"first_group": g, "stopped": "cancelled" | "deadline" | null}]
-// makes the call a merged one (CallControl::parts), each part's caller
-// already stopped as named.
-struct Parts {
+// makes the call a merged one, as the job queue hands the backend: one
+// member per part (its groups from first_group up to the next part's), each
+// member's caller already stopped as named. Without it, one member.
+struct Members {
+  std::vector<std::vector<mesa_anyjev::PromptGroup>> groups;
   std::vector<std::unique_ptr<std::atomic<bool>>> flags;
-  mesa_anyjev::CallControl control;
+  std::vector<mesa_anyjev::engine::ForwardMember> members;
 };
 
-std::unique_ptr<Parts> PartsOf(const json& request) {
-  auto parts = std::make_unique<Parts>();
-  for (const json& part : request.value("parts", json::array())) {
-    const std::string stopped =
-        part.contains("stopped") && part["stopped"].is_string()
-            ? part["stopped"].get<std::string>()
-            : "";
-    parts->flags.push_back(
-        std::make_unique<std::atomic<bool>>(stopped == "cancelled"));
-    parts->control.parts.push_back(
-        {part.at("first_group").get<size_t>(),
-         stopped == "deadline" ? absl::Now() : absl::InfiniteFuture(),
-         parts->flags.back().get()});
+std::unique_ptr<Members> MembersOf(
+    const json& request, std::vector<mesa_anyjev::PromptGroup> groups) {
+  auto out = std::make_unique<Members>();
+  const json parts = request.value("parts", json::array());
+  if (parts.empty()) {
+    out->groups.push_back(std::move(groups));
+    out->members.push_back({&out->groups.back(), {}});
+    return out;
   }
-  return parts;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const size_t first = parts[i].at("first_group").get<size_t>();
+    const size_t end = i + 1 < parts.size()
+                           ? parts[i + 1].at("first_group").get<size_t>()
+                           : groups.size();
+    out->groups.emplace_back(groups.begin() + first, groups.begin() + end);
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string stopped =
+        parts[i].contains("stopped") && parts[i]["stopped"].is_string()
+            ? parts[i]["stopped"].get<std::string>()
+            : "";
+    out->flags.push_back(
+        std::make_unique<std::atomic<bool>>(stopped == "cancelled"));
+    out->members.push_back(
+        {&out->groups[i],
+         {stopped == "deadline" ? absl::Now() : absl::InfiniteFuture(),
+          out->flags.back().get()}});
+  }
+  return out;
 }
 
-absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
+absl::StatusOr<json> Answer(mesa_anyjev::engine::ForwardModel& model,
                             const json& request) {
-  const auto groups = Groups(request);
-  const std::unique_ptr<Parts> parts = PartsOf(request);
-  const mesa_anyjev::CallControl& control = parts->control;
+  using mesa_anyjev::engine::OutputAs;
+  const std::unique_ptr<Members> call = MembersOf(request, Groups(request));
   json out = json::object();
   const auto layers = request.value("layers", std::vector<int32_t>{});
   if (!layers.empty()) {
-    auto hidden = backend.HiddenStates(groups, layers, control);
+    auto hidden = OutputAs<mesa_anyjev::HiddenStatesResult>(model.Run(
+        {mesa_anyjev::engine::HiddenStatesTask{layers}, call->members}));
     if (!hidden.ok()) return hidden.status();
     json rows = json::array();
     const size_t h = static_cast<size_t>(hidden->hidden_size);
@@ -132,8 +148,9 @@ absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
     out["hidden"] = rows;
   }
   if (request.contains("label_ids") || request.value("top_k", 0) > 0) {
-    auto logprobs =
-        backend.Logprobs(groups, request.value("top_k", 0), control);
+    auto logprobs = OutputAs<mesa_anyjev::engine::GroupLogprobs>(
+        model.Run({mesa_anyjev::engine::LogprobsTask{request.value("top_k", 0)},
+                   call->members}));
     if (!logprobs.ok()) return logprobs.status();
     json label_rows = json::array(), top = json::array();
     for (const auto& group : *logprobs) {
@@ -176,7 +193,11 @@ int main(int argc, char** argv) {
     auto tokenizer = mesa_anyjev::text::BpeTokenizer::FromFile(
         config.path + "/tokenizer.json");
     const int64_t rss1 = ResidentBytes();
-    auto loaded = mesa_anyjev::model::LoadQwen3(config.path, {});
+    auto opened = mesa_anyjev::model::OpenQwen3(config.path, {});
+    auto loaded =
+        opened.ok()
+            ? mesa_anyjev::model::LoadQwen3(*std::move(opened), {})
+            : absl::StatusOr<mesa_anyjev::model::LoadedQwen3>(opened.status());
     const int64_t rss2 = ResidentBytes();
     if (!tokenizer.ok() || !loaded.ok()) {
       std::cerr << "load failed\n";

@@ -738,28 +738,5 @@ TEST_CASE("A short delay completes", "[fake_backend]") {
   CHECK(absl::Now() - start >= absl::Milliseconds(50));
 }
 
-TEST_CASE("A merged call stops once every caller has stopped",
-          "[fake_backend]") {
-  // Two callers' groups run as one call (the job queue's batching): it goes
-  // on while one caller still waits, and stops when none does. The drain
-  // deadline relies on it: gRPC cancels every call, so the pass must end.
-  FakeBackend backend(FakeBackendOptions{.delay_s = 60.0});
-  const FakeTokenizer& tok = backend.fake_tokenizer();
-  const PromptGroup group =
-      Group(tok, Fallback(UserPrefix("x", "q?", true), ChoiceSuffix(kFruits)),
-            LetterIds(tok, 3));
-  std::atomic<bool> first{true}, second{true};
-  CallControl control;
-  control.parts = {{0, absl::InfiniteFuture(), &first},
-                   {1, absl::InfiniteFuture(), &second}};
-  auto out = backend.Logprobs({group, group}, 0, control);
-  CHECK(out.status().code() == absl::StatusCode::kCancelled);
-  CHECK(absl::StrContains(out.status().message(), "every caller"));
-
-  FakeBackend quick(FakeBackendOptions{.delay_s = 0.05});
-  second.store(false);
-  CHECK(quick.Logprobs({group, group}, 0, control).ok());
-}
-
 }  // namespace
 }  // namespace mesa_anyjev

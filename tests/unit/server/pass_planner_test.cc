@@ -361,9 +361,17 @@ TEST_CASE(
   }
   CHECK(blocks.referenced() == 0);
   KvBlocks tiny(3, 4, true);
-  const absl::Status status = PassPlanner::Check(plan, tiny);
+  std::optional<PoolShortfall> shortfall;
+  const absl::Status status = PassPlanner::Check(plan, tiny, &shortfall);
   CHECK(status.code() == absl::StatusCode::kResourceExhausted);
-  CHECK(status.message().find("engine.kv_pool_bytes") != std::string::npos);
+  // The sizes, and no configuration key: the backend names the setting.
+  CHECK(status.message() ==
+        "a prompt group of 16 tokens needs 4 KV blocks of 4 tokens; the pool "
+        "holds 3");
+  REQUIRE(shortfall.has_value());
+  CHECK(shortfall->Describe("the pool (engine.kv_pool_bytes)") ==
+        "a prompt group of 16 tokens needs 4 KV blocks of 4 tokens; the pool "
+        "(engine.kv_pool_bytes) holds 3");
 }
 
 TEST_CASE(
