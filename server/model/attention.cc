@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "server/model/stages.h"
+
 namespace mesa_anyjev::model {
 namespace {
 
@@ -92,6 +94,7 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
   const int64_t b = bucket.b, tq = bucket.tq, tk = bucket.tk;
   // [B, heads, Tq, D] queries (one item's: a view of its rows), [B, kv, Tk,
   // D] keys and values.
+  Stages stage("mesa.attention_gather");
   const at::Tensor qb =
       (bucket.first_row >= 0 ? q.narrow(0, bucket.first_row, tq)
                              : q.index_select(0, bucket.q_index))
@@ -104,9 +107,11 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
                             .view({b, tk, kv, d})
                             .transpose(1, 2);
   // [B, heads, Tq, D] -> [B * Tq, heads, D] -> the real rows.
+  stage.Next("mesa.attention");
   const at::Tensor out = Kernel(bucket, qb, kb, vb, scaling)
                              .transpose(1, 2)
                              .reshape({b * tq, heads, d});
+  stage.Next("mesa.attention_gather");
   return bucket.first_row >= 0 ? out : out.index_select(0, bucket.keep);
 }
 
@@ -138,8 +143,10 @@ at::Tensor AttentionPlan::Kernel(const Bucket& bucket, const at::Tensor& qb,
 at::Tensor AttentionPlan::Varlen(const at::Tensor& q, const at::Tensor& k_pool,
                                  const at::Tensor& v_pool,
                                  double scaling) const {
+  Stages stage("mesa.attention_gather");
   const at::Tensor k = k_pool.index_select(0, all_keys_);
   const at::Tensor v = v_pool.index_select(0, all_keys_);
+  stage.Next("mesa.attention");
   // Causal with more keys than queries aligns the mask to the end.
   return std::get<0>(at::_flash_attention_forward(
       q.contiguous(), k, v, cu_q_, cu_k_, max_q_, max_k_,
@@ -155,6 +162,7 @@ at::Tensor AttentionPlan::operator()(const at::Tensor& q,
     return Varlen(q, k_pool, v_pool, scaling);
   }
   if (in_order_) return Padded(buckets_[0], q, k_pool, v_pool, scaling);
+  Stages stage("mesa.attention_scatter");
   at::Tensor out = at::empty_like(q);
   for (const Bucket& bucket : buckets_) {
     out.index_copy_(0, bucket.out_rows,
