@@ -24,6 +24,7 @@
 #include "server/model/device_probe.h"
 #include "server/model/memory_fit.h"
 #include "server/model/qwen3_loader.h"
+#include "server/model/stages.h"
 
 namespace mesa_anyjev::engine {
 namespace {
@@ -212,7 +213,9 @@ struct Qwen3Backend::State {
         status = control.StopStatus(absl::Now(), "the forward");
         break;
       }
+      model::Stages stage("mesa.plan");
       absl::StatusOr<Pass> pass = planner.Next(live);
+      stage.End();
       if (!pass.ok() || pass->segments.empty()) {
         status = pass.status();
         break;
@@ -229,6 +232,8 @@ struct Qwen3Backend::State {
                        const std::vector<int32_t>& layers, bool final_norm,
                        Emit& emit) {
     const absl::Time start = absl::Now();
+    model::Stages stage("mesa.pass");
+    model::Stages step("mesa.plan");
     const FlatPass flat = Flatten(pass);
     absl::Status status = absl::OkStatus();
     // libtorch reports errors (a device out of memory, say) as exceptions;
@@ -236,10 +241,12 @@ struct Qwen3Backend::State {
     try {
       const model::AttentionPlan plan(attention, flat.keys, model->device(),
                                       model->dtype(), varlen);
+      step.Next("mesa.inputs_to_device");
       model::PackedPass packed = Pack(flat, pass, model->device());
       packed.attention = &plan;
       packed.layers = layers;
       packed.final_norm = final_norm;
+      step.End();
       const model::ForwardResult result = model->Forward(packed, pool);
       planner.Finish(true);
       emit(flat.ids, result);
@@ -414,7 +421,10 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
   // lm_head only at the output rows, once per pass.
   auto emit = [&](const std::vector<int64_t>& ids,
                   const model::ForwardResult& result) {
-    const at::Tensor logprobs = state_->model->LogSoftmax(result.final).cpu();
+    const at::Tensor on_device = state_->model->LogSoftmax(result.final);
+    model::Stages stage("mesa.outputs_to_host");
+    const at::Tensor logprobs = on_device.cpu();
+    stage.Next("mesa.outputs");
     at::Tensor top_values, top_ids;
     if (top_k > 0) std::tie(top_values, top_ids) = logprobs.topk(top_k);
     for (size_t r = 0; r < ids.size(); ++r) {
@@ -466,7 +476,9 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   auto emit = [&](const std::vector<int64_t>& ids,
                   const model::ForwardResult& result) {
     // One device-to-host copy per pass: [R, L, H].
+    model::Stages stage("mesa.outputs_to_host");
     const at::Tensor hidden = result.hidden.cpu().contiguous();
+    stage.Next("mesa.outputs");
     const float* base = hidden.data_ptr<float>();
     for (size_t r = 0; r < ids.size(); ++r) {
       std::memcpy(out.values.data() + static_cast<size_t>(ids[r]) * row_values,
