@@ -71,11 +71,18 @@ absl::Status CheckModelPath(const config::Config& config) {
 
 absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
     const config::Config& config, engine::EngineObserver* observer,
-    gateway::GatewayObserver* gateway, const absl::Notification& stop) {
-  if (config.model.backend == "composite") {
+    gateway::GatewayObserver* gateway, const absl::Notification& stop,
+    const std::optional<engine::FaultPlan>& faults) {
+  const config::ModelConfig& model = config.model;
+  if (faults.has_value() &&
+      (model.backend == "composite" || model.path == "fake")) {
+    return absl::InvalidArgumentError(
+        "--inject-faults: the fake and composite backends run no forward "
+        "passes; give a checkpoint (model.path)");
+  }
+  if (model.backend == "composite") {
     return LoadComposite(config, gateway);
   }
-  const config::ModelConfig& model = config.model;
   const config::EngineConfig& engine = config.engine;
   if (model.path == "fake") {
     // The fake "loads" for fake_load_s so tests can watch NOT_SERVING.
@@ -105,10 +112,16 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
   if (!backend->attention_note().empty()) {
     spdlog::info("sdpa uses the masked kernel: {}", backend->attention_note());
   }
+  if (faults.has_value()) {
+    spdlog::warn("fault injection armed (--inject-faults, tests only): {}",
+                 faults->Describe());
+    backend->InjectFaults(*faults);
+  }
   return std::unique_ptr<Backend>(std::move(backend));
 #else
   (void)engine;
   (void)observer;
+  (void)faults;
   return absl::FailedPreconditionError(absl::StrCat(
       "model.path: '", model.path,
       "' is a checkpoint, but this daemon was built without libtorch "

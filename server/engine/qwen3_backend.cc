@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/text/bpe_tokenizer.h"
-#include "common/text/utf8.h"
 #include "common/util/meminfo.h"
 #include "server/engine/cpu_paths.h"
 #include "server/engine/host_block_cache.h"
 #include "server/engine/kv_blocks.h"
+#include "server/engine/pass_failure.h"
 #include "server/engine/pass_planner.h"
 #include "server/model/device_probe.h"
 #include "server/model/memory_fit.h"
@@ -50,13 +50,6 @@ absl::Status CheckMemoryFits(const model::Qwen3Config& c,
     ASSIGN_OR_RETURN(available, util::ReadMemAvailable());
   }
   return model::CheckMemoryFits(plan, device, available);
-}
-
-// What an exception from libtorch says, for a status: c10::Error's what()
-// carries a C++ backtrace after its first line, which stays out of errors.
-std::string FirstLine(const std::exception& e) {
-  const std::string_view what = e.what();
-  return text::Printable(what.substr(0, what.find('\n')), 400);
 }
 
 at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
@@ -191,6 +184,7 @@ struct Qwen3Backend::State {
   EngineObserver* observer = nullptr;
   int64_t batch_tokens = 8192;
   int64_t block_bytes = 0;
+  std::optional<FaultPlan> faults;  // tests only (InjectFaults)
 
   // Every prompt of `groups` through `layers_run` transformer layers, in
   // passes packed by the planner; after each pass `emit(ids, result)` gets
@@ -237,7 +231,7 @@ struct Qwen3Backend::State {
     const FlatPass flat = Flatten(pass);
     absl::Status status = absl::OkStatus();
     // libtorch reports errors (a device out of memory, say) as exceptions;
-    // they end this call, never the daemon.
+    // they end the calls in this pass (pass_failure.h).
     try {
       const model::AttentionPlan plan(attention, flat.keys, model->device(),
                                       model->dtype(), varlen);
@@ -247,14 +241,19 @@ struct Qwen3Backend::State {
       packed.layers = layers;
       packed.final_norm = final_norm;
       step.End();
+      if (faults.has_value()) {
+        if (const auto fault = faults->NextPass()) ThrowInjected(*fault);
+      }
       const model::ForwardResult result = model->Forward(packed, pool);
       planner.Finish(true);
       emit(flat.ids, result);
     } catch (const std::exception& e) {
-      // c10::Error, or std::bad_alloc: a short reason, no backtrace.
       planner.Finish(false);
-      status = absl::InternalError(
-          absl::StrCat("the forward pass failed: ", FirstLine(e)));
+      status =
+          PassFailure(e,
+                      {pass.tokens, static_cast<int64_t>(pass.segments.size()),
+                       batch_tokens},
+                      model->device().str());
     }
     if (observer != nullptr) {
       observer->OnBatch(static_cast<int64_t>(pass.segments.size()), pass.tokens,
@@ -325,7 +324,7 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   } catch (const std::exception& e) {
     return absl::FailedPreconditionError(absl::StrCat(
         "loading the model on ", config.device, " in ", config.dtype,
-        " failed: ", FirstLine(e),
+        " failed: ", ExceptionLine(e),
         " (check model.device names a device this host has, that it has "
         "free memory for the weights and engine.kv_pool_bytes, and "
         "model.dtype)"));
@@ -387,6 +386,10 @@ Qwen3Backend::Qwen3Backend(std::unique_ptr<State> state)
     : state_(std::move(state)) {}
 
 Qwen3Backend::~Qwen3Backend() = default;
+
+void Qwen3Backend::InjectFaults(FaultPlan plan) {
+  state_->faults = std::move(plan);
+}
 
 const text::Tokenizer& Qwen3Backend::tokenizer() const {
   return *state_->tokenizer;
