@@ -44,8 +44,19 @@ const std::array<absl::string_view, 6> kStickyPhrases = {
 };
 
 bool IsOutOfMemory(const std::exception& e) {
-  return dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
-         dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr ||
+      dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return true;
+  }
+  // cudaErrorMemoryAllocation from a raw CUDA call, and the libraries that
+  // allocate their own workspace, say it their way; none of them leaves the
+  // context unusable.
+  if (const auto* a = dynamic_cast<const c10::AcceleratorError*>(&e)) {
+    if (a->get_error_code() == 2) return true;
+  }
+  const absl::string_view what = e.what();
+  return absl::StrContains(what, "CUBLAS_STATUS_ALLOC_FAILED") ||
+         absl::StrContains(what, "CUDNN_STATUS_ALLOC_FAILED");
 }
 
 bool LeavesContextUnusable(const std::exception& e, bool on_cuda) {
