@@ -20,7 +20,12 @@
 // at each last position) r times after one warm-up, fresh random ids every
 // time, so that nothing is found in the prefix cache (the reply counts what
 // was: it must be 0). {"profile": {"tokens": t, "batch": b}} runs one such
-// call under the profiler after a warm-up (tests/tools/pass_anatomy.h).
+// call under the profiler after a warm-up (tests/tools/pass_anatomy.h);
+// with "shapes" one call of each, as {"anatomies": [...]}.
+//
+// --serve keeps one load for many requests: one JSON request a line on
+// stdin, one answer a line on stdout ({"error": "CODE: message"} for a
+// refusal), the load's settings from --set only.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -289,22 +294,135 @@ absl::StatusOr<json> Profile(mesa_anyjev::Backend& backend, const json& p,
   return anatomy;
 }
 
+// The "time" request: seconds per pass over `calls`, best of `repeat` after
+// one warm-up; or over each of `passes` (lists of calls), best after the
+// first, so that a timed pass does not find its prefixes cached by an
+// earlier one.
+absl::StatusOr<json> Time(mesa_anyjev::Backend& backend, const json& t) {
+  std::vector<const json*> passes;
+  if (t.contains("passes")) {
+    for (const json& pass : t["passes"]) passes.push_back(&pass);
+  } else {
+    for (int r = 0; r <= t.value("repeat", 3); ++r) {
+      passes.push_back(&t.at("calls"));
+    }
+  }
+  double best = 1e300;
+  for (size_t r = 0; r < passes.size(); ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const json& call : *passes[r]) {
+      if (absl::Status s = RunOnly(backend, call); !s.ok()) return s;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (r > 0) best = std::min(best, seconds);
+  }
+  return json{{"seconds", best}};
+}
+
+// One request after the load; the counters in the answer are this
+// request's own.
+absl::StatusOr<json> Handle(mesa_anyjev::Backend& backend,
+                            const CountingObserver& observer,
+                            const json& request, bool cuda) {
+  const CountingObserver before = observer;
+  absl::StatusOr<json> out;
+  try {
+    if (request.contains("profile")) {
+      json anatomies = json::array();
+      const json& p = request["profile"];
+      for (const json& shape : p.value("shapes", json::array({p}))) {
+        auto anatomy = Profile(backend, shape, cuda);
+        if (!anatomy.ok()) return anatomy.status();
+        anatomies.push_back(*std::move(anatomy));
+      }
+      out =
+          p.contains("shapes") ? json{{"anatomies", anatomies}} : anatomies[0];
+    } else if (request.contains("time_prefill")) {
+      out = TimePrefill(backend, observer, request["time_prefill"]);
+    } else if (request.contains("time")) {
+      out = Time(backend, request["time"]);
+    } else if (request.contains("calls")) {
+      json answers = json::array();
+      for (const json& call : request["calls"]) {
+        auto answer = Answer(backend, call);
+        if (!answer.ok()) return answer.status();
+        answers.push_back(*std::move(answer));
+      }
+      out = json{{"calls", answers},
+                 {"prefix_hits", observer.hits - before.hits},
+                 {"prefix_misses", observer.misses - before.misses}};
+    } else {
+      out = Answer(backend, request);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(e.what());
+  }
+  if (out.ok()) {
+    (*out)["tokens_run"] = observer.tokens - before.tokens;
+    (*out)["passes"] = observer.passes - before.passes;
+  }
+  return out;
+}
+
+// A single request's answer on stdout, or its error on stderr (exit 1).
+int Respond(mesa_anyjev::engine::Qwen3Backend& backend,
+            const CountingObserver& observer, const json& request, bool cuda) {
+  auto out = Handle(backend, observer, request, cuda);
+  if (!out.ok()) {
+    // "time" callers read the message alone, as they always did.
+    std::cerr << (request.contains("time") ? std::string(out.status().message())
+                                           : out.status().ToString())
+              << "\n";
+    return 1;
+  }
+  const bool plain = !request.contains("calls") && !request.contains("time") &&
+                     !request.contains("time_prefill") &&
+                     !request.contains("profile");
+  if (plain) {
+    (*out)["identity"] = backend.identity().identity;
+    (*out)["weight_bytes"] = backend.weight_bytes();
+    (*out)["n_layers"] = backend.capabilities().n_layers;
+  }
+  std::cout << out->dump() << "\n";
+  return 0;
+}
+
+// The request fields that configure the load; under --serve they come
+// from --set instead.
+constexpr const char* kLoadFields[] = {"threads",        "batch_tokens",
+                                       "kv_pool_bytes",  "kv_block_tokens",
+                                       "prefix_caching", "measure_rss"};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using nlohmann::json;
   if (argc < 2) {
     std::cerr << "usage: qwen3_dump DIR [dtype] [attention] [device] "
-                 "[cpu_gemm] [--set section.field=value ...] < request.json\n";
+                 "[cpu_gemm] [--set section.field=value ...] [--serve] "
+                 "< request.json\n";
     return 2;
   }
-  auto loaded_config = ConfigFrom(argc, argv);
+  // --serve: a process that answers many requests (one JSON a line on
+  // stdin, one a line on stdout) on one load, its settings from --set.
+  bool serve = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--serve") {
+      serve = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  auto loaded_config = ConfigFrom(static_cast<int>(args.size()), args.data());
   if (!loaded_config.ok()) {
     std::cerr << loaded_config.status().message() << "\n";
     return 2;
   }
   mesa_anyjev::config::ModelConfig config = loaded_config->model;
-  const json request = json::parse(std::cin);
+  const json request = serve ? json::object() : json::parse(std::cin);
   // model.threads, as the daemon sets it (0: every core).
   config.threads = request.value("threads", config.threads);
   if (request.value("measure_rss", false)) {
@@ -342,83 +460,25 @@ int main(int argc, char** argv) {
     std::cerr << backend.status().message() << "\n";
     return 1;
   }
-  for (const char* kind : {"time_prefill", "profile"}) {
-    if (!request.contains(kind)) continue;
-    absl::StatusOr<json> out;
-    try {
-      out = std::string(kind) == "profile"
-                ? Profile(**backend, request[kind],
-                          config.device.rfind("cuda", 0) == 0)
-                : TimePrefill(**backend, observer, request[kind]);
-    } catch (const std::exception& e) {
-      out = absl::InternalError(e.what());
-    }
-    if (!out.ok()) {
-      std::cerr << out.status().ToString() << "\n";
-      return 1;
-    }
-    std::cout << out->dump() << "\n";
-    return 0;
-  }
-  if (request.contains("time")) {
-    // Seconds per pass over `calls`, best of `repeat` after one warm-up;
-    // or over each of `passes` (lists of calls), best after the first, so
-    // that a timed pass does not find its prefixes cached by an earlier one.
-    const json& t = request["time"];
-    std::vector<const json*> passes;
-    if (t.contains("passes")) {
-      for (const json& pass : t["passes"]) passes.push_back(&pass);
-    } else {
-      for (int r = 0; r <= t.value("repeat", 3); ++r) {
-        passes.push_back(&t.at("calls"));
-      }
-    }
-    double best = 1e300;
-    for (size_t r = 0; r < passes.size(); ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      for (const json& call : *passes[r]) {
-        if (absl::Status s = RunOnly(**backend, call); !s.ok()) {
-          std::cerr << s.message() << "\n";
-          return 1;
-        }
-      }
-      const double seconds = std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count();
-      if (r > 0) best = std::min(best, seconds);
-    }
-    std::cout << json{{"seconds", best}, {"tokens_run", observer.tokens}}.dump()
-              << "\n";
-    return 0;
-  }
-  if (request.contains("calls")) {
-    json answers = json::array();
-    for (const json& call : request["calls"]) {
-      auto answer = Answer(**backend, call);
-      if (!answer.ok()) {
-        std::cerr << answer.status().ToString() << "\n";
+  const bool cuda = config.device.rfind("cuda", 0) == 0;
+  if (!serve) return Respond(**backend, observer, request, cuda);
+  // One request a line, one answer a line, until stdin ends.
+  for (std::string line; std::getline(std::cin, line);) {
+    if (line.empty()) continue;
+    const json next = json::parse(line);
+    for (const char* fixed : kLoadFields) {
+      if (next.contains(fixed)) {
+        std::cout << json{{"error", std::string(fixed) +
+                                        " is fixed at load under --serve"}}
+                         .dump()
+                  << std::endl;
         return 1;
       }
-      answers.push_back(*std::move(answer));
     }
-    std::cout << json{{"calls", answers},
-                      {"prefix_hits", observer.hits},
-                      {"prefix_misses", observer.misses},
-                      {"tokens_run", observer.tokens},
-                      {"passes", observer.passes}}
-                     .dump()
-              << "\n";
-    return 0;
+    auto out = Handle(**backend, observer, next, cuda);
+    std::cout
+        << (out.ok() ? *out : json{{"error", out.status().ToString()}}).dump()
+        << std::endl;
   }
-  auto answer = Answer(**backend, request);
-  if (!answer.ok()) {
-    std::cerr << answer.status().ToString() << "\n";
-    return 1;
-  }
-  (*answer)["identity"] = (*backend)->identity().identity;
-  (*answer)["weight_bytes"] = (*backend)->weight_bytes();
-  (*answer)["n_layers"] = (*backend)->capabilities().n_layers;
-  (*answer)["passes"] = observer.passes;
-  std::cout << answer->dump() << "\n";
   return 0;
 }
