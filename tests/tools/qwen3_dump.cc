@@ -359,7 +359,8 @@ absl::StatusOr<json> Handle(mesa_anyjev::Backend& backend,
   } catch (const std::exception& e) {
     return absl::InternalError(e.what());
   }
-  if (out.ok()) {
+  // A profile's passes are its own (the warm-up's are not in it).
+  if (out.ok() && !request.contains("profile")) {
     (*out)["tokens_run"] = observer.tokens - before.tokens;
     (*out)["passes"] = observer.passes - before.passes;
   }
