@@ -15,8 +15,10 @@
 #include "common/util/host_port.h"
 #include "common/util/secret.h"
 #include "common/util/state_dir.h"
+#include "server/daemon/device_guard.h"
 #include "server/daemon/drain_watchdog.h"
 #include "server/daemon/model_factory.h"
+#include "server/engine/device_fault.h"
 #include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
@@ -136,7 +138,8 @@ void SetTransportOptions(const config::ServerConfig& server,
 
 }  // namespace
 
-Daemon::Daemon(config::Config config) : config_(std::move(config)) {}
+Daemon::Daemon(config::Config config, std::optional<engine::FaultPlan> faults)
+    : config_(std::move(config)), faults_(std::move(faults)) {}
 
 Daemon::~Daemon() = default;
 
@@ -168,11 +171,12 @@ int Daemon::Run() {
     spdlog::error("{}", std::string(loaded.message()));
     RequestShutdown();
     Drain();
+    if (exit_code_.load() != 0) return exit_code_.load();
     return IsConfigError(loaded) ? 2 : 1;
   }
   shutdown_.WaitForNotification();
   Drain();
-  return 0;
+  return exit_code_.load();
 }
 
 absl::Status Daemon::StartServing() {
@@ -286,11 +290,15 @@ void Daemon::RefreshMemoryGauges() {
 }
 
 absl::Status Daemon::LoadAndWarmUp() {
-  ASSIGN_OR_RETURN(LoadedModel model, LoadModel(config_, metrics_.get(),
-                                                metrics_.get(), shutdown_));
+  ASSIGN_OR_RETURN(
+      LoadedModel model,
+      LoadModel(config_, metrics_.get(), metrics_.get(), shutdown_, faults_));
   backend_ = std::move(model.backend);
   forward_adapter_ = std::move(model.adapter);
-  job_queue_->SetModel(model.forward);
+  device_guard_ = std::make_unique<DeviceGuard>(
+      model.forward,
+      [this](const absl::Status& status) { OnDeviceLost(status); });
+  job_queue_->SetModel(device_guard_.get());
   inference_->SetBackend(backend_.get());
   RETURN_IF_ERROR(decisions_->SetBackend(backend_.get()));
   // The promoted bundles are part of what SERVING promises.
@@ -311,6 +319,20 @@ absl::Status Daemon::LoadAndWarmUp() {
         result.code(), absl::StrCat("warm-up call failed: ", result.message()));
   }
   return absl::OkStatus();
+}
+
+void Daemon::OnDeviceLost(const absl::Status& status) {
+  spdlog::error(
+      "{}; health NOT_SERVING, the calls queued fail with UNAVAILABLE, exit "
+      "code {} after the drain",
+      std::string(status.message()), engine::kDeviceLostExitCode);
+  exit_code_.store(engine::kDeviceLostExitCode);
+  state_->set(service::ServingState::kDraining);
+  metrics_->SetModelLoaded(false);
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+  }
+  RequestShutdown();
 }
 
 void Daemon::Drain() {

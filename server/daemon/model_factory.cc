@@ -80,15 +80,21 @@ absl::Status CheckModelPath(const config::Config& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoadedModel> LoadModel(const config::Config& config,
-                                      engine::EngineObserver* observer,
-                                      gateway::GatewayObserver* gateway,
-                                      const absl::Notification& stop) {
-  if (config.model.backend == "composite") {
+absl::StatusOr<LoadedModel> LoadModel(
+    const config::Config& config, engine::EngineObserver* observer,
+    gateway::GatewayObserver* gateway, const absl::Notification& stop,
+    const std::optional<engine::FaultPlan>& faults) {
+  const config::ModelConfig& model = config.model;
+  if (faults.has_value() &&
+      (model.backend == "composite" || model.path == "fake")) {
+    return absl::InvalidArgumentError(
+        "--inject-faults: the fake and composite backends run no forward "
+        "passes; give a checkpoint (model.path)");
+  }
+  if (model.backend == "composite") {
     ASSIGN_OR_RETURN(auto composite, LoadComposite(config, gateway));
     return Adapted(std::move(composite));
   }
-  const config::ModelConfig& model = config.model;
   const config::EngineConfig& engine = config.engine;
   if (model.path == "fake") {
     // The fake "loads" for fake_load_s so tests can watch NOT_SERVING.
@@ -118,6 +124,11 @@ absl::StatusOr<LoadedModel> LoadModel(const config::Config& config,
   if (!backend->attention_note().empty()) {
     spdlog::info("sdpa uses the masked kernel: {}", backend->attention_note());
   }
+  if (faults.has_value()) {
+    spdlog::warn("fault injection armed (--inject-faults, tests only): {}",
+                 faults->Describe());
+    backend->InjectFaults(*faults);
+  }
   LoadedModel loaded;
   loaded.forward = backend.get();
   loaded.backend = std::move(backend);
@@ -125,6 +136,7 @@ absl::StatusOr<LoadedModel> LoadModel(const config::Config& config,
 #else
   (void)engine;
   (void)observer;
+  (void)faults;
   return absl::FailedPreconditionError(absl::StrCat(
       "model.path: '", model.path,
       "' is a checkpoint, but this daemon was built without libtorch "

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
@@ -11,6 +12,7 @@
 #include "common/config/config.h"
 #include "common/gateway/gateway_backend.h"
 #include "server/engine/engine_observer.h"
+#include "server/engine/fault_plan.h"
 #include "server/engine/forward_call.h"
 
 namespace mesa_anyjev::daemon {
@@ -33,10 +35,12 @@ struct LoadedModel {
 
 // Returns early with CANCELLED when `stop` is notified during the load.
 // `observer` (may be null) hears about the model's batches and caches;
-// `gateway` (may be null) about a router's gateway calls.
-absl::StatusOr<LoadedModel> LoadModel(const config::Config& config,
-                                      engine::EngineObserver* observer,
-                                      gateway::GatewayObserver* gateway,
-                                      const absl::Notification& stop);
+// `gateway` (may be null) about a router's gateway calls. `faults` (tests
+// only) arms a checkpoint model's passes to fail as a device would; the
+// fake and composite backends refuse it (INVALID_ARGUMENT).
+absl::StatusOr<LoadedModel> LoadModel(
+    const config::Config& config, engine::EngineObserver* observer,
+    gateway::GatewayObserver* gateway, const absl::Notification& stop,
+    const std::optional<engine::FaultPlan>& faults = std::nullopt);
 
 }  // namespace mesa_anyjev::daemon

@@ -15,17 +15,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/text/bpe_tokenizer.h"
-#include "common/text/utf8.h"
 #include "common/util/meminfo.h"
 #include "server/engine/cpu_paths.h"
 #include "server/engine/host_block_cache.h"
 #include "server/engine/kv_blocks.h"
+#include "server/engine/pass_failure.h"
 #include "server/engine/pass_planner.h"
 #include "server/model/device_probe.h"
 #include "server/model/memory_fit.h"
 #include "server/model/pass_graphs.h"
 #include "server/model/pass_upload.h"
 #include "server/model/qwen3_loader.h"
+#include "server/model/stages.h"
 
 namespace mesa_anyjev::engine {
 namespace {
@@ -51,13 +52,6 @@ absl::Status CheckMemoryFits(const model::Qwen3Config& c,
     ASSIGN_OR_RETURN(available, util::ReadMemAvailable());
   }
   return model::CheckMemoryFits(plan, device, available);
-}
-
-// What an exception from libtorch says, for a status: c10::Error's what()
-// carries a C++ backtrace after its first line, which stays out of errors.
-std::string FirstLine(const std::exception& e) {
-  const std::string_view what = e.what();
-  return text::Printable(what.substr(0, what.find('\n')), 400);
 }
 
 // The planner's refusal of a group the KV pool cannot hold, worded with the
@@ -159,15 +153,19 @@ PassOutputs ReadOutputs(const model::Qwen3Model& m,
                         const at::Tensor& labels, int32_t top_k) {
   PassOutputs out;
   if (!labels.defined()) {
+    model::Stages stage("mesa.outputs_to_host");
     out.hidden = result.hidden.cpu().contiguous();  // one copy a pass
     return out;
   }
   const at::Tensor logprobs = m.LogSoftmax(result.final);
-  out.labels = logprobs.gather(1, labels).cpu();
+  model::Stages stage("mesa.outputs");
+  at::Tensor at_labels = logprobs.gather(1, labels), top_values, top_ids;
+  if (top_k > 0) std::tie(top_values, top_ids) = logprobs.topk(top_k);
+  stage.Next("mesa.outputs_to_host");
+  out.labels = at_labels.cpu();
   if (top_k > 0) {
-    std::tie(out.top_values, out.top_ids) = logprobs.topk(top_k);
-    out.top_values = out.top_values.cpu();
-    out.top_ids = out.top_ids.cpu();
+    out.top_values = top_values.cpu();
+    out.top_ids = top_ids.cpu();
   }
   return out;
 }
@@ -275,6 +273,7 @@ struct Qwen3Backend::State {
   EngineObserver* observer = nullptr;
   int64_t batch_tokens = 8192;
   int64_t block_bytes = 0;
+  std::optional<FaultPlan> faults;  // tests only (InjectFaults)
 
   // Small logprobs passes replayed from CUDA graphs
   // (engine.cuda_graph_tokens; null when off).
@@ -302,7 +301,9 @@ struct Qwen3Backend::State {
         status = call.StopStatus(absl::Now(), "the forward");
         break;
       }
+      model::Stages stage("mesa.plan");
       absl::StatusOr<Pass> pass = planner.Next(live);
+      stage.End();
       if (!pass.ok() || pass->segments.empty()) {
         status = NamePool(pass.status(), planner.shortfall());
         break;
@@ -318,20 +319,26 @@ struct Qwen3Backend::State {
   absl::Status RunPass(const Pass& pass, PassPlanner& planner,
                        const PassReading& read, Emit& emit) {
     const absl::Time start = absl::Now();
+    model::Stages stage("mesa.pass");
     const FlatPass flat = Flatten(pass, read.labels_of);
     absl::Status status = absl::OkStatus();
     // libtorch reports errors (a device out of memory, say) as exceptions;
-    // they end this call, never the daemon.
+    // they end the calls in this pass (pass_failure.h).
     try {
+      if (faults.has_value()) {
+        if (const auto fault = faults->NextPass()) ThrowInjected(*fault);
+      }
       std::optional<PassOutputs> outputs = Replay(pass, flat, read);
       if (!outputs.has_value()) outputs = Eager(pass, flat, read);
       planner.Finish(true);
       emit(flat.ids, *outputs);
     } catch (const std::exception& e) {
-      // c10::Error, or std::bad_alloc: a short reason, no backtrace.
       planner.Finish(false);
-      status = absl::InternalError(
-          absl::StrCat("the forward pass failed: ", FirstLine(e)));
+      status =
+          PassFailure(e,
+                      {pass.tokens, static_cast<int64_t>(pass.segments.size()),
+                       batch_tokens},
+                      model->device().str());
     }
     if (observer != nullptr) {
       observer->OnBatch(static_cast<int64_t>(pass.segments.size()), pass.tokens,
@@ -344,13 +351,16 @@ struct Qwen3Backend::State {
   PassOutputs Eager(const Pass& pass, const FlatPass& flat,
                     const PassReading& read) {
     // The pass's plan reaches the device in one copy.
+    model::Stages step("mesa.plan");
     model::PassUpload upload;
     const StagedPass staged = Stage(flat, upload);
     model::AttentionPlan plan(route, pass.keys, model->device(), model->dtype(),
                               upload);
+    step.Next("mesa.inputs_to_device");
     upload.Upload(model->device());
     plan.Bind(upload);
     model::PackedPass packed = Pack(staged, upload);
+    step.End();
     packed.attention = &plan;
     packed.layers = read.layers;
     packed.final_norm = read.final_norm;
@@ -369,6 +379,7 @@ struct Qwen3Backend::State {
   std::optional<PassOutputs> Replay(const Pass& pass, const FlatPass& flat,
                                     const PassReading& read) {
     if (graphs == nullptr || read.labels_of == nullptr) return std::nullopt;
+    model::Stages stage("mesa.graph");
     const model::VarlenLayout sequences =
         model::PlanAttentionBuckets(model::AttentionRoute::kVarlen, pass.keys)
             .varlen;
@@ -470,7 +481,7 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   } catch (const std::exception& e) {
     return absl::FailedPreconditionError(absl::StrCat(
         "loading the model on ", config.device, " in ", config.dtype,
-        " failed: ", FirstLine(e),
+        " failed: ", ExceptionLine(e),
         " (check model.device names a device this host has, that it has "
         "free memory for the weights and engine.kv_pool_bytes, and "
         "model.dtype)"));
@@ -535,6 +546,10 @@ Qwen3Backend::Qwen3Backend(std::unique_ptr<State> state)
     : state_(std::move(state)) {}
 
 Qwen3Backend::~Qwen3Backend() = default;
+
+void Qwen3Backend::InjectFaults(FaultPlan plan) {
+  state_->faults = std::move(plan);
+}
 
 const text::Tokenizer& Qwen3Backend::tokenizer() const {
   return *state_->tokenizer;

@@ -19,6 +19,7 @@
 #include "common/config/config.h"
 #include "server/engine/engine_observer.h"
 #include "server/engine/forward_call.h"
+#include "server/engine/fault_plan.h"
 #include "server/model/device_facts.h"
 
 namespace mesa_anyjev::engine {
@@ -65,6 +66,10 @@ class Qwen3Backend final : public Backend, public ForwardModel {
   // (row_norm), attention eager (ATen), heap kept (mallopt), host block
   // cache N bytes"; empty on CUDA.
   const std::string& cpu_paths() const { return cpu_paths_; }
+
+  // Tests only (mesa-anyjevd --inject-faults): the passes `plan` names fail
+  // as a device would (fault_plan.h).
+  void InjectFaults(FaultPlan plan);
 
  private:
   static absl::StatusOr<std::unique_ptr<Qwen3Backend>> LoadUnguarded(

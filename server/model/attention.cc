@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "server/model/stages.h"
+
 namespace mesa_anyjev::model {
 namespace {
 
@@ -130,6 +132,7 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
   const int64_t b = bucket.b, tq = bucket.tq, tk = bucket.tk;
   // [B, heads, Tq, D] queries (one item's: a view of its rows), [B, kv, Tk,
   // D] keys and values.
+  Stages stage("mesa.attention_gather");
   const at::Tensor qb =
       (bucket.first_row >= 0 ? q.narrow(0, bucket.first_row, tq)
                              : q.index_select(0, bucket.q_index))
@@ -142,9 +145,11 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
                             .view({b, tk, kv, d})
                             .transpose(1, 2);
   // [B, heads, Tq, D] -> [B * Tq, heads, D] -> the real rows.
+  stage.Next("mesa.attention");
   const at::Tensor out = Kernel(bucket, qb, kb, vb, scaling)
                              .transpose(1, 2)
                              .reshape({b * tq, heads, d});
+  stage.Next("mesa.attention_gather");
   return bucket.first_row >= 0 ? out : out.index_select(0, bucket.keep);
 }
 
@@ -194,8 +199,10 @@ void AttentionPlan::Bind(Sequences& seq, const PassUpload& upload) {
 std::pair<at::Tensor, at::Tensor> AttentionPlan::Varlen(
     const Sequences& seq, const at::Tensor& q, const at::Tensor& k_pool,
     const at::Tensor& v_pool, double scaling, bool causal) const {
+  Stages stage("mesa.attention_gather");
   const at::Tensor k = k_pool.index_select(0, seq.keys);
   const at::Tensor v = v_pool.index_select(0, seq.keys);
+  stage.Next("mesa.attention");
   if (q.device().is_cpu()) {
     return VarlenReference(q, k, v, seq.cu_q, seq.cu_k, scaling, causal);
   }
@@ -221,6 +228,7 @@ at::Tensor AttentionPlan::Cascade(const at::Tensor& q, const at::Tensor& k_pool,
       Varlen(shared_, qs, k_pool, v_pool, scaling, false);
   // Each row's two softmaxes over disjoint keys, weighed by their mass:
   // [heads, n] -> [n, heads, 1].
+  Stages stage("mesa.attention_merge");
   const at::Tensor own_rows = own_lse.index_select(1, shared_rows_);
   const at::Tensor top = at::maximum(own_rows, shared_lse);
   const at::Tensor w_own = (own_rows - top).exp_();
@@ -245,6 +253,7 @@ at::Tensor AttentionPlan::operator()(const at::Tensor& q,
     return Cascade(q, k_pool, v_pool, scaling);
   }
   if (in_order_) return Padded(buckets_[0], q, k_pool, v_pool, scaling);
+  Stages stage("mesa.attention_scatter");
   at::Tensor out = at::empty_like(q);
   for (const Bucket& bucket : buckets_) {
     out.index_copy_(0, bucket.out_rows,
@@ -252,6 +261,7 @@ at::Tensor AttentionPlan::operator()(const at::Tensor& q,
   }
   return out;
 }
+
 std::pair<at::Tensor, at::Tensor> VarlenReference(const at::Tensor& q,
                                                   const at::Tensor& k,
                                                   const at::Tensor& v,
