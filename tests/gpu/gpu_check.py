@@ -1,5 +1,6 @@
 """GPU checks for the Qwen3 path (run by tests/gpu/run.sh on a machine with an
-NVIDIA GPU): tiny-config parity in CUDA bf16 against transformers; every
+NVIDIA GPU): tiny-config parity in CUDA bf16 against transformers; our fused
+CUDA kernels against their CPU reference (tests/tools/kernel_check); every
 engine path on the device (prompt groups, full and partial prefix-cache hits,
 packed passes of many groups and of many calls, early stop, hidden states)
 against the CPU float32 results, for each attention implementation; prefill
@@ -224,6 +225,17 @@ def device_report():
     return report
 
 
+def kernels():
+    """Our CUDA kernels against their CPU reference, timed against the ATen
+    path (tests/tools/kernel_check.cc; on the CPU its ATen fallback)."""
+    quick = ["--tokens", "16", "--repeats", "2", "--warmup", "1"] if SMOKE else []
+    out = subprocess.run([str(Path(DUMP).with_name("kernel_check")), "--device", DEVICE, *quick],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode not in (0, 1):  # 1: a bound failed, reported in the JSON
+        raise RuntimeError(out.stderr[-4000:])
+    return json.loads(out.stdout)
+
+
 def eight_b_shaped(layers):
     """A random Qwen3-8B-shaped checkpoint (SMOKE: a small one), bf16."""
     if SMOKE:
@@ -359,7 +371,8 @@ class Run:
         if "parity" not in r or "engine_parity" not in r or r["errors"]:
             return False
         return all(v["ok"] and v["argmax_equal"] for v in r["parity"].values()) and \
-            all(v["ok"] for v in r["engine_parity"].values()) and r.get("device", {}).get("ok")
+            all(v["ok"] for v in r["engine_parity"].values()) and r.get("device", {}).get("ok") and \
+            r.get("kernels", {"ok": True})["ok"]
 
 
 def main():
@@ -375,6 +388,7 @@ def main():
     run.section("parity", parity)
     run.section("engine_parity", engine_parity)
     run.section("device", device_report)
+    run.section("kernels", kernels, needs_s=60)
     directory = run.section("checkpoint", lambda: str(eight_b_shaped(layers)), needs_s=150)
     if directory is not None:
         model = Qwen3ForCausalLM.from_pretrained(directory, dtype=getattr(torch, DTYPE),
