@@ -25,7 +25,8 @@ cuda::Dtype LaunchDtype(const at::Tensor& t, const char* kernel) {
 
 void CheckForLaunch(const char* kernel, const at::Device& device,
                     at::ScalarType dtype,
-                    std::initializer_list<const at::Tensor*> tensors) {
+                    std::initializer_list<const at::Tensor*> tensors,
+                    bool packed) {
   TORCH_CHECK(device.is_cuda(), kernel, ": runs on CUDA, not on ", device);
   for (const at::Tensor* t : tensors) {
     if (!t->defined()) continue;
@@ -34,8 +35,8 @@ void CheckForLaunch(const char* kernel, const at::Device& device,
     TORCH_CHECK(t->scalar_type() == dtype, kernel, ": a tensor of ",
                 t->scalar_type(), ", the others ", dtype);
     TORCH_CHECK(t->is_contiguous(), kernel, ": a tensor is not contiguous");
-    TORCH_CHECK(reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0, kernel,
-                ": a tensor's data is not 16-byte aligned");
+    TORCH_CHECK(!packed || reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0,
+                kernel, ": a tensor's data is not 16-byte aligned");
   }
 }
 

@@ -20,7 +20,7 @@ bool KernelsBuilt();
 // Contiguous rows of `h`: residual += x (x null: no add, residual read
 // only), then out = RMSNorm(residual) * weight, rounded as
 // transformers' Qwen3RMSNorm does. h * element size is a multiple of 16,
-// every pointer 16-byte aligned, h * element size <= 48 KiB.
+// every pointer 16-byte aligned, h * element size <= 40 KiB.
 cudaError_t LaunchAddRmsNorm(Dtype dtype, const void* x, void* residual,
                              const void* weight, void* out, int64_t rows,
                              int64_t h, float eps, cudaStream_t stream);

@@ -60,9 +60,11 @@ void QkNormRopeCuda(const at::Tensor& qkv, int64_t heads, int64_t kv,
               "] with unit stride on its last axis");
   const int64_t n = qkv.size(0);
   const at::Device device = qkv.device();
-  CheckForLaunch(kKernel, device, qkv.scalar_type(), {&q_norm, &k_norm});
-  CheckForLaunch(kKernel, device, at::kLong, {&rotary.positions});
-  CheckForLaunch(kKernel, device, at::kFloat, {&rotary.inv_freq});
+  // Read element by element: no alignment beyond the element's.
+  CheckForLaunch(kKernel, device, qkv.scalar_type(), {&q_norm, &k_norm},
+                 /*packed=*/false);
+  CheckForLaunch(kKernel, device, at::kLong, {&rotary.positions}, false);
+  CheckForLaunch(kKernel, device, at::kFloat, {&rotary.inv_freq}, false);
   TORCH_CHECK(rotary.positions.numel() == n && rotary.inv_freq.numel() == d / 2,
               kKernel, ": positions must be [", n, "], inv_freq [", d / 2, "]");
   cuda::QkNormRopeArgs args;
@@ -78,9 +80,9 @@ void QkNormRopeCuda(const at::Tensor& qkv, int64_t heads, int64_t kv,
   args.positions = rotary.positions.data_ptr<int64_t>();
   args.inv_freq = rotary.inv_freq.data_ptr<float>();
   if (target != nullptr) {
-    CheckForLaunch(kKernel, device, at::kLong, {&target->slots});
+    CheckForLaunch(kKernel, device, at::kLong, {&target->slots}, false);
     CheckForLaunch(kKernel, device, qkv.scalar_type(),
-                   {&target->keys, &target->values});
+                   {&target->keys, &target->values}, false);
     TORCH_CHECK(target->slots.numel() == n &&
                     target->keys.numel() == target->values.numel() &&
                     target->keys.numel() % (kv * d) == 0,
