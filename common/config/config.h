@@ -50,6 +50,11 @@ struct ModelConfig {
   // for oneDNN's matmul (falls back to aten if its probe fails); aten is
   // at::linear (MKL's sgemm), as transformers runs. Unused on CUDA.
   std::string cpu_gemm = "auto";
+  // The memory-bound stages on CUDA: "aten" (the ATen composition), "fused"
+  // (all of our kernels, server/model/kernels/) or a comma list of
+  // add_rms_norm, qk_norm_rope, silu_mul. Ours run only on CUDA; elsewhere
+  // the ATen path runs and the load log says so (docs/model.md).
+  std::string kernels = "aten";
   int32_t threads = 0;        // intra-op threads; 0 = all cores
   double fake_delay_s = 0.0;  // fake model: service time per call (tests)
   double fake_load_s = 0.0;   // fake model: time to "load" (tests)

@@ -108,6 +108,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_ENUM(model, attention, kAttentions),
     MESA_CONFIG_FIELD(model, cascade_attention),
     MESA_CONFIG_ENUM(model, cpu_gemm, kCpuGemms),
+    MESA_CONFIG_FIELD(model, kernels),
     MESA_CONFIG_FIELD(model, threads),
     MESA_CONFIG_FIELD(model, fake_delay_s),
     MESA_CONFIG_FIELD(model, fake_load_s),

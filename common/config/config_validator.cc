@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/backend.h"  // kMaxChoiceOptions
 #include "common/config/config_schema.h"
+#include "common/config/kernel_set.h"
 #include "common/status/status_macros.h"
 #include "common/util/host_port.h"
 
@@ -108,6 +109,9 @@ class Validator {
     if (!IsDevice(m.device)) {
       Error("model.device",
             absl::StrCat(Quote(m.device), " is not cpu, cuda or cuda:N"));
+    }
+    if (const auto kernels = ParseKernelSet(m.kernels); !kernels.ok()) {
+      Error("model.kernels", kernels.status().message());
     }
     Range<int64_t>("model.threads", m.threads, 0,
                    std::numeric_limits<int32_t>::max());

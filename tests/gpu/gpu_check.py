@@ -7,6 +7,8 @@ it ends (a run cut short still brings back what it measured):
   packed passes of many groups and of many calls, early stop, hidden states)
   against the CPU float32 results, for each attention implementation; what
   the daemon reads of the device.
+- kernels: our fused CUDA kernels (server/model/kernels/) against their CPU
+  reference, and timed against the ATen path (tests/tools/kernel_check).
 - the device's two ceilings (tests/gpu/ceilings.py), the bf16 GEMM rate and
   the device-to-device copy rate, measured in this run; every figure the
   check reports is held against them (the `ceilings` verdict): one that
@@ -271,7 +273,7 @@ DUMP_SETTINGS = [] if SMOKE else [f"engine.kv_pool_bytes={4 << 30}"]
 # Seconds each section takes on the GPU (an H200, 2026-12-04 runs 1, 4 and 5
 # for the sections they had; the others counted from their 8B loads, about
 # 15 s each, and their work). A section starts only with this much left.
-ESTIMATE_S = {"checkpoint": 35, "ceilings": 10, "reference": 25, "variant": 40,
+ESTIMATE_S = {"kernels": 20, "checkpoint": 35, "ceilings": 10, "reference": 25, "variant": 40,
               "engine": 70, "oom": 45, "annotation": 70, "annotation_peer": 45}
 # The rows of the engine issue's target table, in its order.
 TARGETS = (
@@ -301,6 +303,17 @@ def table(rows):
     """Tuples (measurement, ours, peer, ratio, target[, counted]) as rows."""
     return [row(*r[:5], **({"ours_count": r[5].get("ours"), "peer_count": r[5].get("peer")}
                            if len(r) > 5 else {})) for r in rows]
+
+
+def kernels():
+    """Our CUDA kernels against their CPU reference, timed against the ATen
+    path (tests/tools/kernel_check.cc; on the CPU its ATen fallback)."""
+    quick = ["--tokens", "16", "--repeats", "2", "--warmup", "1"] if SMOKE else []
+    out = subprocess.run([str(Path(DUMP).with_name("kernel_check")), "--device", DEVICE, *quick],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode not in (0, 1):  # 1: a bound failed, reported in the JSON
+        raise RuntimeError(out.stderr[-4000:])
+    return json.loads(out.stdout)
 
 
 def eight_b_shaped(layers):
@@ -646,6 +659,8 @@ class Run:
             if not v["ok"]:
                 why.append(f"anatomy of {v['name']}: "
                            f"{v.get('anatomy_error') or v['anatomy_checks']}")
+        if "kernels" in r and not r["kernels"].get("ok", True):
+            why.append("kernels: a fused kernel missed its bound against its reference")
         if "oom" in r and not r["oom"]["ok"]:
             why.append(f"oom: {r['oom'].get('status')}: {r['oom'].get('message', '')[:300]}")
         return why
@@ -684,6 +699,7 @@ def main():
     run.section("parity", parity)
     run.section("engine_parity", engine_parity)
     run.section("device", device_report)
+    run.section("kernels", kernels, needs_s=ESTIMATE_S["kernels"])
     e = ESTIMATE_S
     directory = run.section("checkpoint", lambda: str(eight_b_shaped(layers)),
                             needs_s=e["checkpoint"] + e["ceilings"] + e["reference"] + e["variant"])
