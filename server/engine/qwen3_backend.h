@@ -18,8 +18,8 @@
 #include "common/backend.h"
 #include "common/config/config.h"
 #include "server/engine/engine_observer.h"
-#include "server/engine/forward_call.h"
 #include "server/engine/fault_plan.h"
+#include "server/engine/forward_call.h"
 #include "server/model/device_facts.h"
 
 namespace mesa_anyjev::engine {
