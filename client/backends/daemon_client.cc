@@ -170,6 +170,13 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
   out.limits.max_label_ids = limits.max_label_ids();
   out.limits.max_texts = limits.max_texts();
   out.limits.max_text_bytes = limits.max_text_bytes();
+  // 0 from a daemon older than these fields: keep the defaults it had.
+  if (limits.max_decide_states() > 0) {
+    out.limits.max_decide_states = limits.max_decide_states();
+    out.limits.max_decide_questions = limits.max_decide_questions();
+    out.limits.max_fit_states = limits.max_fit_states();
+    out.limits.max_decide_tokens = limits.max_decide_tokens();
+  }
   if (info.has_device_info()) {
     const v1::DeviceInfo& d = info.device_info();
     out.device = DeviceInfo{d.name(), d.compute_capability(), d.shared_memory(),
@@ -219,8 +226,8 @@ DaemonClient::Decide(const std::vector<std::string>& states,
     ToProto(question, request.add_questions());
   }
   request.set_level(decision::LevelName(level));
-  // The reference's provider refuses route() (A1): its records name the
-  // level of this exact key, so a reworded head never serves them.
+  // Records name the level of this exact key, so a reworded head never
+  // serves them (docs/reference.md, Exact-key levels).
   request.mutable_options()->set_exact_heads(true);
   if (require.has_value()) request.set_require(decision::LevelName(*require));
   if (scratch_artifacts != nullptr) {

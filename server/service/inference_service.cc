@@ -5,7 +5,6 @@
 
 #include "common/status/status_macros.h"
 #include "common/util/meminfo.h"
-#include "server/service/batched_jobs.h"
 #include "server/service/call_admission.h"
 #include "server/service/request_convert.h"
 #include "server/service/status_convert.h"
@@ -41,18 +40,32 @@ absl::Time InferenceService::Deadline(
                       options_.max_deadline);
 }
 
-void InferenceService::Submit(UnaryCall* call, absl::Time deadline,
-                              engine::Job job) {
-  job.deadline = deadline;
-  job.cancelled = call->cancelled();
-  call->Submitted(job_queue_->TrySubmit(std::move(job)));
+void InferenceService::Submit(
+    UnaryCall* call, absl::Time deadline, engine::ForwardTask task,
+    std::vector<PromptGroup> groups,
+    std::function<void(const engine::ForwardOutput&)> fill) {
+  // `done` runs on the engine thread: a plain handoff of the output to the
+  // reply thread.
+  auto done = [this, call, fill = std::move(fill)](
+                  absl::StatusOr<engine::ForwardOutput> out) {
+    const absl::Status posted =
+        replies_.TrySubmit([call, fill, out = std::move(out)] {
+          if (out.ok()) fill(*out);
+          call->Complete(out.status());
+        });
+    // Refused only once the replies have stopped, after the engine.
+    if (!posted.ok()) call->Complete(posted);
+  };
+  call->Submitted(job_queue_->TrySubmit({std::move(task), std::move(groups),
+                                         Caller{deadline, call->cancelled()},
+                                         std::move(done)}));
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::GetModelInfoRequest, v1::ModelInfo>(
-      metrics_, Method::kGetModelInfo, Admit(*context), raw_request,
+      context, metrics_, Method::kGetModelInfo, Admit(*context), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   const Backend* model = opened.admitted;
@@ -68,7 +81,8 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::TokenizeRequest, v1::TokenizeResponse>(
-      metrics_, Method::kTokenize, Admit(*context), raw_request, raw_response);
+      context, metrics_, Method::kTokenize, Admit(*context), raw_request,
+      raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::TokenizeRequest& request = *opened.request;
@@ -88,7 +102,8 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::LogprobsRequest, v1::LogprobsResponse>(
-      metrics_, Method::kLogprobs, Admit(*context), raw_request, raw_response);
+      context, metrics_, Method::kLogprobs, Admit(*context), raw_request,
+      raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::LogprobsRequest& request = *opened.request;
@@ -115,14 +130,11 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  auto work = std::make_shared<LogprobsWork>();
-  work->groups = std::move(parsed->groups);
-  engine::Job job = LogprobsJob(model, work.get(), request.top_k());
-  job.done = [call, work, response](absl::Status ran) {
-    if (ran.ok()) FillLogprobs(*work->out, response);
-    call->Complete(ran);
-  };
-  Submit(call, Deadline(*context), std::move(job));
+  Submit(call, Deadline(*context), engine::LogprobsTask{request.top_k()},
+         std::move(parsed->groups),
+         [response](const engine::ForwardOutput& out) {
+           FillLogprobs(std::get<engine::GroupLogprobs>(out), response);
+         });
   return call;
 }
 
@@ -131,8 +143,8 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     grpc::ByteBuffer* raw_response) {
   const auto opened =
       OpenCall<v1::HiddenStatesRequest, v1::HiddenStatesResponse>(
-          metrics_, Method::kHiddenStates, Admit(*context), raw_request,
-          raw_response);
+          context, metrics_, Method::kHiddenStates, Admit(*context),
+          raw_request, raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::HiddenStatesRequest& request = *opened.request;
@@ -157,14 +169,11 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  auto work = std::make_shared<HiddenStatesWork>();
-  work->groups = std::move(parsed->groups);
-  engine::Job job = HiddenStatesJob(model, work.get(), *std::move(layers));
-  job.done = [call, work, response](absl::Status ran) {
-    if (ran.ok()) FillHiddenStates(*work->out, response);
-    call->Complete(ran);
-  };
-  Submit(call, Deadline(*context), std::move(job));
+  Submit(call, Deadline(*context), engine::HiddenStatesTask{*std::move(layers)},
+         std::move(parsed->groups),
+         [response](const engine::ForwardOutput& out) {
+           FillHiddenStates(std::get<HiddenStatesResult>(out), response);
+         });
   return call;
 }
 
