@@ -67,7 +67,7 @@ absl::StatusOr<nlohmann::ordered_json> LocalProvider::FitArtifact(
       return absl::InvalidArgumentError(
           absl::StrCat("cannot fit level '", decision::LevelName(level), "'"));
   }
-  return scratch.ExportArtifacts(/*include_observations=*/false);
+  return scratch.artifacts().Export(/*include_observations=*/false);
 }
 
 absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideWith(
@@ -75,7 +75,7 @@ absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideWith(
     const std::vector<std::string>& states, const decision::Question& question,
     decision::Level level) {
   decision::Decider scratch(&counting_, fit_options_);
-  RETURN_IF_ERROR(scratch.LoadArtifacts(artifacts).status());
+  RETURN_IF_ERROR(scratch.artifacts().Load(artifacts).status());
   if (states.empty()) return std::vector<decision::Decision>{};
   ASSIGN_OR_RETURN(auto decided, scratch.Decide(states, {question}, level));
   std::vector<decision::Decision> out;
@@ -86,7 +86,7 @@ absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideWith(
 
 absl::StatusOr<int> LocalProvider::LoadArtifacts(
     const nlohmann::ordered_json& file) {
-  return decider_.LoadArtifacts(file);
+  return decider_.artifacts().Load(file);
 }
 
 }  // namespace mesa_anyjev::client

@@ -106,7 +106,8 @@ absl::StatusOr<Combine> ParseCombine(std::string_view name) {
 Decider::Decider(Backend* backend, DeciderOptions options)
     : backend_(backend),
       options_(std::move(options)),
-      scorer_(backend, options_.max_prompts_per_call) {}
+      scorer_(backend, options_.max_prompts_per_call),
+      artifacts_(backend) {}
 
 Decider::Effective Decider::Resolve(const DecideOptions& call) const {
   Effective eff;
@@ -125,17 +126,6 @@ Decider::Effective Decider::Resolve(const DecideOptions& call) const {
   return eff;
 }
 
-std::shared_ptr<const TemperatureScaler> Decider::Artifact(
-    const std::string& key) const {
-  absl::MutexLock lock(&mu_);
-  const auto it = artifacts_.find(key);
-  return it == artifacts_.end() ? nullptr : it->second;
-}
-
-bool Decider::HasArtifact(const std::string& key) const {
-  return Artifact(key) != nullptr;
-}
-
 absl::StatusOr<Level> Decider::ServedLevel(const Question& question,
                                            Level requested,
                                            const DecideOptions& options) const {
@@ -146,8 +136,8 @@ absl::StatusOr<Level> Decider::ServedLevel(const Question& question,
 
 void Decider::Snapshot(const Question& question, bool exact_heads,
                        Effective* eff) const {
-  eff->artifacts.emplace(question.key(), Artifact(question.key()));
-  std::optional<RoutedHead> route = heads_.Route(question);
+  eff->artifacts.emplace(question.key(), artifacts_.L1(question.key()));
+  std::optional<RoutedHead> route = artifacts_.Route(question);
   if (exact_heads && route.has_value() && !route->exact) route.reset();
   eff->routes.emplace(question.key(), std::move(route));
 }
@@ -155,13 +145,13 @@ void Decider::Snapshot(const Question& question, bool exact_heads,
 std::shared_ptr<const TemperatureScaler> Decider::ArtifactFor(
     const Effective& eff, const std::string& key) const {
   const auto it = eff.artifacts.find(key);
-  return it != eff.artifacts.end() ? it->second : Artifact(key);
+  return it != eff.artifacts.end() ? it->second : artifacts_.L1(key);
 }
 
 std::optional<RoutedHead> Decider::RouteFor(const Effective& eff,
                                             const Question& question) const {
   const auto it = eff.routes.find(question.key());
-  return it != eff.routes.end() ? it->second : heads_.Route(question);
+  return it != eff.routes.end() ? it->second : artifacts_.Route(question);
 }
 
 absl::StatusOr<Level> Decider::ServedLevelFor(const Effective& eff,
@@ -187,7 +177,7 @@ absl::StatusOr<Level> Decider::ServedLevelFor(const Effective& eff,
                          backend_->identity().name, "' serves none"));
       }
       if (!RouteFor(eff, question).has_value()) {
-        if (heads_.Route(question).has_value()) {
+        if (artifacts_.Route(question).has_value()) {
           return absl::FailedPreconditionError(absl::StrCat(
               "L2 needs a head for ", Describe(question),
               " fit on this exact key (exact_heads); the only head is "
@@ -262,7 +252,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
   }
   KeepPriors(before, staged, options.carried_priors);
   for (const auto& [key, features] : eff.features) {
-    heads_.AddFeatures(key, features);
+    artifacts_.adaptation().Add(key, features);
   }
   return out;
 }

@@ -30,8 +30,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/backend.h"
+#include "common/decision/artifact_store.h"
 #include "common/decision/decision.h"
-#include "common/decision/head_store.h"
 #include "common/decision/label_resolver.h"
 #include "common/decision/level.h"
 #include "common/decision/permute.h"
@@ -173,24 +173,6 @@ class Decider {
       std::optional<double> target = std::nullopt, double delta = 0.05,
       Level level = Level::kL0, const CallControl& control = {});
 
-  // One artifact for one question (L1 or a head): refused when fit on
-  // another model, when a head or a prior-carrying L1 artifact belongs to
-  // another layout, or when its method has no loader.
-  absl::Status LoadArtifact(const Question& question,
-                            const nlohmann::ordered_json& artifact);
-  // A whole heads/export file; refused when its model is another model.
-  // Returns the number of artifacts and heads loaded.
-  absl::StatusOr<int> LoadArtifacts(const nlohmann::ordered_json& file);
-  // Makes the L1 artifact and head of `key` exactly those a heads/export
-  // file holds under it (a bundle version being served): present ones load
-  // as LoadArtifacts would, absent ones are dropped. The new one is in place
-  // before the other kind is dropped, so a concurrent auto call is served
-  // from the old or the new version, never from neither.
-  absl::Status ReplaceKeyArtifacts(const std::string& key,
-                                   const nlohmann::ordered_json& file);
-  // {"model", "artifacts", "heads"[, "adaptation"][, "observations"]}.
-  nlohmann::ordered_json ExportArtifacts(bool include_observations) const;
-
   // Every listing's prior of the question key.
   void ResetPrior(const std::string& key) { priors_.ResetPrefix(key + "|"); }
   void ResetAllPriors() { priors_.ResetAll(); }
@@ -198,12 +180,10 @@ class Decider {
   // min_prior_n states.
   // (The listing of the decider's own settings.)
   std::optional<Matrix> RunningPrior(const Question& question) const;
-  bool HasArtifact(const std::string& key) const;
-  bool HasHead(const std::string& key) const { return heads_.Has(key); }
-  std::optional<RoutedHead> Route(const Question& question) const {
-    return heads_.Route(question);
-  }
-  const DeciderOptions& options() const { return options_; }
+  // The L1 artifacts, heads, adaptation statistics and observations: what
+  // Calibrate, FitHead and Observe store, and what files load and export.
+  ArtifactStore& artifacts() { return artifacts_; }
+  const ArtifactStore& artifacts() const { return artifacts_; }
   const std::string& model_name() const { return backend_->identity().name; }
 
  private:
@@ -219,8 +199,6 @@ class Decider {
     std::vector<std::vector<int>> winners;
   };
   class Rotation;  // one question's shifts read in waves
-  struct Observed;
-  struct Loaded;  // artifacts, heads, adaptation, observations to commit
 
   // --- A call's settings and what it may serve ---
   Effective Resolve(const DecideOptions& call) const;
@@ -228,8 +206,6 @@ class Decider {
   // another key counts as none under exact_heads).
   void Snapshot(const Question& question, bool exact_heads,
                 Effective* eff) const;
-  std::shared_ptr<const TemperatureScaler> Artifact(
-      const std::string& key) const;
   // The call's snapshot (Effective::artifacts / routes), else live.
   std::shared_ptr<const TemperatureScaler> ArtifactFor(
       const Effective& eff, const std::string& key) const;
@@ -374,47 +350,16 @@ class Decider {
       const Question& question, const std::vector<std::string>& states,
       const std::vector<int32_t>& layers,
       const std::vector<std::vector<int>>& perms, const CallControl& control);
-  // The heads-file entry of a head, and of an L1 artifact.
-  nlohmann::ordered_json HeadArtifact(const std::string& key,
-                                      const HeadEntry& entry) const;
-  nlohmann::ordered_json L1Artifact(const std::string& key,
-                                    const TemperatureScaler& scaler) const;
-  // Stamps the entry's version from its exported form.
-  std::shared_ptr<const HeadEntry> WithVersion(const std::string& key,
-                                               HeadEntry entry) const;
-
-  // --- Artifacts (decider_artifacts.cc): parse all, then commit whole ---
-  absl::StatusOr<Loaded> ParseArtifact(
-      const Question& question, const nlohmann::ordered_json& artifact) const;
-  absl::StatusOr<Loaded> ParseFile(const nlohmann::ordered_json& file) const;
-  // Refused, with nothing changed, when an observation's label is no option
-  // of its question.
-  absl::Status Commit(Loaded loaded);
-  void KeepArtifact(const std::string& key,
-                    std::shared_ptr<const TemperatureScaler> scaler)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A new observation record of `question` under `key`.
-  std::shared_ptr<Observed> StartObserving(const std::string& key,
-                                           const Question& question,
-                                           int next_fit)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   Backend* const backend_;
   const DeciderOptions options_;
   const PromptScorer scorer_;
   RunningPriors priors_;
-  HeadStore heads_;
+  ArtifactStore artifacts_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, ResolvedLabels> labels_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Matrix> cf_cache_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> artifact_order_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::shared_ptr<const TemperatureScaler>>
-      artifacts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, StopCertificate> stop_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> observed_order_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::shared_ptr<Observed>> observed_
-      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mesa_anyjev::decision

@@ -145,7 +145,8 @@ Decider::HeadUsed Decider::HeadFor(const Question& question,
   // Label-free adaptation: the standardiser re-estimated from every state
   // this key was asked on, this batch included. Committed with the rest of
   // the call's effects when it succeeds.
-  const AdaptationStats stats = heads_.WithFeatures(question.key(), features);
+  const AdaptationStats stats =
+      artifacts_.adaptation().With(question.key(), features);
   eff.features.emplace_back(question.key(), features);
   used.n_seen = stats.n;
   const LinearHead& head = routed.entry->head;

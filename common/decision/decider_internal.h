@@ -82,29 +82,6 @@ struct Decider::PriorChoice {
   }
 };
 
-struct Decider::Observed {
-  Question question;
-  std::vector<std::string> states;
-  std::vector<int> labels;
-  int fits = 0;
-  int next_fit = 30;
-  bool fitting = false;
-
-  // The record as an export file holds it.
-  nlohmann::ordered_json ToJson() const {
-    nlohmann::ordered_json out;
-    out["question_id"] = question.id();
-    out["kind"] = QuestionKindName(question.kind());
-    out["text"] = question.text();
-    out["options"] = question.options();
-    out["states"] = states;
-    out["labels"] = labels;
-    out["fits"] = fits;
-    out["next_fit"] = next_fit;
-    return out;
-  }
-};
-
 namespace decider_internal {
 
 using Json = nlohmann::ordered_json;

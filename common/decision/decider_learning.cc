@@ -15,9 +15,7 @@
 #include "common/decision/decider_internal.h"
 #include "common/decision/head_fit.h"
 #include "common/decision/legacy_random_state.h"
-#include "common/decision/py_format.h"
 #include "common/status/status_macros.h"
-#include "common/util/hash.h"
 
 namespace mesa_anyjev::decision {
 
@@ -157,48 +155,7 @@ absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
       first.prior_method.empty() ? "none" : first.prior_method;
   scaler->prior_strength = first.prior_strength;
   scaler->n_calib = static_cast<int>(states.size());
-  {
-    absl::MutexLock lock(&mu_);
-    KeepArtifact(question.key(), scaler);
-  }
-  return L1Artifact(question.key(), *scaler);
-}
-
-nlohmann::ordered_json Decider::L1Artifact(
-    const std::string& key, const TemperatureScaler& scaler) const {
-  Json out;
-  out["model"] = model_name();
-  out["question"] = key;
-  const Json body = scaler.ToJson();
-  for (const auto& [field, value] : body.items()) out[field] = value;
-  return out;
-}
-
-std::shared_ptr<const HeadEntry> Decider::WithVersion(const std::string& key,
-                                                      HeadEntry entry) const {
-  entry.version.clear();
-  entry.version =
-      util::Sha256Hex(HeadArtifact(key, entry).dump()).substr(0, 16);
-  return std::make_shared<const HeadEntry>(std::move(entry));
-}
-
-nlohmann::ordered_json Decider::HeadArtifact(const std::string& key,
-                                             const HeadEntry& entry) const {
-  Json out;
-  out["model"] = model_name();
-  out["question"] = key;
-  out["question_id"] = entry.question_id;
-  out["kind"] = entry.kind.has_value() ? Json(QuestionKindName(*entry.kind))
-                                       : Json(nullptr);
-  out["text"] = entry.text.has_value() ? Json(*entry.text) : Json(nullptr);
-  out["options"] =
-      entry.options.has_value() ? Json(*entry.options) : Json(nullptr);
-  out["layer_abs"] = entry.layer_abs;
-  out["n_blocks"] = backend_->capabilities().n_layers;
-  out["hidden_size"] = entry.head.w.rows();
-  const Json body = entry.head.ToJson();
-  for (const auto& [k, v] : body.items()) out[k] = v;
-  return out;
+  return artifacts_.KeepL1(question.key(), std::move(scaler));
 }
 
 absl::StatusOr<nlohmann::ordered_json> Decider::FitHead(
@@ -240,10 +197,7 @@ absl::StatusOr<nlohmann::ordered_json> Decider::FitHead(
   entry.kind = question.kind();
   entry.text = question.text();
   entry.options = question.options();
-  const std::shared_ptr<const HeadEntry> stored =
-      WithVersion(question.key(), std::move(entry));
-  heads_.Put(question.key(), stored);
-  return HeadArtifact(question.key(), *stored);
+  return artifacts_.KeepHead(question.key(), std::move(entry));
 }
 
 absl::StatusOr<std::optional<nlohmann::ordered_json>> Decider::Observe(
@@ -253,39 +207,15 @@ absl::StatusOr<std::optional<nlohmann::ordered_json>> Decider::Observe(
     return absl::InvalidArgumentError(absl::StrCat(
         "label ", label, " is not an option index in [0, ", question.k(), ")"));
   }
-  std::shared_ptr<Observed> record;
-  std::vector<std::string> states;
-  std::vector<int> labels;
-  {
-    absl::MutexLock lock(&mu_);
-    const auto it = observed_.find(question.key());
-    record =
-        it != observed_.end()
-            ? it->second
-            : StartObserving(question.key(), question,
-                             std::max({options.fit_at, 8, 2 * question.k()}));
-    record->states.push_back(state);
-    record->labels.push_back(label);
-    // One fit at a time per question; observations that arrive meanwhile
-    // wait for the next threshold.
-    if (static_cast<int>(record->labels.size()) < record->next_fit ||
-        record->fitting) {
-      return std::nullopt;
-    }
-    record->fitting = true;
-    states = record->states;
-    labels = record->labels;
-  }
+  ObservationStore& observations = artifacts_.observations();
+  std::optional<ObservationStore::FitDue> due = observations.Record(
+      question, state, label, std::max({options.fit_at, 8, 2 * question.k()}));
+  if (!due.has_value()) return std::nullopt;
   auto artifact =
-      FitHead(record->question, states, labels, options.fit, control);
-  absl::MutexLock lock(&mu_);
-  record->fitting = false;
+      FitHead(due->question, due->states, due->labels, options.fit, control);
+  observations.Fitted(question.key(), artifact.ok(), due->labels.size(),
+                      options.refit_factor);
   if (!artifact.ok()) return artifact.status();
-  record->fits += 1;
-  record->next_fit =
-      std::max(record->next_fit + 1,
-               static_cast<int>(PyRound(static_cast<double>(labels.size()) *
-                                        options.refit_factor)));
   return std::optional<nlohmann::ordered_json>(*std::move(artifact));
 }
 

@@ -3,11 +3,10 @@
 // key; else, in insertion order, a head of the same kind and K whose option
 // tuple equals the question's ("reworded"), or whose option set does when it
 // was fit on random listings (probabilities mapped back by option text).
-// Also the label-free adaptation statistics per asked key. Safe under
-// concurrent callers: heads are immutable once stored and swapped whole.
+// Safe under concurrent callers: heads are immutable once stored and
+// swapped whole.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,13 +43,6 @@ struct RoutedHead {
   std::vector<int> index_map;
 };
 
-// Label-free adaptation statistics of one asked key: float64 sums.
-struct AdaptationStats {
-  std::vector<double> sum;
-  std::vector<double> sumsq;
-  int64_t n = 0;
-};
-
 class HeadStore {
  public:
   // Stores (or replaces, keeping its place in the routing order) the head
@@ -64,22 +56,11 @@ class HeadStore {
   std::vector<std::pair<std::string, std::shared_ptr<const HeadEntry>>> All()
       const;
 
-  // Adds the rows of `features` [N, d] (float64 sums) to the key's
-  // statistics, then returns the totals.
-  AdaptationStats AddFeatures(const std::string& key, const Matrix& features);
-  // What AddFeatures would return, with nothing stored.
-  AdaptationStats WithFeatures(const std::string& key,
-                               const Matrix& features) const;
-  void SetAdaptation(const std::string& key, AdaptationStats stats);
-  std::vector<std::pair<std::string, AdaptationStats>> Adaptations() const;
-
  private:
   mutable absl::Mutex mu_;
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<const HeadEntry>> heads_
       ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> adapt_order_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, AdaptationStats> adapt_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mesa_anyjev::decision

@@ -108,10 +108,10 @@ absl::Status BundlesService::CheckLoads(BundleStore* store, int version,
   ASSIGN_OR_RETURN(const bundles::BundleVersion read, store->Get(version));
   auto key = bundles::QuestionKey(version, read.manifest, question_id);
   if (!key.ok()) return key.status();  // Promote names it the same way
-  // A scratch decider over the same model: nothing runs on the model, and
+  // A scratch store over the same model: nothing runs on the model, and
   // the live decider is untouched if the entries are refused.
-  decision::Decider scratch(backend_);
-  absl::Status loads = scratch.ReplaceKeyArtifacts(*key, read.artifacts);
+  decision::ArtifactStore scratch(backend_);
+  absl::Status loads = scratch.ReplaceKey(*key, read.artifacts);
   if (loads.ok()) return loads;
   return absl::FailedPreconditionError(absl::StrCat(
       "v", version, " does not load for ", question_id, ": ", loads.message()));
@@ -130,10 +130,10 @@ absl::Status BundlesService::CheckServable(const Json& artifacts) {
                      text::Printable(artifacts["model"].get<std::string>()),
                      "', the served model is '", served, "'"));
   }
-  // Loaded whole into a scratch decider over the same model, as serving
+  // Loaded whole into a scratch store over the same model, as serving
   // would load it: nothing runs on the model and nothing is written yet.
-  decision::Decider scratch(backend_);
-  auto loaded = scratch.LoadArtifacts(artifacts);
+  decision::ArtifactStore scratch(backend_);
+  auto loaded = scratch.Load(artifacts);
   if (loaded.ok()) return absl::OkStatus();
   return absl::Status(
       loaded.status().code(),
@@ -158,7 +158,7 @@ absl::Status BundlesService::ServeFrom(BundleStore* store) {
         was_key->second == key) {
       continue;
     }
-    absl::Status loaded = decider_->ReplaceKeyArtifacts(key, served.file);
+    absl::Status loaded = decider_->artifacts().ReplaceKey(key, served.file);
     if (!loaded.ok()) {
       // Not served, and the rest still are: a bad stored version must not
       // stop the daemon at every start.
@@ -175,8 +175,8 @@ absl::Status BundlesService::ServeFrom(BundleStore* store) {
   }
   for (const auto& [id, key] : served_keys_) {
     if (!keep.contains(key)) {
-      RETURN_IF_ERROR(
-          decider_->ReplaceKeyArtifacts(key, EmptyFile(store->model().model)));
+      RETURN_IF_ERROR(decider_->artifacts().ReplaceKey(
+          key, EmptyFile(store->model().model)));
     }
   }
   std::vector<std::string> lines;

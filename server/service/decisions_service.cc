@@ -91,7 +91,7 @@ absl::Status DecisionsService::SetBackend(Backend* backend) {
         ParseJson(*bytes, absl::StrCat("decisions.artifacts (", path, ")"),
                   {.max_bytes = bytes->size(), .max_bytes_name = "its size"});
     if (!json.ok()) return json.status();
-    auto loaded = decider_->LoadArtifacts(*json);
+    auto loaded = decider_->artifacts().Load(*json);
     if (!loaded.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("decisions.artifacts (", path,
@@ -186,7 +186,7 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
         if (scratch_artifacts.has_value()) {
           scratch = std::make_unique<decision::Decider>(
               queued_.get(), ScratchOptions(options_.decisions));
-          auto loaded = scratch->LoadArtifacts(*scratch_artifacts);
+          auto loaded = scratch->artifacts().Load(*scratch_artifacts);
           if (!loaded.ok()) {
             call->Complete(absl::InvalidArgumentError(absl::StrCat(
                 "artifacts_json refused: ", loaded.status().message())));
@@ -264,14 +264,15 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
             const auto& cv = (*artifact)["cv"];
             response->set_oof_nll(cv.value("oof_nll", 0.0));
             response->set_oof_acc(cv.value("oof_acc", 0.0));
-            if (const auto routed = fitter->Route(parsed.question);
+            if (const auto routed = fitter->artifacts().Route(parsed.question);
                 routed.has_value()) {
               response->set_head_version(routed->entry->version);
             }
           }
           if (dry_run) {
-            response->set_artifacts_json(
-                fitter->ExportArtifacts(/*include_observations=*/false).dump());
+            const nlohmann::ordered_json fitted =
+                fitter->artifacts().Export(/*include_observations=*/false);
+            response->set_artifacts_json(fitted.dump());
           }
         }
         call->Complete(artifact.status());
@@ -301,7 +302,7 @@ grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
       [](decision::Decider& decider, const v1::ExportArtifactsRequest& request,
          v1::ExportArtifactsResponse* response) {
         response->set_artifacts_json(
-            decider.ExportArtifacts(request.include_observations()).dump(1));
+            decider.artifacts().Export(request.include_observations()).dump(1));
         return absl::OkStatus();
       });
 }
@@ -316,7 +317,7 @@ grpc::ServerUnaryReactor* DecisionsService::LoadArtifacts(
              v1::LoadArtifactsResponse* response) -> absl::Status {
         ASSIGN_OR_RETURN(const auto json,
                          ParseArtifactsJson(request.artifacts_json()));
-        ASSIGN_OR_RETURN(const int loaded, decider.LoadArtifacts(json));
+        ASSIGN_OR_RETURN(const int loaded, decider.artifacts().Load(json));
         response->set_loaded(loaded);
         return absl::OkStatus();
       });

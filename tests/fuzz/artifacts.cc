@@ -12,9 +12,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = text::ParseStrictOrderedJson(fuzz::AsText(data, size), {});
   if (!file.ok()) return 0;
   decision::Decider decider(fake);
-  auto loaded = decider.LoadArtifacts(*file);
+  auto loaded = decider.artifacts().Load(*file);
   if (!loaded.ok()) return 0;
-  (void)decider.ExportArtifacts(/*include_observations=*/true);
+  (void)decider.artifacts().Export(/*include_observations=*/true);
   // Any loaded head routes a choice or noul of its layout; ask both kinds.
   const auto choice = decision::Question::Choice(
       "What is it about?", {"genes", "proteins", "cells", "viruses"});

@@ -9,9 +9,10 @@
 //    "ops": [{"op": "decide" | "calibrate" | "fit_head" | "observe" |
 //                   "calibrate_adaptive" | "export" | "load" |
 //                   "load_artifact" | "replace_key" | "served_level" |
-//                   "running_prior" | "route" | "reset_prior" | "key" | "prompt" |
-//                   "labels" | "temperature" | "cp_upper" | "spread_order" |
-//                   "permutation" | "folds" | "candidates", ...}]}
+//                   "running_prior" | "route" | "reset_prior" | "key" |
+//                   "prompt" | "labels" | "temperature" | "cp_upper" |
+//                   "spread_order" | "permutation" | "folds" | "candidates",
+//                   ...}]}
 //
 // and writes {"results": [...]}, one entry per op ({"error": {"code",
 // "message"}} when it failed). The backend is the fake model; with "hidden"
@@ -132,7 +133,7 @@ class TableBackend final : public Backend {
     return result;
   }
 
- // Every call so far: its kind, and per group the prefix and suffix sizes.
+  // Every call so far: its kind, and per group the prefix and suffix sizes.
   const Json& calls() const { return calls_; }
 
  private:
@@ -140,7 +141,9 @@ class TableBackend final : public Backend {
     Json sizes = Json::array();
     for (const PromptGroup& group : groups) {
       Json suffixes = Json::array();
-      for (const auto& suffix : group.suffixes) suffixes.push_back(suffix.size());
+      for (const auto& suffix : group.suffixes) {
+        suffixes.push_back(suffix.size());
+      }
       sizes.push_back({group.prefix.size(), std::move(suffixes)});
     }
     calls_.push_back({{"call", kind}, {"groups", std::move(sizes)}});
@@ -412,23 +415,23 @@ absl::StatusOr<Json> RunOp(const Json& op, Tool* tool) {
     return art->has_value() ? **art : Json(nullptr);
   }
   if (name == "export") {
-    return decider->ExportArtifacts(op.value("observations", false));
+    return decider->artifacts().Export(op.value("observations", false));
   }
   if (name == "load") {
-    auto n = decider->LoadArtifacts(op["artifacts"]);
+    auto n = decider->artifacts().Load(op["artifacts"]);
     if (!n.ok()) return n.status();
     return Json(*n);
   }
   if (name == "load_artifact") {
     auto question = ParseQuestion(op["question"]);
     if (!question.ok()) return question.status();
-    auto status = decider->LoadArtifact(*question, op["artifact"]);
+    auto status = decider->artifacts().LoadArtifact(*question, op["artifact"]);
     if (!status.ok()) return status;
     return Json(true);
   }
   if (name == "replace_key") {
-    auto status = decider->ReplaceKeyArtifacts(op["key"].get<std::string>(),
-                                               op["artifacts"]);
+    auto status = decider->artifacts().ReplaceKey(op["key"].get<std::string>(),
+                                                  op["artifacts"]);
     if (!status.ok()) return status;
     return Json(true);
   }
@@ -448,7 +451,7 @@ absl::StatusOr<Json> RunOp(const Json& op, Tool* tool) {
       const auto prior = decider->RunningPrior(*question);
       return prior.has_value() ? MatrixJson(*prior) : Json(nullptr);
     }
-    const auto routed = decider->Route(*question);
+    const auto routed = decider->artifacts().Route(*question);
     if (!routed.has_value()) return Json(nullptr);
     return Json{{"exact", routed->exact},
                 {"question_id", routed->entry->question_id},

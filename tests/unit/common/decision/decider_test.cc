@@ -284,7 +284,7 @@ TEST_CASE("an L2 head beats L0 on classes planted in the hidden state",
   DeciderOptions exact;
   exact.auto_routes_reworded = false;
   Decider strict(&fake, exact);
-  REQUIRE(strict.LoadArtifacts(decider.ExportArtifacts(false)).ok());
+  REQUIRE(strict.artifacts().Load(decider.artifacts().Export(false)).ok());
   const auto l0_served = strict.Decide({test[0]}, {reworded}, Level::kAuto);
   REQUIRE(l0_served.ok());
   CHECK((*l0_served)[0][0].level == Level::kL0);
@@ -393,15 +393,15 @@ TEST_CASE("export and load keep decisions", "[decision]") {
   for (size_t i = 0; i < states.size(); ++i) {
     REQUIRE(decider.Observe(q, states[i], labels[i]).ok());
   }
-  const auto file = decider.ExportArtifacts(true);
+  const auto file = decider.artifacts().Export(true);
   CHECK(file["model"] == "fake");
   CHECK(file["heads"].contains(q.key()));
   CHECK(file["observations"][q.key()]["labels"].size() == 16);
   Decider other(&fake);
-  const auto loaded = other.LoadArtifacts(file);
+  const auto loaded = other.artifacts().Load(file);
   REQUIRE(loaded.ok());
   CHECK(*loaded == 2);
-  CHECK(other.ExportArtifacts(true).dump() == file.dump());
+  CHECK(other.artifacts().Export(true).dump() == file.dump());
   const auto a = decider.Decide(states, {q}, Level::kL2);
   const auto b = other.Decide(states, {q}, Level::kL2);
   REQUIRE(a.ok());
@@ -416,7 +416,7 @@ TEST_CASE("export and load keep decisions", "[decision]") {
   // Another model's file is refused.
   auto foreign = file;
   foreign["model"] = "Qwen/Qwen3-8B";
-  CHECK(absl::IsFailedPrecondition(other.LoadArtifacts(foreign).status()));
+  CHECK(absl::IsFailedPrecondition(other.artifacts().Load(foreign).status()));
   // So is a file of the same name but another checkpoint or shape; what a
   // file does not say is not asked (anyjev's files carry no identity).
   CHECK(file["model_identity"] == fake.identity().identity);
@@ -432,7 +432,8 @@ TEST_CASE("export and load keep decisions", "[decision]") {
         {"hidden_size", 4096, absl::StatusCode::kFailedPrecondition}}) {
     auto changed = file;
     changed[field] = value;
-    const absl::Status status = Decider(&fake).LoadArtifacts(changed).status();
+    const absl::Status status =
+        Decider(&fake).artifacts().Load(changed).status();
     CHECK(status.code() == code);
     CHECK(absl::StrContains(status.message(), field));
   }
@@ -440,14 +441,14 @@ TEST_CASE("export and load keep decisions", "[decision]") {
   for (const char* field : {"model_identity", "n_blocks", "hidden_size"}) {
     bare.erase(field);
   }
-  CHECK(Decider(&fake).LoadArtifacts(bare).ok());
+  CHECK(Decider(&fake).artifacts().Load(bare).ok());
   // A prior-carrying L1 artifact of another layout is refused.
   auto artifact = file["artifacts"][q.key()];
   CHECK(absl::IsFailedPrecondition(
-      other.LoadArtifact(Topic(Reversed(kTopics)), artifact)));
-  CHECK(other.LoadArtifact(q, artifact).ok());
+      other.artifacts().LoadArtifact(Topic(Reversed(kTopics)), artifact)));
+  CHECK(other.artifacts().LoadArtifact(q, artifact).ok());
   artifact["method"] = "histogram_binning";
-  CHECK(absl::IsInvalidArgument(other.LoadArtifact(q, artifact)));
+  CHECK(absl::IsInvalidArgument(other.artifacts().LoadArtifact(q, artifact)));
 }
 
 TEST_CASE("a head artifact loads for the question it is given", "[decision]") {
@@ -463,8 +464,8 @@ TEST_CASE("a head artifact loads for the question it is given", "[decision]") {
   artifact["text"] = "another wording";
   artifact["question_id"] = "from the file";
   Decider other(&fake);
-  REQUIRE(other.LoadArtifact(q, artifact).ok());
-  const Json loaded = other.ExportArtifacts(false)["heads"][q.key()];
+  REQUIRE(other.artifacts().LoadArtifact(q, artifact).ok());
+  const Json loaded = other.artifacts().Export(false)["heads"][q.key()];
   CHECK(loaded["text"] == q.text());
   CHECK(loaded["question_id"] == "from the file");
   CHECK(loaded["W"] == (*fitted)["W"]);
@@ -480,18 +481,18 @@ TEST_CASE("a head artifact loads for the question it is given", "[decision]") {
   // Another layout is refused; without a "question", a head of another K
   // or outside the model's blocks is malformed.
   CHECK(absl::IsFailedPrecondition(
-      other.LoadArtifact(Topic(Reversed(kTopics)), *fitted)));
+      other.artifacts().LoadArtifact(Topic(Reversed(kTopics)), *fitted)));
   Json anywhere = *fitted;
   anywhere.erase("question");
   const Question three = Topic({"genes", "proteins", "cells"});
-  const absl::Status k3 = other.LoadArtifact(three, anywhere);
+  const absl::Status k3 = other.artifacts().LoadArtifact(three, anywhere);
   CHECK(absl::IsInvalidArgument(k3));
   CHECK(absl::StrContains(k3.message(), "K=3"));
   anywhere["layer_abs"] = 99;
-  const absl::Status deep = other.LoadArtifact(q, anywhere);
+  const absl::Status deep = other.artifacts().LoadArtifact(q, anywhere);
   CHECK(absl::IsInvalidArgument(deep));
   CHECK(absl::StrContains(deep.message(), "layer_abs"));
-  CHECK_FALSE(other.HasHead(three.key()));
+  CHECK_FALSE(other.artifacts().HasHead(three.key()));
 }
 
 // The fake model, keeping the prompts of every Logprobs call as text.

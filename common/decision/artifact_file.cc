@@ -1,9 +1,6 @@
-// The Decider's artifacts: loading one question's artifact or a heads/export
-// file (all or nothing), and exporting them (decision-method.md 9). Each kind
-// of entry (an L1 temperature, a head, adaptation statistics, observations)
-// has one parser; a load parses all it was given, then commits it under the
-// lock.
-#include <algorithm>
+// Parsing and writing the heads/export file (see artifact_file.h).
+#include "common/decision/artifact_file.h"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,17 +10,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/decision/decider.h"
-#include "common/decision/decider_internal.h"
 #include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
 #include "common/text/json_numbers.h"
+#include "common/util/hash.h"
 
 namespace mesa_anyjev::decision {
 
-using decider_internal::Json;
-
 namespace {
+
+using Json = nlohmann::ordered_json;
 
 // The state text of an observation as stored in a file: strings as they
 // are, anything else rendered as the reference's render_state would.
@@ -221,26 +217,6 @@ absl::StatusOr<AdaptationStats> ParseAdaptation(const Json& stats) {
   return AdaptationStats{sum->values, sumsq->values, n};
 }
 
-Json AdaptationJson(const AdaptationStats& stats) {
-  const std::vector<int64_t> shape = {static_cast<int64_t>(stats.sum.size())};
-  Json out;
-  out["sum"] = EncodeArray(stats.sum, shape);
-  out["sumsq"] = EncodeArray(stats.sumsq, shape);
-  out["n"] = stats.n;
-  return out;
-}
-
-// One question's observations as a file holds them. Without a question (a
-// file that does not say it) they only join a record the decider has.
-struct LoadedObservations {
-  std::string key;
-  std::optional<Question> question;
-  std::vector<std::string> states;
-  std::vector<int> labels;
-  std::optional<int> fits;
-  std::optional<int> next_fit;
-};
-
 absl::StatusOr<LoadedObservations> ParseObservations(const std::string& key,
                                                      const Json& r) {
   LoadedObservations loaded;
@@ -284,58 +260,16 @@ absl::StatusOr<LoadedObservations> ParseObservations(const std::string& key,
   return loaded;
 }
 
-// Labels index the options of the question they belong to (none known:
-// nothing to check).
-absl::Status CheckObservedLabels(const LoadedObservations& loaded,
-                                 const Question* question) {
-  if (question == nullptr) return absl::OkStatus();
-  for (size_t i = 0; i < loaded.labels.size(); ++i) {
-    if (loaded.labels[i] < 0 || loaded.labels[i] >= question->k()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "observations.", loaded.key, ".labels[", i, "]: ", loaded.labels[i],
-          " is not an option index of a question with K=", question->k()));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-// What a load holds, parsed and checked; none of it is in the decider yet.
-struct Decider::Loaded {
-  std::vector<std::pair<std::string, std::shared_ptr<const TemperatureScaler>>>
-      artifacts;
-  std::vector<std::pair<std::string, std::shared_ptr<const HeadEntry>>> heads;
-  std::vector<std::pair<std::string, AdaptationStats>> adaptation;
-  std::vector<LoadedObservations> observations;
-};
-
-absl::Status Decider::LoadArtifact(const Question& question,
-                                   const nlohmann::ordered_json& artifact) {
+absl::StatusOr<LoadedArtifacts> ParseArtifact(
+    const Backend& model, const Question& question,
+    const nlohmann::ordered_json& artifact) {
   if (!artifact.is_object()) {
     return absl::InvalidArgumentError("an artifact must be a JSON object");
   }
-  RETURN_IF_ERROR(CheckModelName(artifact, model_name(), "artifact was"));
-  ASSIGN_OR_RETURN(Loaded loaded, ParseArtifact(question, artifact));
-  return Commit(std::move(loaded));
-}
-
-absl::StatusOr<int> Decider::LoadArtifacts(const nlohmann::ordered_json& file) {
-  if (!file.is_object()) {
-    return absl::InvalidArgumentError("an artifacts file is a JSON object");
-  }
-  RETURN_IF_ERROR(CheckModelName(file, model_name(), "artifacts were"));
   RETURN_IF_ERROR(
-      CheckFileModel(file, backend_->identity(), backend_->capabilities()));
-  ASSIGN_OR_RETURN(Loaded loaded, ParseFile(file));
-  const int count =
-      static_cast<int>(loaded.artifacts.size() + loaded.heads.size());
-  RETURN_IF_ERROR(Commit(std::move(loaded)));
-  return count;
-}
-
-absl::StatusOr<Decider::Loaded> Decider::ParseArtifact(
-    const Question& question, const nlohmann::ordered_json& artifact) const {
+      CheckModelName(artifact, model.identity().name, "artifact was"));
   const std::string& key = question.key();
   // A head, and an L1 artifact's frozen prior, are indexed by the layout
   // (shift, position) they were fit on; temperature-only artifacts load
@@ -343,7 +277,7 @@ absl::StatusOr<Decider::Loaded> Decider::ParseArtifact(
   const bool other_layout = artifact.contains("question") &&
                             !artifact["question"].is_null() &&
                             artifact["question"] != key;
-  Loaded loaded;
+  LoadedArtifacts loaded;
   try {
     if (artifact.value("method", std::string()).rfind("head:", 0) == 0) {
       if (other_layout) {
@@ -353,9 +287,9 @@ absl::StatusOr<Decider::Loaded> Decider::ParseArtifact(
             "); fit a head for this one"));
       }
       auto entry =
-          ParseHead(artifact, backend_->capabilities(), DescribedBy(question));
+          ParseHead(artifact, model.capabilities(), DescribedBy(question));
       if (!entry.ok()) return Malformed("head artifact", entry.status());
-      loaded.heads.emplace_back(key, WithVersion(key, *std::move(entry)));
+      loaded.heads.emplace_back(key, Versioned(model, key, *std::move(entry)));
       return loaded;
     }
     if (artifact.contains("prior") && !artifact["prior"].is_null() &&
@@ -375,10 +309,16 @@ absl::StatusOr<Decider::Loaded> Decider::ParseArtifact(
   return loaded;
 }
 
-absl::StatusOr<Decider::Loaded> Decider::ParseFile(
-    const nlohmann::ordered_json& file) const {
-  const Capabilities& caps = backend_->capabilities();
-  Loaded loaded;
+absl::StatusOr<LoadedArtifacts> ParseArtifactsFile(
+    const Backend& model, const nlohmann::ordered_json& file) {
+  if (!file.is_object()) {
+    return absl::InvalidArgumentError("an artifacts file is a JSON object");
+  }
+  RETURN_IF_ERROR(
+      CheckModelName(file, model.identity().name, "artifacts were"));
+  const Capabilities& caps = model.capabilities();
+  RETURN_IF_ERROR(CheckFileModel(file, model.identity(), caps));
+  LoadedArtifacts loaded;
   try {
     for (const auto& [key, art] : Section(file, "artifacts").items()) {
       auto scaler = ParseTemperature(art);
@@ -392,7 +332,7 @@ absl::StatusOr<Decider::Loaded> Decider::ParseFile(
       if (!entry.ok()) {
         return Malformed(absl::StrCat("heads.", key), entry.status());
       }
-      loaded.heads.emplace_back(key, WithVersion(key, *std::move(entry)));
+      loaded.heads.emplace_back(key, Versioned(model, key, *std::move(entry)));
     }
     for (const auto& [key, stats] : Section(file, "adaptation").items()) {
       auto parsed = ParseAdaptation(stats);
@@ -413,125 +353,66 @@ absl::StatusOr<Decider::Loaded> Decider::ParseFile(
   return loaded;
 }
 
-absl::Status Decider::Commit(Loaded loaded) {
-  {
-    absl::MutexLock lock(&mu_);
-    for (const LoadedObservations& observations : loaded.observations) {
-      const auto it = observed_.find(observations.key);
-      const Question* question = observations.question.has_value()
-                                     ? &*observations.question
-                                 : it != observed_.end() ? &it->second->question
-                                                         : nullptr;
-      RETURN_IF_ERROR(CheckObservedLabels(observations, question));
-    }
-    for (auto& [key, scaler] : loaded.artifacts) {
-      KeepArtifact(key, std::move(scaler));
-    }
-    for (LoadedObservations& observations : loaded.observations) {
-      const auto it = observed_.find(observations.key);
-      Observed* rec = it != observed_.end() ? it->second.get() : nullptr;
-      if (rec == nullptr && !observations.question.has_value()) continue;
-      if (rec == nullptr) {
-        rec = StartObserving(observations.key, *observations.question,
-                             /*next_fit=*/30)
-                  .get();
-      }
-      rec->states.insert(rec->states.end(), observations.states.begin(),
-                         observations.states.end());
-      rec->labels.insert(rec->labels.end(), observations.labels.begin(),
-                         observations.labels.end());
-      rec->fits = observations.fits.value_or(rec->fits);
-      rec->next_fit = observations.next_fit.value_or(rec->next_fit);
-    }
-  }
-  for (auto& [key, entry] : loaded.heads) heads_.Put(key, std::move(entry));
-  for (auto& [key, stats] : loaded.adaptation) {
-    heads_.SetAdaptation(key, std::move(stats));
-  }
-  return absl::OkStatus();
-}
-
-std::shared_ptr<Decider::Observed> Decider::StartObserving(
-    const std::string& key, const Question& question, int next_fit) {
-  auto record = std::make_shared<Observed>(
-      Observed{question, {}, {}, /*fits=*/0, next_fit, /*fitting=*/false});
-  observed_.emplace(key, record);
-  observed_order_.push_back(key);
-  return record;
-}
-
-void Decider::KeepArtifact(const std::string& key,
-                           std::shared_ptr<const TemperatureScaler> scaler) {
-  if (!artifacts_.contains(key)) artifact_order_.push_back(key);
-  artifacts_[key] = std::move(scaler);
-}
-
-absl::Status Decider::ReplaceKeyArtifacts(const std::string& key,
-                                          const nlohmann::ordered_json& file) {
-  if (!file.is_object()) {
-    return absl::InvalidArgumentError("an artifacts file is a JSON object");
-  }
-  const auto holds = [&](const char* part) {
-    return file.contains(part) && file[part].is_object() &&
-           file[part].contains(key);
-  };
-  const bool has_artifact = holds("artifacts");
-  const bool has_head = holds("heads");
-  Json part;
-  if (file.contains("model")) part["model"] = file["model"];
-  part["artifacts"] = Json::object();
-  part["heads"] = Json::object();
-  if (has_artifact) part["artifacts"][key] = file["artifacts"][key];
-  if (has_head) part["heads"][key] = file["heads"][key];
-  RETURN_IF_ERROR(LoadArtifacts(part).status());
-  if (!has_artifact) {
-    absl::MutexLock lock(&mu_);
-    if (artifacts_.erase(key) > 0) {
-      artifact_order_.erase(
-          std::find(artifact_order_.begin(), artifact_order_.end(), key));
-    }
-  }
-  if (!has_head) heads_.Remove(key);
-  return absl::OkStatus();
-}
-
-nlohmann::ordered_json Decider::ExportArtifacts(
-    bool include_observations) const {
+nlohmann::ordered_json FileModelFields(const Backend& model) {
   Json out;
-  out["model"] = model_name();
-  const Capabilities& caps = backend_->capabilities();
-  if (!backend_->identity().identity.empty()) {
-    out["model_identity"] = backend_->identity().identity;
+  out["model"] = model.identity().name;
+  const Capabilities& caps = model.capabilities();
+  if (!model.identity().identity.empty()) {
+    out["model_identity"] = model.identity().identity;
   }
   if (caps.hidden_states) {
     out["n_blocks"] = caps.n_layers;
     out["hidden_size"] = caps.hidden_size;
   }
-  Json artifacts = Json::object();
-  Json observations = Json::object();
-  {
-    absl::MutexLock lock(&mu_);
-    for (const std::string& key : artifact_order_) {
-      artifacts[key] = L1Artifact(key, *artifacts_.at(key));
-    }
-    if (include_observations) {
-      for (const std::string& key : observed_order_) {
-        observations[key] = observed_.at(key)->ToJson();
-      }
-    }
-  }
-  out["artifacts"] = std::move(artifacts);
-  Json heads = Json::object();
-  for (const auto& [key, entry] : heads_.All()) {
-    heads[key] = HeadArtifact(key, *entry);
-  }
-  out["heads"] = std::move(heads);
-  Json adaptation = Json::object();
-  for (const auto& [key, stats] : heads_.Adaptations()) {
-    if (stats.n > 0) adaptation[key] = AdaptationJson(stats);
-  }
-  if (!adaptation.empty()) out["adaptation"] = std::move(adaptation);
-  if (!observations.empty()) out["observations"] = std::move(observations);
+  return out;
+}
+
+nlohmann::ordered_json L1ArtifactJson(const Backend& model,
+                                      const std::string& key,
+                                      const TemperatureScaler& scaler) {
+  Json out;
+  out["model"] = model.identity().name;
+  out["question"] = key;
+  const Json body = scaler.ToJson();
+  for (const auto& [field, value] : body.items()) out[field] = value;
+  return out;
+}
+
+nlohmann::ordered_json HeadArtifactJson(const Backend& model,
+                                        const std::string& key,
+                                        const HeadEntry& entry) {
+  Json out;
+  out["model"] = model.identity().name;
+  out["question"] = key;
+  out["question_id"] = entry.question_id;
+  out["kind"] = entry.kind.has_value() ? Json(QuestionKindName(*entry.kind))
+                                       : Json(nullptr);
+  out["text"] = entry.text.has_value() ? Json(*entry.text) : Json(nullptr);
+  out["options"] =
+      entry.options.has_value() ? Json(*entry.options) : Json(nullptr);
+  out["layer_abs"] = entry.layer_abs;
+  out["n_blocks"] = model.capabilities().n_layers;
+  out["hidden_size"] = entry.head.w.rows();
+  const Json body = entry.head.ToJson();
+  for (const auto& [k, v] : body.items()) out[k] = v;
+  return out;
+}
+
+std::shared_ptr<const HeadEntry> Versioned(const Backend& model,
+                                           const std::string& key,
+                                           HeadEntry entry) {
+  entry.version.clear();
+  entry.version =
+      util::Sha256Hex(HeadArtifactJson(model, key, entry).dump()).substr(0, 16);
+  return std::make_shared<const HeadEntry>(std::move(entry));
+}
+
+nlohmann::ordered_json AdaptationJson(const AdaptationStats& stats) {
+  const std::vector<int64_t> shape = {static_cast<int64_t>(stats.sum.size())};
+  Json out;
+  out["sum"] = EncodeArray(stats.sum, shape);
+  out["sumsq"] = EncodeArray(stats.sumsq, shape);
+  out["n"] = stats.n;
   return out;
 }
 
