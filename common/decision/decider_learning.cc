@@ -1,6 +1,7 @@
-// The Decider's learning from labels: L1 temperature calibration, L2 head
-// fitting, and observe's online fits. Follows anyjev 0.2.0's calibrate,
-// fit_head and observe.
+// The Decider's learning: L1 temperature calibration, L2 head fitting,
+// observe's online fits (from labels), and the rotation budget's certified
+// threshold (from unlabelled states). Follows anyjev 0.2.0's calibrate,
+// fit_head, observe and calibrate_adaptive.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -11,16 +12,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/decision/call_settings.h"
 #include "common/decision/decider.h"
-#include "common/decision/decider_internal.h"
 #include "common/decision/head_fit.h"
 #include "common/decision/legacy_random_state.h"
+#include "common/decision/listing.h"
+#include "common/decision/rotation.h"
 #include "common/status/status_macros.h"
 
 namespace mesa_anyjev::decision {
-
-using decider_internal::Describe;
-using decider_internal::Json;
 
 namespace {
 
@@ -128,16 +128,17 @@ absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
   }
   RETURN_IF_ERROR(CheckLabels(question, states, labels));
   RETURN_IF_ERROR(CheckQuestion(question, Level::kL0));
-  RETURN_IF_ERROR(LabelsFor(question).status());
+  RETURN_IF_ERROR(reader_.Labels(question).status());
   // The prior comes from the calibration set alone, in an accumulator of
   // its own, so the artifact is a function of (model, question, set); the
   // calibration sums join the running prior afterwards.
   RunningPriors isolated;
-  const Effective eff = Resolve({});
-  ASSIGN_OR_RETURN(auto decisions, RunLevel(states, {question}, Level::kL0, eff,
-                                            &isolated, control));
+  const CallSettings call = CallSettings::Of(options_);
+  ASSIGN_OR_RETURN(auto decisions,
+                   ReadLabels(states, {question}, Level::kL0, call, {},
+                              &isolated, control));
   const std::string listing =
-      ListingKey(question, Perms(question, Level::kL0, eff));
+      ListingKey(question, Shifts(question, Level::kL0, call));
   if (const auto acc = isolated.Get(listing); acc.has_value()) {
     priors_.Merge(listing, *acc);
   }
@@ -179,12 +180,12 @@ absl::StatusOr<nlohmann::ordered_json> Decider::FitHead(
         ": need at least max(8, 2K) = ", std::max(8, 2 * question.k()),
         " labels, got ", labels.size()));
   }
-  RETURN_IF_ERROR(LabelsFor(question).status());
+  RETURN_IF_ERROR(reader_.Labels(question).status());
   const std::vector<std::vector<int>> perms =
       ListingPerms(listing, question, states.size(), options.seed);
   ASSIGN_OR_RETURN(
       const std::vector<Matrix> features,
-      Features(question, states,
+      reader_.HiddenStates(question, states,
                std::vector<int32_t>(candidates.begin(), candidates.end()),
                perms, control));
   ASSIGN_OR_RETURN(LinearHead best,
@@ -217,6 +218,40 @@ absl::StatusOr<std::optional<nlohmann::ordered_json>> Decider::Observe(
                       options.refit_factor);
   if (!artifact.ok()) return artifact.status();
   return std::optional<nlohmann::ordered_json>(*std::move(artifact));
+}
+
+absl::StatusOr<StopCertificate> Decider::CalibrateAdaptive(
+    const Question& question, const std::vector<std::string>& states,
+    std::optional<double> target, double delta, Level level,
+    const CallControl& control) {
+  if (question.kind() != QuestionKind::kChoice || question.ordered() ||
+      question.k() < 3) {
+    return absl::InvalidArgumentError(
+        "adaptive shifts only apply to unordered choice questions with K >= 3");
+  }
+  if (states.empty()) {
+    return absl::InvalidArgumentError("calibrate_adaptive needs states");
+  }
+  if (level != Level::kL0 && level != Level::kL1 && level != Level::kRaw) {
+    return absl::InvalidArgumentError("calibrate_adaptive reads raw, L0 or L1");
+  }
+  RETURN_IF_ERROR(ServedLevel(question, level).status());
+  // Every shift read one at a time, each state's margin and winner traced;
+  // the reads join the running priors.
+  const CallSettings call = CallSettings::Of(options_);
+  ASSIGN_OR_RETURN(Rotation rotation,
+                   StartRotation(states.size(), question, level, call,
+                                 artifacts_.Snapshot({question}, false),
+                                 priors_, control));
+  ASSIGN_OR_RETURN(const Rotation::MarginTraces traces,
+                   rotation.TraceMargins(reader_, states, call.combine,
+                                         control));
+  rotation.FoldInto(&priors_);
+  const StopCertificate cert = ChooseThreshold(
+      traces.margins, traces.winners, target.value_or(options_.adaptive_target),
+      options_.adaptive_min_shifts, delta);
+  stops_.Put(question.key(), cert);
+  return cert;
 }
 
 }  // namespace mesa_anyjev::decision

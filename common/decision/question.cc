@@ -215,4 +215,9 @@ bool Question::IsScoreBins() const {
   return as_bins.ok() && as_bins->key() == key_;
 }
 
+std::string Describe(const Question& question) {
+  return absl::StrCat("question '", question.id(), "' (key ", question.key(),
+                      ")");
+}
+
 }  // namespace mesa_anyjev::decision

@@ -98,4 +98,7 @@ class Question {
   std::string key_;
 };
 
+// How messages name a question: "question '<id>' (key <key>)".
+std::string Describe(const Question& question);
+
 }  // namespace mesa_anyjev::decision
