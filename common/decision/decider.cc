@@ -71,7 +71,8 @@ void PutColumns(Grid group, const std::vector<size_t>& index, Grid* out) {
 
 // Moves `column` [state] into column q of `out`.
 void PutColumn(std::vector<Decision> column, size_t q, Grid* out) {
-  for (size_t s = 0; s < column.size(); ++s) (*out)[s][q] = std::move(column[s]);
+  for (size_t s = 0; s < column.size(); ++s)
+    (*out)[s][q] = std::move(column[s]);
 }
 
 // Whether a question takes the rotation budget: an unordered choice with
@@ -163,8 +164,8 @@ absl::StatusOr<std::vector<Decision>> Finish(
     }
   }
   for (size_t s = 0; s < states.size(); ++s) {
-    decisions[s] = Decorate(reader, std::move(decisions[s]), question,
-                            states[s], labels);
+    decisions[s] =
+        Decorate(reader, std::move(decisions[s]), question, states[s], labels);
   }
   return decisions;
 }
@@ -315,11 +316,12 @@ absl::StatusOr<std::vector<Level>> Decider::ServeLevels(
   return served;
 }
 
-absl::StatusOr<Grid> Decider::ReadLabels(
-    const std::vector<std::string>& states,
-    const std::vector<Question>& questions, Level level,
-    const CallSettings& call, const ArtifactSnapshot& snapshot,
-    RunningPriors* priors, const CallControl& control) {
+absl::StatusOr<Grid> Decider::ReadLabels(const std::vector<std::string>& states,
+                                         const std::vector<Question>& questions,
+                                         Level level, const CallSettings& call,
+                                         const ArtifactSnapshot& snapshot,
+                                         RunningPriors* priors,
+                                         const CallControl& control) {
   std::vector<size_t> rotating;
   std::vector<size_t> rest;
   for (size_t q = 0; q < questions.size(); ++q) {
@@ -357,9 +359,8 @@ absl::StatusOr<Grid> Decider::ReadTogether(
   }
   // 2. Every state under every shift, each distinct prompt once, in one
   //    backend call.
-  ASSIGN_OR_RETURN(
-      const auto reads,
-      ReadShifts(reader_, states, listings, call.return_prompts, control));
+  ASSIGN_OR_RETURN(const auto reads, ReadShifts(reader_, states, listings,
+                                                call.return_prompts, control));
   // 3. The content-free priors the call wants; their probes go in a call of
   //    their own, so the states' batches never depend on whether the probes
   //    were cached.
@@ -404,14 +405,14 @@ absl::StatusOr<std::vector<Decision>> Decider::ReadRotating(
     Level level, const CallSettings& call, const ArtifactSnapshot& snapshot,
     RunningPriors* priors, const CallControl& control) {
   ASSIGN_OR_RETURN(Rotation rotation,
-                   StartRotation(states.size(), question, level, call,
-                                 snapshot, *priors, control));
+                   StartRotation(states.size(), question, level, call, snapshot,
+                                 *priors, control));
   const std::optional<StopCertificate> certified = stops_.Get(question.key());
   const StopRule rule =
       StopRuleFor(call.adaptive_margin, options_.adaptive_stat, certified);
-  RETURN_IF_ERROR(rotation.ReadInWaves(
-      reader_, states, rule, call.combine, options_.adaptive_wave,
-      options_.adaptive_min_shifts, control));
+  RETURN_IF_ERROR(rotation.ReadInWaves(reader_, states, rule, call.combine,
+                                       options_.adaptive_wave,
+                                       options_.adaptive_min_shifts, control));
   rotation.FoldInto(priors);
   return Finish(reader_,
                 rotation.Decisions(reader_, states, call.prior, rule,

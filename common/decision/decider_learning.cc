@@ -134,9 +134,8 @@ absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
   // calibration sums join the running prior afterwards.
   RunningPriors isolated;
   const CallSettings call = CallSettings::Of(options_);
-  ASSIGN_OR_RETURN(auto decisions,
-                   ReadLabels(states, {question}, Level::kL0, call, {},
-                              &isolated, control));
+  ASSIGN_OR_RETURN(auto decisions, ReadLabels(states, {question}, Level::kL0,
+                                              call, {}, &isolated, control));
   const std::string listing =
       ListingKey(question, Shifts(question, Level::kL0, call));
   if (const auto acc = isolated.Get(listing); acc.has_value()) {
@@ -183,11 +182,11 @@ absl::StatusOr<nlohmann::ordered_json> Decider::FitHead(
   RETURN_IF_ERROR(reader_.Labels(question).status());
   const std::vector<std::vector<int>> perms =
       ListingPerms(listing, question, states.size(), options.seed);
-  ASSIGN_OR_RETURN(
-      const std::vector<Matrix> features,
-      reader_.HiddenStates(question, states,
-               std::vector<int32_t>(candidates.begin(), candidates.end()),
-               perms, control));
+  ASSIGN_OR_RETURN(const std::vector<Matrix> features,
+                   reader_.HiddenStates(question, states,
+                                        std::vector<int32_t>(candidates.begin(),
+                                                             candidates.end()),
+                                        perms, control));
   ASSIGN_OR_RETURN(LinearHead best,
                    BestHead(features, labels, question, options));
   best.params["listing"] = perms.empty() ? "canonical" : listing;
@@ -239,13 +238,13 @@ absl::StatusOr<StopCertificate> Decider::CalibrateAdaptive(
   // Every shift read one at a time, each state's margin and winner traced;
   // the reads join the running priors.
   const CallSettings call = CallSettings::Of(options_);
-  ASSIGN_OR_RETURN(Rotation rotation,
-                   StartRotation(states.size(), question, level, call,
-                                 artifacts_.Snapshot({question}, false),
-                                 priors_, control));
-  ASSIGN_OR_RETURN(const Rotation::MarginTraces traces,
-                   rotation.TraceMargins(reader_, states, call.combine,
-                                         control));
+  ASSIGN_OR_RETURN(
+      Rotation rotation,
+      StartRotation(states.size(), question, level, call,
+                    artifacts_.Snapshot({question}, false), priors_, control));
+  ASSIGN_OR_RETURN(
+      const Rotation::MarginTraces traces,
+      rotation.TraceMargins(reader_, states, call.combine, control));
   rotation.FoldInto(&priors_);
   const StopCertificate cert = ChooseThreshold(
       traces.margins, traces.winners, target.value_or(options_.adaptive_target),

@@ -62,18 +62,15 @@ std::vector<double> RowVector(const Matrix& m, Eigen::Index row) {
 
 }  // namespace
 
-absl::StatusOr<HeadReadout> ReadHead(PromptReader& reader,
-                                     const AdaptationStore& adaptation,
-                                     const DeciderOptions& options,
-                                     const Question& question,
-                                     const RoutedHead& routed,
-                                     const std::vector<std::string>& states,
-                                     bool return_prompts,
-                                     const CallControl& control) {
+absl::StatusOr<HeadReadout> ReadHead(
+    PromptReader& reader, const AdaptationStore& adaptation,
+    const DeciderOptions& options, const Question& question,
+    const RoutedHead& routed, const std::vector<std::string>& states,
+    bool return_prompts, const CallControl& control) {
   const HeadEntry& entry = *routed.entry;
-  ASSIGN_OR_RETURN(const std::vector<Matrix> features,
-                   reader.HiddenStates(question, states, {entry.layer_abs}, {},
-                                       control));
+  ASSIGN_OR_RETURN(
+      const std::vector<Matrix> features,
+      reader.HiddenStates(question, states, {entry.layer_abs}, {}, control));
   const Matrix& feats = features[0];
   RETURN_IF_ERROR(CheckHeadReads(question, routed, feats));
   HeadReadout out;
@@ -92,8 +89,7 @@ absl::StatusOr<HeadReadout> ReadHead(PromptReader& reader,
     }
   }
   const LinearHead& head = adapted.has_value() ? *adapted : entry.head;
-  const Matrix probs =
-      InQuestionOrder(head.Probs(feats), routed, question.k());
+  const Matrix probs = InQuestionOrder(head.Probs(feats), routed, question.k());
   ASSIGN_OR_RETURN(const ResolvedLabels labels, reader.Labels(question));
   const Capabilities& caps = reader.capabilities();
   for (size_t s = 0; s < states.size(); ++s) {

@@ -31,13 +31,10 @@ struct HeadReadout {
 // call for the hidden states at the head's block. A head adapts when the
 // adapt mode applies to it (kRouted: one routed from another key) and the
 // key's statistics, this batch included, count adapt_min_n states.
-absl::StatusOr<HeadReadout> ReadHead(PromptReader& reader,
-                                     const AdaptationStore& adaptation,
-                                     const DeciderOptions& options,
-                                     const Question& question,
-                                     const RoutedHead& routed,
-                                     const std::vector<std::string>& states,
-                                     bool return_prompts,
-                                     const CallControl& control);
+absl::StatusOr<HeadReadout> ReadHead(
+    PromptReader& reader, const AdaptationStore& adaptation,
+    const DeciderOptions& options, const Question& question,
+    const RoutedHead& routed, const std::vector<std::string>& states,
+    bool return_prompts, const CallControl& control);
 
 }  // namespace mesa_anyjev::decision

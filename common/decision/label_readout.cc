@@ -45,10 +45,10 @@ std::vector<std::vector<size_t>> AddPrompts(
   for (size_t s = 0; s < states.size(); ++s) {
     std::vector<size_t> row;
     for (int p = 0; p < listing.n_perms(); ++p) {
-      row.push_back(prompts->Add(reader.Render(states[s], listing.question,
-                                               listing.perms[p],
-                                               listing.labels),
-                                 ids[p], static_cast<int>(s)));
+      row.push_back(
+          prompts->Add(reader.Render(states[s], listing.question,
+                                     listing.perms[p], listing.labels),
+                       ids[p], static_cast<int>(s)));
     }
     rows.push_back(std::move(row));
   }

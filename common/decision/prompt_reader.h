@@ -33,9 +33,7 @@ class PromptReader {
         system_(std::move(system)),
         scorer_(backend, max_prompts_per_call) {}
 
-  const Capabilities& capabilities() const {
-    return backend_->capabilities();
-  }
+  const Capabilities& capabilities() const { return backend_->capabilities(); }
   // The question's labels and their ids; an error names the question.
   absl::StatusOr<ResolvedLabels> Labels(const Question& question);
   // `state` asked `question` with the options shown in `perm` order.

@@ -102,8 +102,8 @@ absl::StatusOr<Rotation::MarginTraces> Rotation::TraceMargins(
   const auto trace = [&] {
     const std::optional<Matrix> prior = Prior();
     for (size_t s = 0; s < states.size(); ++s) {
-      const std::vector<double> marginal = Marginalize(
-          CorrectedReadout(s, prior), reads_[s].perms, combine);
+      const std::vector<double> marginal =
+          Marginalize(CorrectedReadout(s, prior), reads_[s].perms, combine);
       traces.margins[s].push_back(LogMargin(marginal));
       traces.winners[s].push_back(ArgMax(marginal));
     }
@@ -169,8 +169,8 @@ std::optional<Matrix> Rotation::RunningBatchPrior() const {
   for (int r = 0; r < n_perms(); ++r) total += before_sum_.row(r);
   Eigen::RowVectorXd total_shift = Eigen::RowVectorXd::Zero(before_sum_.cols());
   for (int r = 0; r < n_perms(); ++r) total_shift += shift_sum_.row(r);
-  const Matrix pooled = BatchPrior(
-      Matrix((total + total_shift) / static_cast<double>(pooled_n)));
+  const Matrix pooled =
+      BatchPrior(Matrix((total + total_shift) / static_cast<double>(pooled_n)));
   Matrix prior = pooled.replicate(n_perms(), 1);
   for (int r = 0; r < n_perms(); ++r) {
     const int64_t m = before_n_ + shift_n_[r];
@@ -221,8 +221,8 @@ std::vector<Decision> Rotation::Decisions(
     diag.stop_calibrated = calibrated;
     if (return_prompts) {
       for (const auto& perm : diag.perms) {
-        diag.prompt_texts.push_back(reader.Text(states[s], listing_.question,
-                                                perm, listing_.labels));
+        diag.prompt_texts.push_back(
+            reader.Text(states[s], listing_.question, perm, listing_.labels));
       }
     }
     out.push_back(std::move(decision));
