@@ -7,22 +7,6 @@
 
 namespace mesa_anyjev::client {
 
-decision::DeciderOptions DeciderOptionsFromConfig(
-    const config::DeciderConfig& config) {
-  decision::DeciderOptions options;
-  // The config validator admits only the three names.
-  options.prior = decision::ParsePriorMode(config.prior)
-                      .value_or(decision::PriorMode::kBatch);
-  options.adaptive_shifts = config.adaptive_shifts;
-  if (config.max_permutations > 0) {
-    options.max_permutations = config.max_permutations;
-  }
-  // A head serves only its own key: any noul would route to any noul head
-  // otherwise (docs/reference.md, Exact-key levels).
-  options.auto_routes_reworded = false;
-  return options;
-}
-
 LocalProvider::LocalProvider(std::unique_ptr<Backend> backend,
                              ProviderInfo info,
                              decision::DeciderOptions options,
@@ -30,21 +14,34 @@ LocalProvider::LocalProvider(std::unique_ptr<Backend> backend,
     : backend_(std::move(backend)),
       counting_(backend_.get()),
       info_(std::move(info)),
-      fit_options_(options),
+      fit_options_(decision::ForFits(options)),
       decider_(&counting_, std::move(options)),
-      missing_(std::move(missing)) {
-  fit_options_.adaptive_shifts = false;
-}
+      missing_(std::move(missing)) {}
 
-absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideBatch(
-    const std::vector<std::string>& states, const decision::Question& question,
-    decision::Level level) {
+namespace {
+
+// One question's decisions by `decider`, keyed as the daemon's are for the
+// CLI: a head of another key never serves them.
+absl::StatusOr<std::vector<decision::Decision>> DecideOne(
+    decision::Decider& decider, const std::vector<std::string>& states,
+    const decision::Question& question, decision::Level level) {
   if (states.empty()) return std::vector<decision::Decision>{};
-  ASSIGN_OR_RETURN(auto decided, decider_.Decide(states, {question}, level));
+  decision::DecideOptions options;
+  options.exact_heads = true;
+  ASSIGN_OR_RETURN(auto decided,
+                   decider.Decide(states, {question}, level, options));
   std::vector<decision::Decision> out;
   out.reserve(decided.size());
   for (auto& row : decided) out.push_back(std::move(row.front()));
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideBatch(
+    const std::vector<std::string>& states, const decision::Question& question,
+    decision::Level level) {
+  return DecideOne(decider_, states, question, level);
 }
 
 absl::Status LocalProvider::ResetRunningPriors() {
@@ -76,12 +73,7 @@ absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideWith(
     decision::Level level) {
   decision::Decider scratch(&counting_, fit_options_);
   RETURN_IF_ERROR(scratch.artifacts().Load(artifacts).status());
-  if (states.empty()) return std::vector<decision::Decision>{};
-  ASSIGN_OR_RETURN(auto decided, scratch.Decide(states, {question}, level));
-  std::vector<decision::Decision> out;
-  out.reserve(decided.size());
-  for (auto& row : decided) out.push_back(std::move(row.front()));
-  return out;
+  return DecideOne(scratch, states, question, level);
 }
 
 absl::StatusOr<int> LocalProvider::LoadArtifacts(

@@ -15,14 +15,13 @@
 
 namespace mesa_anyjev::client {
 
-// The decider settings of config section `decider` (L0 by default, auto
-// resolved per exact question key).
-decision::DeciderOptions DeciderOptionsFromConfig(
-    const config::DeciderConfig& config);
-
 class LocalProvider : public Provider {
  public:
-  // `missing` reports the backend's missing-label count (nullptr: none).
+  // `options`: decision::DeciderOptionsFrom(config.decider). Every Decide
+  // serves L2 from a head of the question's own key only (exact_heads), as
+  // the CLI asks of the daemon: any noul would route to any noul head
+  // otherwise (docs/reference.md, Exact-key levels). `missing` reports the
+  // backend's missing-label count (nullptr: none).
   LocalProvider(std::unique_ptr<Backend> backend, ProviderInfo info,
                 decision::DeciderOptions options,
                 std::function<int64_t()> missing = nullptr);
@@ -54,9 +53,7 @@ class LocalProvider : public Provider {
   std::unique_ptr<Backend> backend_;
   CountingBackend counting_;
   ProviderInfo info_;
-  // The reference's fit_decider settings: the serving ones without adaptive
-  // shifts, so an L1 artifact freezes the prior it was fit with
-  // (docs/reference.md, Fits freeze their prior).
+  // Fits run without the rotation budget (decision::ForFits).
   decision::DeciderOptions fit_options_;
   decision::Decider decider_;
   std::function<int64_t()> missing_;

@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<LocalProvider>> MakeGateway(
   info.logprob_top_k = config.backend.logprobs;
   return std::make_unique<LocalProvider>(
       std::move(backend), std::move(info),
-      DeciderOptionsFromConfig(config.decider),
+      decision::DeciderOptionsFrom(config.decider),
       [gateway] { return gateway->missing_label_events(); });
 }
 
@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
     info.hidden_states = true;
     return std::make_unique<LocalProvider>(
         std::make_unique<FakeBackend>(), std::move(info),
-        DeciderOptionsFromConfig(config.decider));
+        decision::DeciderOptionsFrom(config.decider));
   }
   if (kind == "gateway") {
     return MakeGateway(config, config.backend.canonical_model);

@@ -15,6 +15,11 @@
 #include "common/decision/prompt_builder.h"
 #include "common/decision/running_priors.h"
 
+namespace mesa_anyjev::config {
+struct DecisionsConfig;
+struct DeciderConfig;
+}  // namespace mesa_anyjev::config
+
 namespace mesa_anyjev::decision {
 
 enum class PriorMode { kBatch, kContentFree, kNone };
@@ -53,6 +58,8 @@ struct DeciderOptions {
   bool auto_routes_reworded = true;
   // Prompts per backend call; larger requests are split.
   int max_prompts_per_call = 256;
+
+  bool operator==(const DeciderOptions&) const = default;
 };
 
 // Per-call overrides of DeciderOptions, and what to return.
@@ -77,6 +84,20 @@ struct DecideOptions {
   // is then a function of its arguments, whichever daemon serves it.
   PriorTable* carried_priors = nullptr;
 };
+
+// The decider a configuration describes: the daemon's from decisions.*, the
+// CLI's in-process one from decider.*. Both go through one mapping; a key
+// one section lacks takes the other section's default (decider.* has no
+// canonical_order or auto_routes_reworded, decisions.* no max_permutations),
+// so the two deciders are equal by construction until a key says otherwise.
+// The CLI keeps to exact keys per call instead (exact_heads), as it asks the
+// daemon to. The config validator has checked every value.
+DeciderOptions DeciderOptionsFrom(const config::DecisionsConfig& decisions);
+DeciderOptions DeciderOptionsFrom(const config::DeciderConfig& decider);
+// The decider fits run on: `serving` without the rotation budget, so an L1
+// artifact freezes the prior it was read with (a rotation's prior is per
+// shift over the states that read it).
+DeciderOptions ForFits(DeciderOptions serving);
 
 struct FitHeadOptions {
   std::vector<int> layers;  // absolute or negative; empty = default blocks
