@@ -32,27 +32,19 @@ double AnswerMass(const std::vector<std::vector<double>>& lps) {
   return Mean(masses);
 }
 
-// Every state under each shift of `listing` into `prompts`: [state][shift]
-// rows.
-std::vector<std::vector<size_t>> AddPrompts(
-    const PromptReader& reader, const std::vector<std::string>& states,
-    const Listing& listing, PromptRegistry* prompts) {
-  std::vector<std::vector<text::TokenId>> ids;
-  for (const auto& perm : listing.perms) {
-    ids.push_back(LabelIdsForPerm(listing.question, listing.labels.ids, perm));
+// `state` (index `s`) under each shift of `listing` into `prompts`, the
+// shifts' label ids in `ids`: its rows, by shift.
+std::vector<size_t> AddPrompts(
+    const PromptReader& reader, const std::string& state, size_t s,
+    const Listing& listing, const std::vector<std::vector<text::TokenId>>& ids,
+    PromptRegistry* prompts) {
+  std::vector<size_t> row;
+  for (int p = 0; p < listing.n_perms(); ++p) {
+    row.push_back(prompts->Add(reader.Render(state, listing.question,
+                                             listing.perms[p], listing.labels),
+                               ids[p], static_cast<int>(s)));
   }
-  std::vector<std::vector<size_t>> rows;
-  for (size_t s = 0; s < states.size(); ++s) {
-    std::vector<size_t> row;
-    for (int p = 0; p < listing.n_perms(); ++p) {
-      row.push_back(
-          prompts->Add(reader.Render(states[s], listing.question,
-                                     listing.perms[p], listing.labels),
-                       ids[p], static_cast<int>(s)));
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
+  return row;
 }
 
 }  // namespace
@@ -70,11 +62,26 @@ absl::StatusOr<std::vector<std::vector<ShiftReadout>>> ReadShifts(
     const PromptReader& reader, const std::vector<std::string>& states,
     const std::vector<Listing>& listings, bool keep_prompts,
     const CallControl& control) {
-  // rows[q][s][p] is the prompt of state s under shift p of listing q.
-  PromptRegistry prompts;
-  std::vector<std::vector<std::vector<size_t>>> rows;
+  // rows[q][s][p] is the prompt of state s under shift p of listing q. They
+  // go in state by state: a call cut at max_prompts_per_call then keeps a
+  // state's questions together, so its prefix is computed once.
+  std::vector<std::vector<std::vector<text::TokenId>>> ids;
   for (const Listing& listing : listings) {
-    rows.push_back(AddPrompts(reader, states, listing, &prompts));
+    std::vector<std::vector<text::TokenId>> per_shift;
+    for (const auto& perm : listing.perms) {
+      per_shift.push_back(
+          LabelIdsForPerm(listing.question, listing.labels.ids, perm));
+    }
+    ids.push_back(std::move(per_shift));
+  }
+  PromptRegistry prompts;
+  std::vector<std::vector<std::vector<size_t>>> rows(
+      listings.size(), std::vector<std::vector<size_t>>(states.size()));
+  for (size_t s = 0; s < states.size(); ++s) {
+    for (size_t q = 0; q < listings.size(); ++q) {
+      rows[q][s] =
+          AddPrompts(reader, states[s], s, listings[q], ids[q], &prompts);
+    }
   }
   ASSIGN_OR_RETURN(const auto logprobs, reader.Logprobs(prompts, control));
   std::vector<std::vector<ShiftReadout>> out;

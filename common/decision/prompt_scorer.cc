@@ -110,16 +110,6 @@ absl::StatusOr<std::vector<Group>> GroupPrompts(
   return groups;
 }
 
-// State-major: groups that share a beginning (one state's questions) go to
-// the backend together, so an engine finds the state still cached.
-void SortStateMajor(std::vector<Group>& groups) {
-  std::stable_sort(
-      groups.begin(), groups.end(), [](const Group& a, const Group& b) {
-        return std::lexicographical_compare(a.prefix.begin(), a.prefix.end(),
-                                            b.prefix.begin(), b.prefix.end());
-      });
-}
-
 // What a round sends: each group's prefix once, and every suffix.
 int64_t TokensSent(const std::vector<Group>& groups) {
   int64_t tokens = 0;
@@ -173,7 +163,6 @@ absl::StatusOr<Plan> PlanRound(const text::Tokenizer& tokenizer,
   ASSIGN_OR_RETURN(
       std::vector<Group> groups,
       GroupPrompts(tokenizer, prompts, label_ids, owners, control));
-  SortStateMajor(groups);
   if (control.budget != nullptr) {
     RETURN_IF_ERROR(control.budget->Charge(TokensSent(groups)));
   }

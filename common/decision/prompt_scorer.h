@@ -3,12 +3,13 @@
 // become one group, so the engine computes the prefix once. A prompt whose
 // prefix and suffix do not tokenise to the tokens of the whole text (a merge
 // across the cut) goes alone, as the reference's score_shared falls back to
-// the flat path. Groups go in order of their prefix tokens (a state's
-// questions together, so the engine's prefix cache still holds the state),
-// cut into calls of at most max_prompts_per_call prompts. A round is refused
-// when a prompt is over control.max_prompt_tokens (named by the state it
-// renders, when the caller says which) or the round would take
-// control.budget past its limit, and stops once the call should.
+// the flat path. Groups go in order of their first prompt, cut into calls of
+// at most max_prompts_per_call prompts: the caller lists a state's prompts
+// together, so a cut keeps them in one call, and the engine orders a call's
+// groups by prefix itself. A round is refused when a prompt is over
+// control.max_prompt_tokens (named by the state it renders, when the caller
+// says which) or the round would take control.budget past its limit, and
+// stops once the call should.
 #pragma once
 
 #include <string>

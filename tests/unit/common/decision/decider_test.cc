@@ -564,6 +564,26 @@ TEST_CASE("content-free probes are read in a call of their own, once",
   }
 }
 
+TEST_CASE("a call cut at max_prompts_per_call keeps a state's prompts together",
+          "[decision]") {
+  RecordingBackend backend;
+  DeciderOptions options;
+  options.max_prompts_per_call = 7;  // one state's 4 + 3 shifts
+  Decider decider(&backend, options);
+  const Question four = Topic();
+  const Question three = Topic({"genes", "proteins", "cells"});
+  REQUIRE(decider.Decide(PlainStates(3), {four, three}, Level::kL0).ok());
+  REQUIRE(backend.calls.size() == 3);
+  for (size_t c = 0; c < backend.calls.size(); ++c) {
+    INFO(c);
+    CHECK(backend.calls[c].size() == 7);
+    const std::string state = "State:\nRecord r" + std::to_string(c) + " ";
+    for (const std::string& prompt : backend.calls[c]) {
+      CHECK(absl::StrContains(prompt, state));
+    }
+  }
+}
+
 TEST_CASE("observe fits at 30, 60, 120", "[decision]") {
   FakeBackend fake;
   Decider decider(&fake);

@@ -81,8 +81,10 @@ TEST_CASE("prompt groups share prefixes and keep prompt order", "[decision]") {
   CHECK(backend.calls[0][0].prefix == *tok.Encode("Answer Yes or No."));
 }
 
-TEST_CASE("prompt groups go state-major, each prompt back in its place",
-          "[decision]") {
+TEST_CASE(
+    "prompt groups go in order of first appearance, each prompt back in "
+    "its place",
+    "[decision]") {
   Recording backend;
   const text::FakeTokenizer& tok =
       static_cast<const text::FakeTokenizer&>(backend.tokenizer());
@@ -98,18 +100,18 @@ TEST_CASE("prompt groups go state-major, each prompt back in its place",
   PromptScorer scorer(&backend, /*max_prompts_per_call=*/256);
   const auto lps = scorer.Logprobs(prompts, {ids, ids, ids, ids, ids}, {});
   REQUIRE(lps.ok());
-  // Groups sorted by their prefix tokens, ties in order of first appearance:
-  // "Answer Yes or No." < a's (shared, then alone) < b's.
+  // Not reordered (the engine orders a call's groups by prefix): b's shared
+  // group, a's, the lone prompt, a's alone.
   REQUIRE(backend.calls.size() == 1);
   const auto& call = backend.calls[0];
   REQUIRE(call.size() == 4);
-  CHECK(call[0].prefix == *tok.Encode("Answer Yes or No."));
+  CHECK(call[0].prefix == *tok.Encode(b));
+  CHECK(call[0].suffixes.size() == 2);
   CHECK(call[1].prefix == *tok.Encode(a));
   CHECK(call[1].suffixes.size() == 1);
-  CHECK(call[2].prefix == *tok.Encode(a));
-  CHECK(call[2].suffixes == std::vector<std::vector<text::TokenId>>{{}});
-  CHECK(call[3].prefix == *tok.Encode(b));
-  CHECK(call[3].suffixes.size() == 2);
+  CHECK(call[2].prefix == *tok.Encode("Answer Yes or No."));
+  CHECK(call[3].prefix == *tok.Encode(a));
+  CHECK(call[3].suffixes == std::vector<std::vector<text::TokenId>>{{}});
   REQUIRE(lps->size() == prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     INFO(i);
