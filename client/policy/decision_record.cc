@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/decision/py_json.h"
 #include "common/text/json_null.h"
+#include "common/util/enum_names.h"
 #include "common/util/hash.h"
 
 namespace mesa_anyjev::policy {
@@ -76,6 +77,12 @@ absl::StatusOr<RecordLevel> FromDecisionLevel(decision::Level level) {
   return level;
 }
 
+constexpr util::EnumName<Calibration> kCalibrationNames[] = {
+    {Calibration::kAnyjev, "anyjev"},
+    {Calibration::kTypesafe, "typesafe"},
+    {Calibration::kNone, "none"}};
+static_assert(util::NamesEvery(kCalibrationNames, Calibration::kNone));
+
 }  // namespace
 
 const char* RecordLevelName(RecordLevel level) {
@@ -98,25 +105,16 @@ int LevelRank(RecordLevel level) {
 }
 
 const char* CalibrationName(Calibration calibration) {
-  switch (calibration) {
-    case Calibration::kAnyjev:
-      return "anyjev";
-    case Calibration::kTypesafe:
-      return "typesafe";
-    case Calibration::kNone:
-      return "none";
-  }
-  return "?";
+  return util::NameIn(kCalibrationNames, calibration);
 }
 
 absl::StatusOr<Calibration> ParseCalibration(std::string_view name) {
-  for (Calibration c :
-       {Calibration::kAnyjev, Calibration::kTypesafe, Calibration::kNone}) {
-    if (name == CalibrationName(c)) return c;
+  if (auto calibration = util::ValueIn(kCalibrationNames, name)) {
+    return *calibration;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("calibration must be one of anyjev, typesafe, none; got \"",
-                   std::string(name), "\""));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "calibration must be one of ", util::NamesIn(kCalibrationNames, ", "),
+      "; got \"", std::string(name), "\""));
 }
 
 absl::StatusOr<RankedProbs> RankProbs(const std::vector<double>& probs) {
