@@ -11,8 +11,8 @@
 namespace mesa_anyjev::decision {
 namespace {
 
-config::Config Load(const std::vector<std::pair<std::string, std::string>>&
-                        flags) {
+config::Config Load(
+    const std::vector<std::pair<std::string, std::string>>& flags) {
   config::LoadOptions options;
   for (const auto& [key, value] : flags) {
     options.flags.push_back({key, value, "flag --" + key});
