@@ -193,10 +193,11 @@ struct BackendConfig {
   double timeout = 120.0;  // seconds per gateway request
 };
 
-// The CLI's decider: the level asked
-// for and the L0 settings of the decider that gateway and fake work runs on.
-// Its defaults are the daemon's (decisions.*) and decision::DeciderOptions',
-// so a question decides alike in process and through the daemon.
+// The CLI's decider: the level asked for and the L0 settings of the decider
+// that gateway and fake work runs on. It and decisions.* map to the
+// decider's options through one function (decision::DeciderOptionsFrom), a
+// key one section lacks taking the other's default, so a question decides
+// alike in process and through the daemon.
 // adaptive_shifts is off where the reference's config turns it on: a read
 // under the rotation budget cannot use an L1 calibration's frozen prior, so
 // every explicit L1 on a choice of K >= 3 would come back as L0
