@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status/retry_after.h"
 
 namespace mesa_anyjev::engine {
 namespace {
@@ -49,13 +50,15 @@ absl::Status JobQueue::TrySubmit(Job job) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
-      return absl::UnavailableError("the daemon is draining");
+      return WithRetryAfter(absl::UnavailableError("the daemon is draining"),
+                            kDrainingRetryAfter);
     }
     if (static_cast<int64_t>(queue_.size()) >= capacity_) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("queue full: ", capacity_,
-                       " calls already wait for the model "
-                       "(server.queue_capacity); retry later"));
+      return WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat(
+                                "queue full: ", capacity_,
+                                " calls already wait for the model "
+                                "(server.queue_capacity); retry later")),
+                            kQueueFullRetryAfter);
     }
     queue_.push_back(Queued{std::move(job), absl::Now()});
     // Under the lock, so the gauge can never end on a stale value.

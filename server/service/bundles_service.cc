@@ -217,7 +217,7 @@ grpc::ServerUnaryReactor* BundlesService::Run(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response, Method method, Work work) {
   const auto opened = OpenCall<Request, Response>(
-      metrics_, method, AdmitCall(*context, *auth_, *state_, metrics_),
+      context, metrics_, method, AdmitCall(*context, *auth_, *state_, metrics_),
       raw_request, raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/status/retry_after.h"
+
 namespace mesa_anyjev::service {
 
 absl::Status AdmitCall(const grpc::CallbackServerContext& context,
@@ -15,10 +17,14 @@ absl::Status AdmitCall(const grpc::CallbackServerContext& context,
   switch (state.get()) {
     case ServingState::kLoading:
       metrics->RecordRejected("loading");
-      return absl::UnavailableError("the model is still loading; retry later");
+      return WithRetryAfter(
+          absl::UnavailableError("the model is still loading; retry later"),
+          kLoadingRetryAfter);
     case ServingState::kDraining:
       metrics->RecordRejected("draining");
-      return absl::UnavailableError("the daemon is draining; retry elsewhere");
+      return WithRetryAfter(
+          absl::UnavailableError("the daemon is draining; retry elsewhere"),
+          kDrainingRetryAfter);
     case ServingState::kServing:
       break;
   }

@@ -151,7 +151,8 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::DecideRequest, v1::DecideResponse>(
-      metrics_, Method::kDecide, Admit(*context), raw_request, raw_response);
+      context, metrics_, Method::kDecide, Admit(*context), raw_request,
+      raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::DecideRequest& request = *opened.request;
@@ -218,7 +219,8 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::FitRequest, v1::FitResponse>(
-      metrics_, Method::kFit, Admit(*context), raw_request, raw_response);
+      context, metrics_, Method::kFit, Admit(*context), raw_request,
+      raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::FitRequest& request = *opened.request;
@@ -282,7 +284,7 @@ grpc::ServerUnaryReactor* DecisionsService::Inline(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response, metrics::Method method, Answer answer) {
   const auto opened = OpenCall<Request, Response>(
-      metrics_, method, Admit(*context), raw_request, raw_response);
+      context, metrics_, method, Admit(*context), raw_request, raw_response);
   if (opened.ok()) {
     opened.call->Complete(
         answer(*opened.admitted, *opened.request, opened.response));

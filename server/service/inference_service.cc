@@ -52,7 +52,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::GetModelInfoRequest, v1::ModelInfo>(
-      metrics_, Method::kGetModelInfo, Admit(*context), raw_request,
+      context, metrics_, Method::kGetModelInfo, Admit(*context), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   const Backend* model = opened.admitted;
@@ -68,7 +68,8 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::TokenizeRequest, v1::TokenizeResponse>(
-      metrics_, Method::kTokenize, Admit(*context), raw_request, raw_response);
+      context, metrics_, Method::kTokenize, Admit(*context), raw_request,
+      raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::TokenizeRequest& request = *opened.request;
@@ -88,7 +89,8 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::LogprobsRequest, v1::LogprobsResponse>(
-      metrics_, Method::kLogprobs, Admit(*context), raw_request, raw_response);
+      context, metrics_, Method::kLogprobs, Admit(*context), raw_request,
+      raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::LogprobsRequest& request = *opened.request;
@@ -131,8 +133,8 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     grpc::ByteBuffer* raw_response) {
   const auto opened =
       OpenCall<v1::HiddenStatesRequest, v1::HiddenStatesResponse>(
-          metrics_, Method::kHiddenStates, Admit(*context), raw_request,
-          raw_response);
+          context, metrics_, Method::kHiddenStates, Admit(*context),
+          raw_request, raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::HiddenStatesRequest& request = *opened.request;

@@ -3,13 +3,15 @@
 // caller's cancel into a flag the engine and the decision workers poll.
 // Our methods take the request as bytes (request_parse.h): Parse gives the
 // handler its typed request and response, owned by the call, and Complete
-// writes the response bytes.
+// writes the response bytes, and the trailer `grpc-retry-pushback-ms` when
+// the refusal says how long to wait (common/status/retry_after.h).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <variant>
@@ -17,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
+#include "common/status/retry_after.h"
 #include "server/metrics/metrics.h"
 #include "server/service/request_parse.h"
 #include "server/service/status_convert.h"
@@ -25,8 +28,12 @@ namespace mesa_anyjev::service {
 
 class UnaryCall final : public grpc::ServerUnaryReactor {
  public:
-  UnaryCall(metrics::ServerMetrics* metrics, metrics::Method method)
-      : metrics_(metrics), method_(method), start_(absl::Now()) {
+  UnaryCall(grpc::CallbackServerContext* context,
+            metrics::ServerMetrics* metrics, metrics::Method method)
+      : context_(context),
+        metrics_(metrics),
+        method_(method),
+        start_(absl::Now()) {
     metrics_->AddInflight(1);
   }
 
@@ -61,6 +68,11 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
       status = SerializeResponse(*response_, raw_response_);
     }
     metrics_->RecordRequest(method_, status.raw_code(), absl::Now() - start_);
+    if (const auto after = RetryAfter(status); after.has_value()) {
+      context_->AddTrailingMetadata(
+          "grpc-retry-pushback-ms",
+          std::to_string(absl::ToInt64Milliseconds(*after)));
+    }
     Finish(ToGrpcStatus(status));
   }
 
@@ -76,6 +88,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   const std::atomic<bool>* cancelled() const { return &cancelled_; }
 
  private:
+  grpc::CallbackServerContext* const context_;
   metrics::ServerMetrics* const metrics_;
   const metrics::Method method_;
   const absl::Time start_;
@@ -104,10 +117,11 @@ struct OpenedCall {
 // call counts in flight from here until gRPC is done with it.
 template <typename Request, typename Response, typename Admitted>
 OpenedCall<Request, Response, Admitted> OpenCall(
-    metrics::ServerMetrics* metrics, metrics::Method method,
-    absl::StatusOr<Admitted> admitted, const grpc::ByteBuffer* raw_request,
-    grpc::ByteBuffer* raw_response) {
-  OpenedCall<Request, Response, Admitted> out{new UnaryCall(metrics, method)};
+    grpc::CallbackServerContext* context, metrics::ServerMetrics* metrics,
+    metrics::Method method, absl::StatusOr<Admitted> admitted,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+  OpenedCall<Request, Response, Admitted> out{
+      new UnaryCall(context, metrics, method)};
   if (!admitted.ok()) {
     out.call->Complete(admitted.status());
     return out;
@@ -121,11 +135,11 @@ OpenedCall<Request, Response, Admitted> OpenCall(
 // The same where admission hands nothing over.
 template <typename Request, typename Response>
 OpenedCall<Request, Response, std::monostate> OpenCall(
-    metrics::ServerMetrics* metrics, metrics::Method method,
-    const absl::Status& admitted, const grpc::ByteBuffer* raw_request,
-    grpc::ByteBuffer* raw_response) {
+    grpc::CallbackServerContext* context, metrics::ServerMetrics* metrics,
+    metrics::Method method, const absl::Status& admitted,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   return OpenCall<Request, Response, std::monostate>(
-      metrics, method,
+      context, metrics, method,
       admitted.ok() ? absl::StatusOr<std::monostate>(std::monostate{})
                     : absl::StatusOr<std::monostate>(admitted),
       raw_request, raw_response);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status/retry_after.h"
 
 namespace mesa_anyjev::service {
 
@@ -19,12 +20,16 @@ WorkerPool::~WorkerPool() { Stop(); }
 absl::Status WorkerPool::TrySubmit(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
   if (stopping_) {
-    return absl::UnavailableError("the daemon is draining; retry elsewhere");
+    return WithRetryAfter(
+        absl::UnavailableError("the daemon is draining; retry elsewhere"),
+        kDrainingRetryAfter);
   }
   if (static_cast<int32_t>(queue_.size()) >= capacity_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("decision queue full (", capacity_,
-                     " calls waiting for a decision worker); retry later"));
+    return WithRetryAfter(
+        absl::ResourceExhaustedError(
+            absl::StrCat("decision queue full (", capacity_,
+                         " calls waiting for a decision worker); retry later")),
+        kQueueFullRetryAfter);
   }
   queue_.push_back(std::move(task));
   return absl::OkStatus();
