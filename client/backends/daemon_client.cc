@@ -170,6 +170,13 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
   out.limits.max_label_ids = limits.max_label_ids();
   out.limits.max_texts = limits.max_texts();
   out.limits.max_text_bytes = limits.max_text_bytes();
+  // 0 from a daemon older than these fields: keep the defaults it had.
+  if (limits.max_decide_states() > 0) {
+    out.limits.max_decide_states = limits.max_decide_states();
+    out.limits.max_decide_questions = limits.max_decide_questions();
+    out.limits.max_fit_states = limits.max_fit_states();
+    out.limits.max_decide_tokens = limits.max_decide_tokens();
+  }
   if (info.has_device_info()) {
     const v1::DeviceInfo& d = info.device_info();
     out.device = DeviceInfo{d.name(), d.compute_capability(), d.shared_memory(),

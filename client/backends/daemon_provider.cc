@@ -27,9 +27,9 @@ absl::StatusOr<std::unique_ptr<DaemonProvider>> DaemonProvider::Create(
   info.model = daemon->identity.name;
   info.max_choice_k = daemon->capabilities.max_choice_k;
   info.hidden_states = daemon->capabilities.hidden_states;
-  // The daemon refuses more states per Decide than its limit; the client
-  // splits under the default limit (GetModelInfo does not report it).
-  const int32_t max_states = config::LimitsConfig{}.max_decide_states;
+  // The daemon refuses more states per Decide than its limit: split under
+  // the limit it reports.
+  const int32_t max_states = daemon->limits.max_decide_states;
   return std::unique_ptr<DaemonProvider>(
       new DaemonProvider(std::move(client), *std::move(daemon), std::move(info),
                          max_states, config.client.priors == "run"));

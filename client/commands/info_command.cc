@@ -59,7 +59,11 @@ nlohmann::json ToJson(const DaemonInfo& info) {
             {"max_top_k", limits.max_top_k},
             {"max_label_ids", limits.max_label_ids},
             {"max_texts", limits.max_texts},
-            {"max_text_bytes", limits.max_text_bytes}}}};
+            {"max_text_bytes", limits.max_text_bytes},
+            {"max_decide_states", limits.max_decide_states},
+            {"max_decide_questions", limits.max_decide_questions},
+            {"max_fit_states", limits.max_fit_states},
+            {"max_decide_tokens", limits.max_decide_tokens}}}};
 }
 
 void PrintTable(const std::string& address, const DaemonInfo& info) {

@@ -253,6 +253,10 @@ void FillModelInfo(const ModelIdentity& identity,
   out->set_max_label_ids(limits.max_label_ids);
   out->set_max_texts(limits.max_texts);
   out->set_max_text_bytes(limits.max_text_bytes);
+  out->set_max_decide_states(limits.max_decide_states);
+  out->set_max_decide_questions(limits.max_decide_questions);
+  out->set_max_fit_states(limits.max_fit_states);
+  out->set_max_decide_tokens(limits.max_decide_tokens);
 }
 
 void FillDeviceInfo(const std::optional<DeviceInfo>& device,

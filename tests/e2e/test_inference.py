@@ -16,12 +16,14 @@ def test_model_info_and_cli_agree(daemon):
     assert (info.n_layers, info.hidden_size) == (4, 64)
     assert info.hidden_states and info.early_stop
     assert info.limits.max_top_k == 1000 and info.limits.max_groups == 64
+    assert info.limits.max_decide_states == 256 and info.limits.max_decide_questions == 32
     cli = run_cli("info", "--address", daemon.address, "--json")
     assert cli.returncode == 0, cli.stderr
     doc = json.loads(cli.stdout)
     assert doc["name"] == info.name and doc["identity"] == info.identity
     assert doc["n_layers"] == info.n_layers and doc["vocab_size"] == info.vocab_size
     assert doc["limits"]["max_prompt_tokens"] == info.limits.max_prompt_tokens
+    assert doc["limits"]["max_decide_states"] == info.limits.max_decide_states
     table = run_cli("info", "--address", daemon.address)
     assert table.returncode == 0 and info.identity in table.stdout and "hidden size" in table.stdout
 
