@@ -37,7 +37,8 @@ TEST_CASE("The wait survives RETURN_IF_ERROR and StatusOr", "[retry_after]") {
 
 TEST_CASE("No wait unless one was attached; OK stays plain", "[retry_after]") {
   CHECK_FALSE(RetryAfter(absl::InvalidArgumentError("bad")).has_value());
-  CHECK_FALSE(RetryAfter(absl::ResourceExhaustedError("too large")).has_value());
+  CHECK_FALSE(
+      RetryAfter(absl::ResourceExhaustedError("too large")).has_value());
   const absl::Status ok = WithRetryAfter(absl::OkStatus(), absl::Seconds(1));
   CHECK(ok.ok());
   CHECK_FALSE(RetryAfter(ok).has_value());
