@@ -33,6 +33,20 @@ class DaemonProvider : public Provider {
       const std::vector<std::string>& states,
       const decision::Question& question, decision::Level level,
       decision::Level require);
+  // One Decide, carry_priors with none in (docs/rpc.md "Carried priors").
+  absl::StatusOr<std::vector<std::vector<decision::Decision>>> DecideCall(
+      const std::vector<std::string>& states,
+      const std::vector<decision::Question>& questions,
+      decision::Level level) override;
+  // As DecideCall, refused (FAILED_PRECONDITION) below `require`.
+  absl::StatusOr<std::vector<std::vector<decision::Decision>>>
+  DecideCallRequiring(const std::vector<std::string>& states,
+                      const std::vector<decision::Question>& questions,
+                      decision::Level level,
+                      std::optional<decision::Level> require);
+  void EnableRetries(std::shared_ptr<const RetryRule> rule) override {
+    client_->EnableRetries(std::move(rule));
+  }
   absl::Status ResetRunningPriors() override;
   // Fit with dry_run and Decide with artifacts_json (docs/rpc.md): the
   // daemon's serving decider is not touched.

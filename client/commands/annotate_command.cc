@@ -26,6 +26,7 @@
 #include "client/commands/commands.h"
 #include "client/commands/level_advice.h"
 #include "client/commands/missing_labels.h"
+#include "client/commands/run_retries.h"
 #include "client/ui/progress.h"
 #include "client/ui/terminal.h"
 #include "common/decision/py_json.h"
@@ -250,6 +251,7 @@ int RunAnnotate(const config::Config& config,
         provider.status().message());
   }
   LoadPromotedBundle(config, (*provider)->info().kind, provider->get());
+  RetryDaemonCalls(**provider, "annotate");
   return AnnotateCards(*in, config, **provider, options);
 }
 

@@ -24,6 +24,7 @@
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/commands/missing_labels.h"
+#include "client/commands/run_retries.h"
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
 #include "client/ui/progress.h"
@@ -239,6 +240,7 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options) {
   }
   const ProviderInfo& info = (*provider)->info();
   LoadPromotedBundle(config, info.kind, provider->get());
+  RetryDaemonCalls(**provider, "bench run");
 
   std::vector<bench::CellCurves> curves;
   const Json tasks = RunTasks(**provider, *chosen, *run, &curves);

@@ -13,6 +13,7 @@
 #include "client/backends/provider.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
+#include "client/commands/run_retries.h"
 #include "client/learn/fit.h"
 #include "client/learn/label_ingest.h"
 #include "client/learn/label_store.h"
@@ -276,6 +277,7 @@ int RunLearnFit(const config::Config& config, const LearnOptions& options) {
     return Fail("fit", std::string(provider.status().message()),
                 absl::IsInvalidArgument(provider.status()) ? 2 : 1);
   }
+  RetryDaemonCalls(**provider, "learn fit");
   // One step per leave-one-card-out fold and one for the final fit.
   ui::Progress bar("folds", 1, ui::StderrIsTty(), std::cerr);
   learn::FitOptions fit;
