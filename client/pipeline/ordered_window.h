@@ -2,7 +2,9 @@
 // order read: how a pipeline run keeps several calls in flight (so the
 // daemon's engine packs full passes) yet writes its output in input order.
 // At most `window` items are read and not yet emitted, which bounds memory
-// whatever the input's length.
+// whatever the input's length. Reading has a thread of its own, so what is
+// done is emitted while the input (a pipe from a slow producer) has no next
+// item yet.
 #pragma once
 
 #include <deque>
@@ -14,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
@@ -29,8 +32,8 @@ struct OrderedSteps {
   // In the caller's thread, in the order read; an error stops the run (the
   // items in flight are waited for, not emitted).
   std::function<absl::Status(Item&)> emit;
-  // Called while waiting for the oldest item (every `tick_every`): a
-  // progress line can show what happens meanwhile (retries).
+  // Called while waiting (every `tick_every`): a progress line can show
+  // what happens meanwhile (retries).
   std::function<void()> tick;
   absl::Duration tick_every = absl::Milliseconds(500);
 };
@@ -43,38 +46,87 @@ absl::Status RunOrdered(int window, const OrderedSteps<Item>& steps) {
     absl::Notification done;
     std::thread thread;
   };
-  std::deque<std::unique_ptr<Slot>> slots;
-  absl::Status read_error, emit_error;
-  bool more = true;
-  for (;;) {
-    while (more && read_error.ok() && emit_error.ok() &&
-           static_cast<int>(slots.size()) < window) {
-      absl::StatusOr<std::optional<Item>> got = steps.next();
-      if (!got.ok()) {
-        read_error = got.status();
+  // Shared with the reader thread, which may outlive this call (below).
+  struct Shared {
+    absl::Mutex mu;
+    std::deque<std::shared_ptr<Slot>> slots ABSL_GUARDED_BY(mu);
+    bool stop ABSL_GUARDED_BY(mu) = false;
+    bool read_all ABSL_GUARDED_BY(mu) = false;
+    absl::Status read_error ABSL_GUARDED_BY(mu);
+    absl::Notification reader_done;
+  };
+  auto shared = std::make_shared<Shared>();
+  OrderedSteps<Item> own = steps;  // the reader may outlive the caller's
+  std::thread reader([shared, own, window] {
+    for (;;) {
+      {
+        absl::MutexLock lock(&shared->mu);
+        auto room = [&]() ABSL_SHARED_LOCKS_REQUIRED(shared->mu) {
+          return shared->stop ||
+                 static_cast<int>(shared->slots.size()) < window;
+        };
+        shared->mu.Await(absl::Condition(&room));
+        if (shared->stop) break;
+      }
+      absl::StatusOr<std::optional<Item>> got = own.next();
+      absl::MutexLock lock(&shared->mu);
+      if (shared->stop) break;  // the run ended while this was read
+      if (!got.ok() || !got->has_value()) {
+        if (!got.ok()) shared->read_error = got.status();
         break;
       }
-      if (!got->has_value()) {
-        more = false;
-        break;
-      }
-      auto slot = std::make_unique<Slot>(std::move(**got));
-      Slot* raw = slot.get();
-      raw->thread = std::thread([raw, &steps] {
-        steps.work(raw->item);
-        raw->done.Notify();
+      auto slot = std::make_shared<Slot>(std::move(**got));
+      slot->thread = std::thread([slot, work = own.work] {
+        work(slot->item);
+        slot->done.Notify();
       });
-      slots.push_back(std::move(slot));
+      shared->slots.push_back(std::move(slot));
     }
-    if (slots.empty()) return emit_error.ok() ? read_error : emit_error;
-    Slot& oldest = *slots.front();
-    while (!oldest.done.WaitForNotificationWithTimeout(steps.tick_every)) {
+    {
+      absl::MutexLock lock(&shared->mu);
+      shared->read_all = true;
+    }
+    shared->reader_done.Notify();
+  });
+
+  absl::Status emit_error;
+  for (;;) {
+    std::shared_ptr<Slot> oldest;
+    {
+      absl::MutexLock lock(&shared->mu);
+      auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(shared->mu) {
+        return !shared->slots.empty() || shared->read_all || shared->stop;
+      };
+      while (!shared->mu.AwaitWithTimeout(absl::Condition(&ready),
+                                          steps.tick_every)) {
+        if (steps.tick) steps.tick();
+      }
+      if (shared->slots.empty()) break;  // all emitted, or stopped
+      oldest = shared->slots.front();
+    }
+    while (!oldest->done.WaitForNotificationWithTimeout(steps.tick_every)) {
       if (steps.tick) steps.tick();
     }
-    oldest.thread.join();
-    if (emit_error.ok()) emit_error = steps.emit(oldest.item);
-    slots.pop_front();
+    oldest->thread.join();
+    if (emit_error.ok()) emit_error = steps.emit(oldest->item);
+    absl::MutexLock lock(&shared->mu);
+    shared->slots.pop_front();
+    if (!emit_error.ok()) shared->stop = true;
   }
+  absl::Status read_error;
+  {
+    absl::MutexLock lock(&shared->mu);
+    read_error = shared->read_error;
+  }
+  if (shared->reader_done.HasBeenNotified()) {
+    reader.join();
+  } else {
+    // Stopped by an emit error while the reader waits for input that may
+    // never come (an open pipe): the command ends with the error, the
+    // process with it.
+    reader.detach();
+  }
+  return emit_error.ok() ? read_error : emit_error;
 }
 
 }  // namespace mesa_anyjev::client::pipeline

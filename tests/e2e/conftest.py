@@ -69,10 +69,11 @@ class _RecordErrors(grpc.UnaryUnaryClientInterceptor):
 class Daemon:
     """One mesa-anyjevd process: started with port 0, port read back from
     --port-file, stderr kept for assertions. `binary`: another build's
-    daemon (the aarch64 one under qemu, `wrapper`) instead of MESA_ANYJEVD."""
+    daemon (the aarch64 one under qemu, `wrapper`) instead of MESA_ANYJEVD.
+    `listen`: a fixed address (a daemon restarted where the last one was)."""
 
     def __init__(self, tmp: Path, args=(), env=None, wait_serving=True, wrapper=(),
-                 start_timeout=30.0, binary=None):
+                 start_timeout=30.0, binary=None, listen="127.0.0.1:0"):
         self.tmp = tmp
         self.port_file = tmp / "port"
         self.metrics_port_file = tmp / "metrics-port"
@@ -84,7 +85,7 @@ class Daemon:
         full_env["XDG_STATE_HOME"] = str(tmp / "state")
         full_env.update(env or {})
         model = [] if "--model" in args else ["--model", "fake"]
-        cmd = [*wrapper, binary or DAEMON, *model, "--listen", "127.0.0.1:0",
+        cmd = [*wrapper, binary or DAEMON, *model, "--listen", listen,
                "--port-file", str(self.port_file),
                "--metrics-listen", "127.0.0.1:0",
                "--set", f"server.metrics_port_file={self.metrics_port_file}", *args]

@@ -1,0 +1,340 @@
+"""Issue 33: `mesa-anyjev decide --states-file - --out OUT` over thousands of
+states on real processes while the daemon drains and is replaced, is killed
+and restarted, refuses calls with a full queue, and while the CLI itself is
+killed and run again with --resume: every state once in OUT, and OUT equal
+to an uninterrupted run's, byte for byte on the fake model.
+
+The CLI reads its states from a pipe this test writes, so the CLI cannot
+finish before the test has done what it does mid-run: every kill and
+restart happens after an event (OUT holding so many lines, a daemon holding
+a call), never after a sleep."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, CLI_HOME, Daemon, metric
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+
+N = 2000
+QUESTIONS = ["--question", "term.fits", "--question", "column.aspect"]
+TOPICS = ["genes", "proteins", "cells", "viruses", "rainfall", "soil"]
+
+
+def state_lines(n):
+    return [json.dumps({"id": f"s{i}", "text": f"Column {i}: counts of {TOPICS[i % 6]} "
+                                                f"per plot, {i % 7} replicates"})
+            for i in range(n)]
+
+
+class Run:
+    """One `decide --out` process; its states come from `feed` (a pipe)
+    unless `states_file` is given."""
+
+    def __init__(self, tmp, address, out, *extra, states_file=None, name="cli",
+                 backend=("--backend", "hf")):
+        self.writer = None
+        self.err_path = tmp / f"{name}.err"
+        self.err = open(self.err_path, "w")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
+        env["HOME"] = CLI_HOME
+        address_args = ["--address", address] if address else []
+        args = [str(Path(CLI).resolve()), "decide", *backend, *address_args, "--level", "L0",
+                *QUESTIONS, "--states-file", str(states_file or "-"), "--out", str(out), *extra]
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL if states_file
+                                     else subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=self.err, env=env, text=True)
+
+    def feed(self, lines, close=False):
+        """Writes `lines` to the CLI's stdin from a thread of its own: the
+        CLI reads no further ahead than its calls in flight, so a pipe
+        written while the daemon is away stays full until it is back."""
+        def write():
+            try:
+                self.proc.stdin.write("".join(line + "\n" for line in lines))
+                self.proc.stdin.flush()
+                if close:
+                    self.proc.stdin.close()
+            except BrokenPipeError:
+                pass  # the CLI was killed; the test says what it expected
+        if self.writer is not None:
+            self.writer.join()
+        self.writer = threading.Thread(target=write, daemon=True)
+        self.writer.start()
+
+    def wait(self, timeout=300):
+        if self.writer is not None:
+            self.writer.join(timeout=timeout)
+        rc = self.proc.wait(timeout=timeout)
+        self.err.close()
+        return rc
+
+    def stderr(self):
+        if not self.err.closed:
+            self.err.flush()
+        return self.err_path.read_text()
+
+    def retries(self):
+        m = re.search(r"(\d+) retries", self.stderr())
+        assert m, self.stderr()
+        return int(m.group(1))
+
+
+def complete_lines(path):
+    text = path.read_text() if path.exists() else ""
+    return text.split("\n")[:-1]
+
+
+def wait_lines(path, n, run):
+    """Waits until OUT holds `n` complete lines (the CLI flushes span by
+    span); fails at once if the CLI exits first."""
+    while len(complete_lines(path)) < n:
+        assert run.proc.poll() is None, f"the run ended before {n} lines: {run.stderr()}"
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def states(tmp_path_factory):
+    lines = state_lines(N)
+    path = tmp_path_factory.mktemp("states") / "states.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return lines, path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, states):
+    """OUT of one uninterrupted run on a daemon nothing happens to."""
+    tmp = tmp_path_factory.mktemp("reference")
+    daemon = Daemon(tmp)
+    try:
+        out = tmp / "out.jsonl"
+        run = Run(tmp, daemon.address, out, states_file=states[1])
+        assert run.wait() == 0, run.stderr()
+        assert run.retries() == 0
+    finally:
+        daemon.stop()
+    lines = complete_lines(out)
+    assert [json.loads(line)["index"] for line in lines] == list(range(N))
+    return out.read_text()
+
+
+def test_the_daemon_drains_and_a_new_one_takes_its_address(start_daemon, tmp_path, states,
+                                                           reference):
+    lines, _ = states
+    old = start_daemon("--set", "model.fake_delay_s=0.02", name="old")
+    out = tmp_path / "out.jsonl"
+    run = Run(tmp_path, old.address, out)
+    run.feed(lines[:1000])
+    wait_lines(out, 300, run)
+    old.signal(signal.SIGTERM)
+    assert old.wait(timeout=60) == 0, old.output()  # the drain finished its calls
+    run.feed(lines[1000:], close=True)
+    start_daemon(name="new", listen=old.address)
+    assert run.wait() == 0, run.stderr()
+    assert out.read_text() == reference
+    assert run.retries() > 0
+
+
+def test_the_daemon_is_killed_and_restarted(start_daemon, tmp_path, states, reference):
+    lines, _ = states
+    # 0.3 s a model call: once the daemon holds a call, the kill cuts it.
+    first = start_daemon("--set", "model.fake_delay_s=0.3", name="first")
+    out = tmp_path / "out.jsonl"
+    run = Run(tmp_path, first.address, out)
+    run.feed(lines[:1000])
+    wait_lines(out, 128, run)
+    first.wait_metrics(lambda t: metric(t, "mesa_anyjev_inflight_requests") >= 1,
+                       "a call in flight")
+    first.proc.kill()
+    first.proc.wait()
+    run.feed(lines[1000:], close=True)
+    start_daemon(name="second", listen=first.address)
+    assert run.wait() == 0, run.stderr()
+    assert out.read_text() == reference
+    assert run.retries() > 0
+
+
+def test_a_full_queue_refuses_calls_and_they_are_sent_again(start_daemon, tmp_path, states,
+                                                            reference):
+    # One decision worker and room for one call waiting: two CLIs with 8
+    # calls in flight each are refused (RESOURCE_EXHAUSTED with pushback)
+    # most of the time they ask.
+    daemon = start_daemon("--set", "decisions.workers=1", "--set", "server.queue_capacity=1",
+                          "--set", "model.fake_delay_s=0.01")
+    runs = [Run(tmp_path, daemon.address, tmp_path / f"out{i}.jsonl", "--concurrency", "8",
+                states_file=states[1], name=f"cli{i}") for i in range(2)]
+    for run in runs:
+        assert run.wait() == 0, run.stderr()
+    for i in range(2):
+        assert (tmp_path / f"out{i}.jsonl").read_text() == reference
+    metrics = daemon.metrics()
+    refused = metric(metrics, "mesa_anyjev_requests_total", method="Decide",
+                     code="RESOURCE_EXHAUSTED")
+    assert refused > 0
+    assert sum(run.retries() for run in runs) >= refused
+
+
+def test_the_cli_is_killed_and_resumed(daemon, tmp_path, states, reference):
+    lines, path = states
+    out = tmp_path / "out.jsonl"
+    run = Run(tmp_path, daemon.address, out, name="killed")
+    run.feed(lines[:1200])
+    wait_lines(out, 500, run)
+    run.proc.kill()
+    run.wait()
+    kept = len(complete_lines(out))
+    assert 500 <= kept < N
+    with open(out, "a") as f:  # as if killed in the middle of a write
+        f.write('{"index": %d, "backend": "hf", "mod' % kept)
+    resumed = Run(tmp_path, daemon.address, out, "--resume", states_file=path, name="resumed")
+    assert resumed.wait() == 0, resumed.stderr()
+    assert "dropped the torn last line" in resumed.stderr()
+    assert f"{N} states in {out}" in resumed.stderr()
+    assert f"({N - kept} this run, {kept} kept)" in resumed.stderr()
+    assert out.read_text() == reference
+
+    # Resumed against another run's questions, level or input: exit 2, one
+    # line, OUT untouched.
+    def refused(*extra, states_file=path):
+        r = Run(tmp_path, daemon.address, out, "--resume", *extra, states_file=states_file,
+                name="mismatch")
+        assert r.wait() == 2
+        return r.stderr().strip()
+
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text("\n".join(lines[:7] + [json.dumps("another state")] + lines[8:]) + "\n")
+    said = refused(states_file=changed)
+    assert said == (f"mesa-anyjev decide: --resume: {out} line 8 answers another input than "
+                    f"{changed} line 8 (state 7): was the input changed?")
+    said = refused("--span", "32")
+    assert "\n" not in said and "--span 64; this run has 32" in said
+    r = Run(tmp_path, daemon.address, out, "--resume", "--question", "avu.keep",
+            states_file=path, name="questions")
+    assert r.wait() == 2 and "written for questions" in r.stderr()
+    assert out.read_text() == reference
+
+
+def test_refused_states_get_an_error_line_and_the_rest_is_decided(start_daemon, tmp_path):
+    daemon = start_daemon("--set", "limits.max_text_bytes=400")
+    lines = state_lines(300)
+    for i in (5, 70, 71, 299):
+        lines[i] = json.dumps({"id": f"long{i}", "text": "x" * 500})
+    path = tmp_path / "states.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    outs = []
+    for concurrency in ("1", "4"):
+        out = tmp_path / f"out{concurrency}.jsonl"
+        run = Run(tmp_path, daemon.address, out, "--concurrency", concurrency,
+                  states_file=path, name=f"c{concurrency}")
+        assert run.wait() == 0, run.stderr()
+        assert "4 refused states" in run.stderr()
+        outs.append(out.read_text())
+    assert outs[0] == outs[1]  # the same calls whatever the concurrency
+    got = [json.loads(line) for line in outs[0].splitlines()]
+    assert [g["index"] for g in got] == list(range(300))
+    for g in got:
+        if g["index"] in (5, 70, 71, 299):
+            assert "decisions" not in g and g["id"] == f"long{g['index']}"
+            assert g["error"] == {"code": "INVALID_ARGUMENT", "message":
+                                  f"states[{g['index']}].text: 500 bytes exceed "
+                                  "limits.max_text_bytes=400"}
+        else:
+            assert len(g["decisions"]) == 2 and "error" not in g
+
+
+def test_span_limits_and_flags(start_daemon, tmp_path, states):
+    daemon = start_daemon("--set", "limits.max_decide_states=32", "--set",
+                          "limits.max_decide_questions=1")
+    out = tmp_path / "out.jsonl"
+    run = Run(tmp_path, daemon.address, out, states_file=states[1], name="big")
+    assert run.wait() == 2
+    assert run.stderr().strip() == (
+        "mesa-anyjev decide: --span: 64 states exceed the daemon's "
+        "limits.max_decide_states=32 (one span is one call)")
+    assert not out.exists() or out.read_text() == ""
+    # Within the limits: two questions go in one call each per span.
+    small = tmp_path / "small.jsonl"
+    small.write_text("\n".join(state_lines(100)) + "\n")
+    run = Run(tmp_path, daemon.address, out, "--span", "32", states_file=small, name="ok")
+    assert run.wait() == 0, run.stderr()
+    assert len(complete_lines(out)) == 100
+    assert metric(daemon.metrics(), "mesa_anyjev_requests_total", method="Decide",
+                  code="OK") == 4 * 2
+    # Without --out: the flags of a pipeline run are refused.
+    r = subprocess.run([str(Path(CLI).resolve()), "decide", "--backend", "fake", "--question",
+                        "term.fits", "--states-file", str(small), "--resume"],
+                       capture_output=True, text=True, env={**os.environ, "HOME": CLI_HOME})
+    assert r.returncode == 2 and "go with --out OUT" in r.stderr
+    out.unlink()
+    out.write_text("")
+    run = Run(tmp_path, daemon.address, out, "--span", "32", states_file=small, name="again")
+    assert run.wait() == 0  # an empty OUT is a fresh one
+    run = Run(tmp_path, daemon.address, out, "--span", "32", states_file=small, name="exists")
+    assert run.wait() == 2 and "give --resume" in run.stderr()
+
+
+def test_the_fake_backend_in_process_resumes_too(tmp_path):
+    lines = state_lines(200)
+    path = tmp_path / "states.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    fake = ("--backend", "fake")
+    whole = tmp_path / "whole.jsonl"
+    run = Run(tmp_path, None, whole, "--span", "50", states_file=path, backend=fake)
+    assert run.wait() == 0, run.stderr()
+    out = tmp_path / "out.jsonl"
+    out.write_text("\n".join(whole.read_text().splitlines()[:77]) + "\n")
+    run = Run(tmp_path, None, out, "--span", "50", "--resume", states_file=path, backend=fake,
+              name="resumed")
+    assert run.wait() == 0, run.stderr()
+    assert "(123 this run, 77 kept)" in run.stderr()
+    assert out.read_text() == whole.read_text()
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from make_tiny_qwen3 import make
+    return make(tmp_path_factory.mktemp("pipeline") / "tiny-qwen3", tied=False)
+
+
+def probs(path):
+    return [[d["probs"] for d in json.loads(line)["decisions"]]
+            for line in complete_lines(path)]
+
+
+def test_a_qwen3_daemon_killed_mid_run_gives_the_uninterrupted_decisions(
+        start_daemon, tmp_path, checkpoint):
+    lines = state_lines(240)
+    path = tmp_path / "states.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    serve = ("--model", str(checkpoint), "--set", "model.name=tiny/qwen3")
+    hf = ("--backend", "hf", "--set", "backend.hf_model=tiny/qwen3")
+    first = start_daemon(*serve, name="first")
+    whole = tmp_path / "whole.jsonl"
+    run = Run(tmp_path, first.address, whole, "--span", "16", states_file=path, backend=hf,
+              name="whole")
+    assert run.wait() == 0, run.stderr()
+
+    out = tmp_path / "out.jsonl"
+    run = Run(tmp_path, first.address, out, "--span", "16", backend=hf, name="killed")
+    run.feed(lines[:120])
+    wait_lines(out, 48, run)
+    first.proc.kill()
+    first.proc.wait()
+    run.feed(lines[120:], close=True)
+    start_daemon(*serve, name="second", listen=first.address)
+    assert run.wait() == 0, run.stderr()
+    got, want = probs(out), probs(whole)
+    assert [json.loads(line)["index"] for line in complete_lines(out)] == list(range(240))
+    assert len(got) == len(want) == 240
+    worst = max(abs(a - b) for g, w in zip(got, want) for pg, pw in zip(g, w)
+                for a, b in zip(pg, pw))
+    assert worst <= 1e-6, worst
+    assert run.retries() > 0
