@@ -4,7 +4,9 @@ proto at session start (an independent client, not our C++ one)."""
 import atexit
 import json
 import os
+import pty
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -212,6 +214,30 @@ def run_cli(*args, env=None, timeout=60, cwd=None, input=None):
     full_env.update(env or {})
     return subprocess.run([str(Path(CLI).resolve()), *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=cwd, input=input)
+
+
+def run_on_a_tty(argv, env):
+    """The CLI with stderr on a pseudo-terminal: what a person sees."""
+    parent, child = pty.openpty()
+    full = {**os.environ, **env, "HOME": env.get("HOME", CLI_HOME)}
+    proc = subprocess.Popen([str(Path(CLI).resolve()), *argv], stdout=subprocess.PIPE,
+                            stderr=child, env=full)
+    os.close(child)
+    screen = b""
+    while True:
+        ready, _, _ = select.select([parent], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(parent, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+    out, _ = proc.communicate(timeout=300)
+    os.close(parent)
+    return proc.returncode, out.decode(), screen.decode(errors="replace")
 
 
 def metric(text, name, **labels) -> float:

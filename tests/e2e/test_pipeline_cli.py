@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI, CLI_HOME, Daemon, metric
+from conftest import CLI, CLI_HOME, Daemon, metric, run_on_a_tty
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
@@ -296,6 +296,27 @@ def test_the_fake_backend_in_process_resumes_too(tmp_path):
     assert run.wait() == 0, run.stderr()
     assert "(123 this run, 77 kept)" in run.stderr()
     assert out.read_text() == whole.read_text()
+
+
+def test_a_terminal_sees_progress_then_one_summary_line(tmp_path):
+    path = tmp_path / "states.jsonl"
+    path.write_text("\n".join(state_lines(300)) + "\n")
+    out = tmp_path / "out.jsonl"
+    code, stdout, screen = run_on_a_tty(
+        ["decide", "--backend", "fake", "--level", "L0", *QUESTIONS, "--states-file", str(path),
+         "--out", str(out), "--span", "50"], {})
+    assert code == 0, screen
+    assert stdout == ""  # the lines go to OUT
+    frames = [f.strip() for f in screen.split("\r") if "/300 states" in f]
+    counts = [int(re.search(r"\] (\d+)/300 states", f).group(1)) for f in frames]
+    assert counts and counts == sorted(counts) and counts[-1] == 300
+    assert all("retries 0" in f and "refused 0" in f for f in frames)
+    assert any("/s" in f or "s each" in f for f in frames)  # a rate
+    summary = screen.strip().splitlines()[-1].split("\r")[-1].strip()
+    assert re.fullmatch(rf"mesa-anyjev decide: 300 states in {re.escape(str(out))} \(300 this "
+                        r"run, 0 kept\), 600 decisions in [\d.]+ s \([\d.]+ decisions/s\), "
+                        r"0 retries, 0 refused states", summary), summary
+    assert len(complete_lines(out)) == 300
 
 
 @pytest.fixture(scope="module")
