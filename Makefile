@@ -102,6 +102,14 @@ bench-gateway: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd
 	@MESA_ANYJEVD=$(BUILD_DIR)/server/mesa-anyjevd $(PYTHON) bench/bench_gateway.py $(BENCH_ARGS)
 
+# A dataset-scale run through the Python client's decide_stream against the
+# same work sent as ideal full calls at once, side by side in one run on the
+# bench model: decisions/s and the passes' fill (docs/benchmarks.md).
+.PHONY: bench-pipeline
+bench-pipeline: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd
+	@MESA_ANYJEVD=$(BUILD_DIR)/server/mesa-anyjevd $(PYTHON) bench/bench_pipeline.py $(BENCH_ARGS)
+
 # Not in CI: the reliability plan's long runs (tests/stress: sustained load,
 # overload, a 16-call drain, a 10-minute soak, memcheck, connection abuse,
 # 200 SIGKILLs during promote) against
@@ -162,7 +170,7 @@ check-arm64: install-arm64
 	@bash scripts/check_arm64.sh $(ARM64_BUILD_DIR) $(BUILD_DIR) $(JOBS)
 
 # The container image (deploy/container/Containerfile; docs/build.md), with
-# podman as shared/spec/platform.md measured it here (runc, a base from
+# podman as the build machines run it (docs/build.md: runc, a base from
 # debootstrap; IMAGE_SUITE=trixie for Debian 13; overlay storage where the
 # kernel mounts it, else vfs: deploy/container/podman.sh). `image` compiles inside
 # the image (the torch wheel and a full build: long); `image-prebuilt` packs

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,20 +41,71 @@ def best_of(fn, repeat, device="cpu"):
     return min(times)
 
 
+class DumpServer:
+    """One qwen3_dump --serve process: one load, a request and its answer a
+    line each."""
+
+    def __init__(self, command):
+        self.errors = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([*command, "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.errors, text=True)
+
+    def ask(self, request):
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.errors.seek(0)
+            raise RuntimeError(f"qwen3_dump exited {self.proc.wait()}: "
+                               f"{self.errors.read().decode(errors='replace')[-4000:]}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return answer
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=600)
+        self.errors.close()
+
+
 class Ours:
-    """Times calls through qwen3_dump (a fresh process per measurement)."""
+    """Times calls through qwen3_dump: a fresh process per measurement, or
+    with `persistent` one process per prefix-cache setting for all of them
+    (the GPU check: an 8B load costs seconds). `overrides`: configuration
+    settings ("engine.cuda_graphs=true") passed as --set."""
 
     def __init__(self, dump, directory, threads=None, attention="sdpa", gemm="onednn",
-                 dtype="float32", device="cpu"):
+                 dtype="float32", device="cpu", persistent=False, overrides=()):
         self.dump, self.directory, self.threads = dump, directory, threads
         self.attention, self.gemm, self.dtype, self.device = attention, gemm, dtype, device
+        self.persistent, self.overrides, self.servers = persistent, list(overrides), {}
+
+    def command(self, *settings):
+        sets = [a for kv in [*self.overrides, *settings] for a in ("--set", kv)]
+        return [self.dump, str(self.directory), self.dtype, self.attention, self.device,
+                self.gemm, *sets]
+
+    def server(self, cache=True):
+        """The persistent process with the prefix cache on or off."""
+        if cache not in self.servers:
+            settings = [f"engine.prefix_caching={str(cache).lower()}"]
+            if self.threads:
+                settings.append(f"model.threads={self.threads}")
+            self.servers[cache] = DumpServer(self.command(*settings))
+        return self.servers[cache]
+
+    def close(self):
+        for server in self.servers.values():
+            server.close()
+        self.servers = {}
 
     def _run(self, request):
+        if self.persistent:
+            return self.server(request.pop("prefix_caching", True)).ask(request)
         if self.threads:
             request["threads"] = self.threads  # model.threads, as the daemon sets it
-        out = subprocess.run([self.dump, str(self.directory), self.dtype, self.attention,
-                              self.device, self.gemm],
-                             input=json.dumps(request),
+        out = subprocess.run(self.command(), input=json.dumps(request),
                              capture_output=True, text=True, timeout=3600)
         if out.returncode != 0:
             raise RuntimeError(out.stderr)
@@ -77,11 +129,19 @@ def backbone_params(model):
                if "embed" not in name and "lm_head" not in name)
 
 
+def counted(seconds, tokens, weight_reads=1, depth=1.0):
+    """What a timed figure computed, for the GPU check's ceilings: at least
+    `tokens` new tokens through `depth` of the blocks, reading the blocks'
+    weights at least `weight_reads` times (once per pass), in `seconds`."""
+    return {"seconds": seconds, "tokens": tokens, "weight_reads": weight_reads, "depth": depth}
+
+
 def compare(model, ours, n_layers, device="cpu", prefill_lengths=(128, 512, 2048),
             aten_peer=None, seed=0):
     """The issue-4 measurements, ours against `model` (transformers, loaded on
     `device` in the dtype ours runs), in one run. Returns table rows
-    (name, ours, peer, ratio, target) and ours' prefill tokens/s at 512."""
+    (name, ours, peer, ratio, target, {"ours": counted, "peer": counted})
+    and ours' prefill tokens/s at 512."""
     rng = np.random.default_rng(seed)
     tok = lambda k: rng.integers(0, 151000, size=k).tolist()  # noqa: E731
     rows = []
@@ -105,7 +165,8 @@ def compare(model, ours, n_layers, device="cpu", prefill_lengths=(128, 512, 2048
         plain = aten_peer.seconds(call, cache=False) if aten_peer is not None else mine
         name = "both on at::linear" if aten_peer is not None else "ours against transformers"
         rows.append((f"prefill {t} tokens, {name} (tokens/s)", t / plain, t / theirs,
-                     theirs / plain, ">= 1.2"))
+                     theirs / plain, ">= 1.2",
+                     {"ours": counted(plain, t), "peer": counted(theirs, t)}))
         if t == 512:
             tokens_per_s_512 = t / mine
             if aten_peer is not None:
@@ -126,7 +187,8 @@ def compare(model, ours, n_layers, device="cpu", prefill_lengths=(128, 512, 2048
     mine = ours.seconds([{"groups": [{"prefix": state, "suffixes": suffixes}],
                           "label_ids": LABELS}], cache=False)
     rows.append(("L0 decision, 5 shifts over 400 tokens (decisions/s)", 1 / mine, 1 / theirs,
-                 theirs / mine, ">= 4"))
+                 theirs / mine, ">= 4",
+                 {"ours": counted(mine, 400 + 5 * 24), "peer": counted(theirs, 5 * 424)}))
 
     # The same with transformers sharing the prefix too: its cache expanded
     # over the 5 suffixes, as anyjev's score_shared does.
@@ -142,7 +204,9 @@ def compare(model, ours, n_layers, device="cpu", prefill_lengths=(128, 512, 2048
 
     theirs_shared = best_of(hf_l0_shared, 3, device)
     rows.append(("L0 decision, transformers also sharing the prefix (decisions/s)", 1 / mine,
-                 1 / theirs_shared, theirs_shared / mine, "-"))
+                 1 / theirs_shared, theirs_shared / mine, "-",
+                 {"ours": counted(mine, 400 + 5 * 24),
+                  "peer": counted(theirs_shared, 400 + 5 * 24, weight_reads=2)}))
 
     # 3. L2: hidden state at block round(2n/3) against our own full forward
     # (every block, the final norm and lm_head: what a logprobs read costs),
@@ -152,17 +216,22 @@ def compare(model, ours, n_layers, device="cpu", prefill_lengths=(128, 512, 2048
     early = ours.seconds([{"prompts": prompt, "layers": [block]}], cache=False)
     full = ours.seconds([{"prompts": prompt, "label_ids": LABELS}], cache=False)
     last = ours.seconds([{"prompts": prompt, "layers": [n_layers]}], cache=False)
+    depth = block / n_layers
     rows.append((f"L2 state at block {block}/{n_layers} vs full forward (time ratio)", early, full,
-                 early / full, "<= 0.70"))
+                 early / full, "<= 0.70",
+                 {"ours": counted(early, 424, depth=depth), "peer": counted(full, 424)}))
     rows.append((f"L2 state at block {block}/{n_layers} vs hidden state {n_layers} (time ratio)",
-                 early, last, early / last, "-"))
+                 early, last, early / last, "-",
+                 {"ours": counted(early, 424, depth=depth), "peer": counted(last, 424)}))
     # L2 over 32 states: hidden states at the block against the L0 depth
     # (logprobs), each in passes of the whole batch.
     states = [{"prompts": [tok(400) for _ in range(32)]}]
     early32 = ours.seconds([{**states[0], "layers": [block]}], cache=False, repeat=1)
     full32 = ours.seconds([{**states[0], "label_ids": LABELS}], cache=False, repeat=1)
     rows.append((f"L2 over 32 states at block {block}/{n_layers} vs the L0 depth (time ratio)",
-                 early32, full32, early32 / full32, "<= 0.70"))
+                 early32, full32, early32 / full32, "<= 0.70",
+                 {"ours": counted(early32, 32 * 400, depth=depth),
+                  "peer": counted(full32, 32 * 400)}))
 
     # 4. 17 questions over one 400-token state, with the prefix cache against
     # without. Each pass asks about a new state: the cache starts with no
@@ -175,8 +244,11 @@ def compare(model, ours, n_layers, device="cpu", prefill_lengths=(128, 512, 2048
     passes = [questions_pass() for _ in range(3)]
     cached = ours.seconds(passes=passes, cache=True)
     uncached = ours.seconds(passes=passes, cache=False)
+    # Each question is a call of its own: a pass, a weight read, each.
     rows.append(("17 questions over one state, cache vs none (time ratio)", cached, uncached,
-                 uncached / cached, ">= 3"))
+                 uncached / cached, ">= 3",
+                 {"ours": counted(cached, 400 + 17 * 76, weight_reads=17),
+                  "peer": counted(uncached, 17 * 476, weight_reads=17)}))
     return rows, tokens_per_s_512
 
 

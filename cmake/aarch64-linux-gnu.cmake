@@ -1,6 +1,6 @@
 # Cross-compiling for linux/arm64 (the GB10) on an x86_64 Debian host with
 # Debian's cross toolchain and multiarch arm64 libraries (scripts/install.sh
-# --arm64; shared/spec/platform.md section 3). `make check-arm64` uses it.
+# --arm64; docs/build.md). `make check-arm64` uses it.
 # Programs run at build time (protoc, grpc_cpp_plugin) are the host's;
 # target programs (test discovery, ctest) run under qemu-user.
 set(CMAKE_SYSTEM_NAME Linux)

@@ -1,7 +1,5 @@
 #include "common/backend.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
@@ -18,22 +16,7 @@ absl::Status TokenBudget::Charge(int64_t tokens) {
   return absl::OkStatus();
 }
 
-namespace {
-
-bool EveryPartStopped(const std::vector<CallPart>& parts, absl::Time now) {
-  return !parts.empty() &&
-         std::all_of(parts.begin(), parts.end(),
-                     [now](const CallPart& p) { return p.ShouldStop(now); });
-}
-
-}  // namespace
-
-bool CallControl::ShouldStop(absl::Time now) const {
-  return CallPart{0, deadline, cancelled}.ShouldStop(now) ||
-         EveryPartStopped(parts, now);
-}
-
-absl::Status CallPart::StopStatus(absl::Time now, const char* where) const {
+absl::Status Caller::StopStatus(absl::Time now, const char* where) const {
   if (Cancelled()) {
     return absl::CancelledError(absl::StrCat(where, ": the caller cancelled"));
   }
@@ -42,19 +25,6 @@ absl::Status CallPart::StopStatus(absl::Time now, const char* where) const {
         absl::StrCat(where, ": the call's deadline passed"));
   }
   return absl::OkStatus();
-}
-
-absl::Status CallControl::StopStatus(absl::Time now, const char* where) const {
-  const CallPart self{0, deadline, cancelled};
-  RETURN_IF_ERROR(self.StopStatus(now, where));
-  if (!EveryPartStopped(parts, now)) return absl::OkStatus();
-  const bool all_late =
-      std::none_of(parts.begin(), parts.end(),
-                   [](const CallPart& p) { return p.Cancelled(); });
-  return all_late ? absl::DeadlineExceededError(
-                        absl::StrCat(where, ": every caller's deadline passed"))
-                  : absl::CancelledError(absl::StrCat(
-                        where, ": every caller of the merged call stopped"));
 }
 
 namespace {

@@ -1,7 +1,8 @@
-// The Backend seam (architecture.md section 3): what the decision code needs
-// from a model and nothing more. Implementations: the fake model (common/),
-// the daemon's local Qwen3 (server/), the CLI's daemon proxy, the gateway and
-// the composite (client/).
+// The Backend seam: what the decision code needs from a model and nothing
+// more, so that it runs unchanged over every model it can be given.
+// Implementations: the fake model (common/), the daemon's local Qwen3
+// (server/), the CLI's daemon proxy, the gateway and the composite
+// (client/).
 #pragma once
 
 #include <atomic>
@@ -73,12 +74,12 @@ struct DeviceInfo {
   std::string runtime_cuda;
 };
 
-// One caller's share of a merged call: groups from `first_group` up to the
-// next part's, with that caller's deadline and cancellation.
-struct CallPart {
-  size_t first_group = 0;
+// Who waits for a call's answer: its deadline and cancel flag, and the one
+// rule for a caller that stopped waiting, wherever it is found stopped (the
+// queue, the forward, a merged call's member).
+struct Caller {
   absl::Time deadline = absl::InfiniteFuture();
-  const std::atomic<bool>* cancelled = nullptr;
+  const std::atomic<bool>* cancelled = nullptr;  // the caller's own
 
   bool Cancelled() const {
     return cancelled != nullptr && cancelled->load(std::memory_order_relaxed);
@@ -86,10 +87,8 @@ struct CallPart {
   bool ShouldStop(absl::Time now) const {
     return now >= deadline || Cancelled();
   }
-  // The one rule for a stopped caller, wherever it is found stopped (the
-  // queue, the engine, a merged call's member): CANCELLED when it cancelled,
-  // else DEADLINE_EXCEEDED once its deadline passed ("<where>: ..."); OK
-  // while it waits.
+  // CANCELLED when it cancelled, else DEADLINE_EXCEEDED once its deadline
+  // passed ("<where>: ..."); OK while it waits.
   absl::Status StopStatus(absl::Time now, const char* where) const;
 };
 
@@ -116,18 +115,13 @@ struct CallControl {
   // The caller's mesa-anyjev-affinity key: a router passes it on with its
   // own calls to a pool of daemons, so they follow the caller's routing.
   std::string affinity;
-  // Set when several callers' groups run as one call: a backend may drop a
-  // part whose caller stopped and go on with the others (its results are
-  // then unspecified; the caller answers with its own status).
-  std::vector<CallPart> parts;
 
-  // True once the call's own deadline or cancel says so, or, for a merged
-  // call, once every part's caller has stopped (nobody needs the rest).
-  bool ShouldStop(absl::Time now) const;
-  // CallPart::StopStatus for the call itself; for a merged call whose
-  // callers all stopped, DEADLINE_EXCEEDED when every one of them ran out of
-  // time and CANCELLED otherwise. OK before ShouldStop.
-  absl::Status StopStatus(absl::Time now, const char* where) const;
+  Caller caller() const { return {deadline, cancelled}; }
+  // Caller::ShouldStop and Caller::StopStatus for the call's caller.
+  bool ShouldStop(absl::Time now) const { return caller().ShouldStop(now); }
+  absl::Status StopStatus(absl::Time now, const char* where) const {
+    return caller().StopStatus(now, where);
+  }
 };
 
 // Hidden states at the last position: values[(p * layers + l) * hidden + h]
@@ -214,9 +208,9 @@ class ForwardingBackend : public Backend {
   Backend* const inner_;
 };
 
-// The labels every served model must read as one token each
-// (reference-system.md 5.8), and that the two halves of a composite must
-// give the same ids: A..Z, Yes, No, 1..9.
+// The labels every served model must read as one token each, since a
+// label's logprob is read at one position, and that the two halves of a
+// composite must give the same ids: A..Z, Yes, No, 1..9.
 std::vector<std::string> CheckedLabels();
 
 // FAILED_PRECONDITION naming the labels of CheckedLabels() whose ids under

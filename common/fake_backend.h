@@ -1,5 +1,6 @@
 // The fake model: a deterministic, in-process Backend with no weights, used by
-// CI and demos (reference-system.md section 5.5). It decodes each prompt,
+// CI and demos, the reference's fake model made deterministic in C++ so the
+// CLI, the daemon and the parity tests share it. It decodes each prompt,
 // parses the AnyJev readout text (state, option lines or the Yes/No line) and
 // scores options with the reference's default_fake_content plus a position
 // bias, so decisions, L0 debiasing, L1 calibration and L2 heads all have
@@ -44,7 +45,8 @@ FakePrompt ParseFakePrompt(std::string_view text);
 // True for AnyJev's content-free probe states: "N/A", "" and "[MASK]".
 bool IsContentFreeProbe(std::string_view state);
 
-// The reference's default_fake_content(state, option), exactly (section 5.5):
+// The reference's default_fake_content(state, option), exactly, so fake
+// decisions match anyjev's fake backend to the last bit:
 // an MD5 jitter in [-0.2, 0.2), plus for "Yes"/"No" the candidate/column word
 // overlap rule, and for any other option 1.0 when its head word occurs in the
 // lower-cased state. Lower-casing follows Python's str.lower() for ASCII,

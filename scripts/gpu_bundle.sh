@@ -4,8 +4,9 @@
 #
 #   scripts/gpu_bundle.sh BUILD_DIR OUT_FILE
 #
-# - mesa-anyjevd and qwen3_dump built for CUDA (sm_90) against the torch of
-#   the host-like environment (scripts/gpu-host-requirements.txt: the host's
+# - mesa-anyjevd, qwen3_dump and kernel_check (our CUDA kernels against
+#   their CPU reference) built for CUDA (sm_90) against the torch of the
+#   host-like environment (scripts/gpu-host-requirements.txt: the host's
 #   torch 2.11.0+cu130), RPATH removed: on arrival they find libtorch through
 #   the host's own torch, as tests/gpu/run.sh sets the library path;
 # - the shared libraries they load that the image lacks, found by the loader
@@ -45,12 +46,13 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" \
   -DTORCH_CUDA_ARCH_LIST=9.0 \
   -DMESA_ANYJEV_PYTHON="$HOST_PY" >/dev/null
-cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target mesa-anyjevd qwen3_dump
+cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target mesa-anyjevd qwen3_dump kernel_check
 
 STAGE="$BUILD_DIR/gpu-bundle"
 rm -rf "$STAGE"
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/wheels"
-BINARIES=("$BUILD_DIR/server/mesa-anyjevd" "$BUILD_DIR/tests/qwen3_dump")
+BINARIES=("$BUILD_DIR/server/mesa-anyjevd" "$BUILD_DIR/tests/qwen3_dump"
+  "$BUILD_DIR/tests/kernel_check")
 for b in "${BINARIES[@]}"; do
   cp "$b" "$STAGE/bin/"
 done

@@ -53,8 +53,8 @@ DEB_PACKAGES=(
   libcurl4-openssl-dev libssl-dev openssl python3-venv python3-dev curl
 )
 # Testing (the full install): lint, fuzzing, memcheck, the servers the
-# e2e tests start, and podman for the container image test (shared/spec/
-# platform.md section 2; tini is the image's init).
+# e2e tests start, and podman for the container image test (docs/build.md;
+# tini is the image's init).
 [ "$CORE" -eq 1 ] || DEB_PACKAGES+=(
   clang-format clang "$CLANG_RT" valgrind prometheus systemd nginx
   podman buildah debootstrap runc tini

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/install.sh --arm64 (issue 26): what `make check-arm64` adds to the
 # core install to cross-build for linux/arm64 and run the result under
-# qemu-user (shared/spec/platform.md section 3). Never part of the default
+# qemu-user (docs/build.md). Never part of the default
 # install: it adds a foreign architecture to dpkg, which upgrades ~21 amd64
 # shared libraries in place so both architectures carry one version.
 # Safe to run again: each step checks first (seconds when nothing is missing).

@@ -1,6 +1,7 @@
 // One decide_batch of the annotate graph: states rendered as the reference
 // renders dict states, the reference's capability rule, the batch's missing
-// labels, and records built as the AnyJev provider builds them (7.2).
+// labels, and records built as the reference's AnyJev provider builds them
+// (DecisionRecord::FromDecision).
 #pragma once
 
 #include <functional>

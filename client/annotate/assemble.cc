@@ -21,13 +21,14 @@ bool Writes(Outcome outcome) {
 DecisionPlace AvuPlace(const Proposal& p) {
   DecisionPlace place;
   place.scope = "avu";
-  place.column_name = p.column_name;  // the proposal's own (spec 12.1 fixed)
+  place.column_name = p.column_name;  // the proposal's own, not a stale one
   place.site_code = p.site_code;
   place.group_id = p.group_id;
   return place;
 }
 
-// Q7 for one proposal: the value kind by rule (D12) or, for a column
+// Q7 for one proposal: the value kind by rule (docs/reference.md, Value kind
+// by rule first) or, for a column
 // without one, by avu.value_kind; then the value and the AVU.
 absl::Status AssembleOne(RunContext& ctx, Proposal* p) {
   const cards::ColumnInfo* column = nullptr;
@@ -83,7 +84,8 @@ absl::StatusOr<Assembled> AssembleAvus(RunContext& ctx,
                                        std::vector<Proposal> rejected,
                                        const std::string& run_id) {
   // Q7 and dedup on the exact (attribute, value, unit) triple: a later
-  // duplicate is rejected but keeps its link, pointing at the first (B12).
+  // duplicate is rejected but keeps its link, pointing at the first, so the
+  // run record still shows why it was dropped.
   std::vector<Proposal> unique;
   for (Proposal& p : proposals) {
     absl::Status built = AssembleOne(ctx, &p);

@@ -1,4 +1,4 @@
-// The AVU end of the annotate graph (reference-system.md 7.5): Q7 the value
+// The AVU end of the annotate graph (docs/annotate.md): Q7 the value
 // kind and AVU per proposal, dedup on the exact triple, Q8 avu.keep over the
 // unique AVUs, the max_avus cap by keep probability, and one link per kept
 // or rejected proposal.

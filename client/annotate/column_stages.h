@@ -1,4 +1,4 @@
-// The column stages of the annotate graph (reference-system.md 7.5): Q1
+// The column stages of the annotate graph (docs/annotate.md): Q1
 // column.annotate (identifiers by rule, the rest in one live batch), Q2
 // column.aspect (top-2 fan-out below threshold) and Q3 the ontologies per
 // (column, aspect): unit -> uo by rule, the column.ontology choice masked to

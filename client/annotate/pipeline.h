@@ -1,4 +1,4 @@
-// `annotate` for one card (reference-system.md 7.5): the static plan, then
+// `annotate` for one card (docs/annotate.md): the static plan, then
 // Q0 dataset.ontology_applies (audit only), Q1-Q3 per column, term.fits
 // groups per (column, ontology), per site and for the dataset's taxa,
 // specificity, Q7 value kinds and AVUs, dedup, Q8 avu.keep and the max_avus
@@ -41,7 +41,7 @@ struct AnnotateOptions {
 inline constexpr char kNoCandidatesNotice[] =
     "no --candidates file: term.fits, avu.value_kind and avu.keep skipped";
 
-// One run. The provider's running priors are reset first (A6), so two runs
+// One run. The provider's running priors are reset first, so two runs
 // on one card give the same decisions. Errors: FAILED_PRECONDITION when the
 // level cannot be served (naming the question and what is missing),
 // NOT_FOUND for an unknown policy profile, else the provider's error.

@@ -1,5 +1,5 @@
 // A proposal (a ranked term that may become an AVU) and the AVU link each
-// kept or rejected proposal gets (reference-system.md 7.5).
+// kept or rejected proposal gets (docs/annotate.md).
 #pragma once
 
 #include <optional>

@@ -103,7 +103,7 @@ Proposal MakeProposal(const RankTarget& target, const cards::Candidate& c,
   return p;
 }
 
-// Specificity (Q4b, D26): the best child replaces `winner` iff its outcome
+// Specificity (Q4b): the best child replaces `winner` iff its outcome
 // writes and p_child >= p_parent + specificity_delta. Children the file did
 // not record (or that are all the winner itself) leave the parent standing.
 absl::Status Specify(RunContext& ctx, const RankTarget& target,

@@ -1,4 +1,4 @@
-// _rank_group and the specificity step (reference-system.md 7.5): one
+// _rank_group and the specificity step (docs/annotate.md): one
 // term.fits batch over a group's candidates, the top keep_top by p_true with
 // the group-margin demotion of auto, and, for a winner with children, one
 // more batch over its children that may replace it by a more specific term.

@@ -1,4 +1,4 @@
-// The run's bookkeeping (reference-system.md 7.5 "Recorder", 7.6): every
+// The run's bookkeeping (docs/annotate.md, What a run records): every
 // decision gets the next seq, its place in the run (scope, column or site,
 // group, parent) and an outcome; candidate rankings are groups. This is what
 // the reference writes to its provenance sidecar; here it stays in memory

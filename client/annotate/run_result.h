@@ -1,4 +1,4 @@
-// The result of one annotate run (reference-system.md 3.3, 7.5, 7.6): what
+// The result of one annotate run (docs/annotate.md): what
 // was decided and proposed, and its three renderings: the CLI's stdout
 // lines, the --out evaluation result (neon-avu-eval's shape) and the whole
 // run record (--json), which stands in for the reference's provenance rows.
@@ -65,7 +65,7 @@ std::vector<std::string> ProposalLines(const RunResult& run);
 // missing_labels, seconds, outcomes, skipped.
 nlohmann::ordered_json EvalResult(const RunResult& run);
 
-// The whole run: the envelope of 7.6, the plan and audit, every decision,
+// The whole run: the run's envelope, the plan and audit, every decision,
 // group, proposal, rejection and link, and the eval result's counts.
 nlohmann::ordered_json RunRecord(const RunResult& run);
 

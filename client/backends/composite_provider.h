@@ -1,4 +1,4 @@
-// The composite provider (reference-system.md 5.7, D20): raw, L0 and L1 read
+// The composite provider (docs/cli.md): raw, L0 and L1 read
 // the gateway's logprobs through a decider here; L2 goes to the daemon,
 // whose heads read its local model's hidden states. auto serves L2 where
 // the daemon has a head for the question, else the gateway's best of L1

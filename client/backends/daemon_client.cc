@@ -257,8 +257,8 @@ DaemonClient::Decide(const std::vector<std::string>& states,
     ToProto(question, request.add_questions());
   }
   request.set_level(decision::LevelName(level));
-  // The reference's provider refuses route() (A1): its records name the
-  // level of this exact key, so a reworded head never serves them.
+  // Records name the level of this exact key, so a reworded head never
+  // serves them (docs/reference.md, Exact-key levels).
   request.mutable_options()->set_exact_heads(true);
   if (require.has_value()) request.set_require(decision::LevelName(*require));
   if (scratch_artifacts != nullptr) {

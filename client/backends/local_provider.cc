@@ -18,7 +18,7 @@ decision::DeciderOptions DeciderOptionsFromConfig(
     options.max_permutations = config.max_permutations;
   }
   // A head serves only its own key: any noul would route to any noul head
-  // otherwise (reference-system.md 7.2, A1).
+  // otherwise (docs/reference.md, Exact-key levels).
   options.auto_routes_reworded = false;
   return options;
 }

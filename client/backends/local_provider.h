@@ -15,8 +15,8 @@
 
 namespace mesa_anyjev::client {
 
-// The decider settings of config section `decider` (reference-system.md 7.2:
-// L0 by default, auto resolved per exact question key).
+// The decider settings of config section `decider` (L0 by default, auto
+// resolved per exact question key).
 decision::DeciderOptions DeciderOptionsFromConfig(
     const config::DeciderConfig& config);
 
@@ -59,7 +59,8 @@ class LocalProvider : public Provider {
   CountingBackend counting_;
   ProviderInfo info_;
   // The reference's fit_decider settings: the serving ones without adaptive
-  // shifts, so an L1 artifact freezes the prior it was fit with (A5).
+  // shifts, so an L1 artifact freezes the prior it was fit with
+  // (docs/reference.md, Fits freeze their prior).
   decision::DeciderOptions fit_options_;
   decision::Decider decider_;
   std::function<int64_t()> missing_;

@@ -1,5 +1,5 @@
 // A Provider is what the CLI's commands decide through, whichever backend
-// kind answers (reference-system.md 5, 7.2): fake (the fake model in
+// kind answers (docs/cli.md): fake (the fake model in
 // process), gateway (an OpenAI-compatible server, top-20 logprobs),
 // hf (mesa-anyjevd over gRPC: its own decider, local model, heads) and
 // composite (raw/L0/L1 through the gateway, L2 through the daemon).
@@ -67,19 +67,19 @@ class Provider {
   }
 
   // Clears running batch priors, so that a run depends only on its input
-  // and the loaded artifacts (reference A6).
+  // and the loaded artifacts: two runs on one card give the same decisions.
   virtual absl::Status ResetRunningPriors() = 0;
 
-  // Installs a heads/export file (decision-method.md 9) in the decider this
+  // Installs a heads/export file (docs/decision.md) in the decider this
   // process runs; returns the number of artifacts and heads loaded.
   // FAILED_PRECONDITION for the daemon's kinds (hf, composite): the daemon
   // loads its own promoted bundles and picks up promotes itself.
   virtual absl::StatusOr<int> LoadArtifacts(const nlohmann::ordered_json& file);
 
-  // The reference's fit_decider (8.3): a fresh decider with this provider's
+  // The reference's fit_decider: a fresh decider with this provider's
   // settings but no adaptive shifts fits an L1 temperature or an L2 head on
   // the labelled states; nothing is installed where this provider serves.
-  // Returns that decider's heads/export file (decision-method.md 9), which
+  // Returns that decider's heads/export file, which
   // DecideWith takes. UNIMPLEMENTED for a provider that
   // cannot fit; FAILED_PRECONDITION when the level cannot be fit here.
   virtual absl::StatusOr<nlohmann::ordered_json> FitArtifact(

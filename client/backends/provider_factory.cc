@@ -1,4 +1,4 @@
-// MakeProvider: the backend kinds of reference-system.md 5.3.
+// MakeProvider: the backend kinds of docs/cli.md.
 #include <memory>
 #include <string>
 #include <utility>
@@ -63,8 +63,7 @@ absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
   if (kind == "hf") return DaemonProvider::Create(config);
   if (kind == "composite") {
     ASSIGN_OR_RETURN(auto daemon, DaemonProvider::Create(config));
-    // Named after the local model, so both halves key the same bundles
-    // (reference-system.md 5.3).
+    // Named after the local model, so both halves key the same bundles.
     ASSIGN_OR_RETURN(auto gateway, MakeGateway(config, daemon->info().model));
     return CompositeProvider::Create(std::move(gateway), std::move(daemon));
   }

@@ -177,7 +177,7 @@ std::string MarkdownTable(const Json& payload) {
           : std::string();
   std::string md = absl::StrCat("# bench ", date, " \xC2\xB7 ", backend,
                                 " \xC2\xB7 ", model, "\n\n");
-  // The reference's line names `<slug>` literally (reference-system.md 12).
+  // The reference's line names `<slug>` literally; kept, so the file matches.
   absl::StrAppend(&md, "Every number below names `", date, "/<slug>.", backend,
                   ".json`. Fake-backend rows are synthetic.\n\n");
   absl::StrAppend(&md,

@@ -1,4 +1,4 @@
-// Bench results (reference-system.md 9.2, 9.4): the environment record,
+// Bench results (docs/learning.md): the environment record,
 // policy suggestions, the JSON file (indent 1, sorted keys) and its
 // Markdown table, written as <out>/<date>/<slug>.<backend>.{json,md}.
 #pragma once

@@ -1,4 +1,4 @@
-// The bench runner (reference-system.md 9.2): per task and level a cell of
+// The bench runner (docs/learning.md): per task and level a cell of
 // the metrics of common/eval. raw and L0 decide every item once after a
 // prior reset (a choice re-asked with its options reversed for flip); L1
 // and L2 run leave-one-card-out through the same path as learn fit, so a

@@ -1,4 +1,4 @@
-// Bench tasks built from the label store (reference-system.md 9.1,
+// Bench tasks built from the label store (the reference's
 // tasks_from_store): one task per question of the set that has labelled
 // states at its policy min_weight, named labels_<question id with '.'
 // replaced by '_'> (labels_term_fits, labels_column_aspect, ...). Empty tasks

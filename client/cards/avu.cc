@@ -22,8 +22,8 @@ struct UnitRow {
   std::string_view curie;
 };
 
-// UNIT_TABLE in the reference's order. Kept as it is, quirks included
-// (spec 12.7): matching is first-match by suffix, so "centimeter",
+// UNIT_TABLE in the reference's order. Kept as it is, quirks included:
+// matching is first-match by suffix, so "centimeter",
 // "millimeter" and "kilometer" all reach "meter" (UO:0000008), "kilogram"
 // and "milligram" reach "gram", "kilometer per hour" reaches "hour", and
 // kilogram's own row repeats kilometer's UO:0000009. The resulting CURIEs

@@ -1,4 +1,4 @@
-// AVU construction (spec 7.5, "AVU construction"): mesa-mcp's contract for
+// AVU construction (docs/annotate.md): mesa-mcp's contract for
 // turning an ontology term and a value into an iRODS AVU, plus the value-kind
 // rules and the unit table.
 #pragma once
@@ -28,7 +28,8 @@ std::string LabelToSnake(std::string_view label);
 absl::StatusOr<Avu> BuildAvu(const Candidate& candidate,
                              std::string_view value);
 
-// pre_rule_value_kind (D12): the value kind fixed by rule, or nullopt when
+// pre_rule_value_kind: the value kind fixed by rule (site terms take the site
+// code, units and dataset terms the term label), or nullopt when
 // avu.value_kind must be asked.
 std::optional<std::string> PreRuleValueKind(std::string_view aspect,
                                             std::string_view scope);
@@ -46,7 +47,7 @@ absl::StatusOr<std::string> ValueFor(std::string_view kind,
 std::optional<std::string> TopProfileValue(std::string_view profile);
 
 // UNIT_TABLE: the uo candidate for a column's unit (stripped, lower-cased),
-// first match in table order, with the reference's quirks (spec 12.7).
+// first match in table order, with the reference's quirks (see avu.cc).
 std::optional<Candidate> UnitCandidate(std::string_view unit);
 
 }  // namespace mesa_anyjev::cards

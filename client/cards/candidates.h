@@ -1,8 +1,9 @@
-// Ontology term candidates and where they come from (spec 7.5, "Candidate
-// source"). The reference searches OLS live; mesa-anyjev has no network in
-// the annotate path, so a CandidateSource answers from a candidates file of
-// recorded search results (docs/annotate.md) and applies the reference's
-// filters, merge and search log to them exactly as the live search does.
+// Ontology term candidates and where they come from (docs/annotate.md,
+// Candidates files). The reference searches OLS live; mesa-anyjev has no
+// network in the annotate path, so a CandidateSource answers from a candidates
+// file of recorded search results (docs/annotate.md) and applies the
+// reference's filters, merge and search log to them exactly as the live search
+// does.
 #pragma once
 
 #include <map>

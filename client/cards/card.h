@@ -1,5 +1,5 @@
 // A dataset card (neon-avu-eval's make_cards.py format) and its parser: the
-// reference's cards.py, rule for rule (spec 6.4).
+// reference's cards.py, rule for rule (docs/annotate.md).
 #pragma once
 
 #include <string>
@@ -58,7 +58,7 @@ absl::StatusOr<DatasetCard> ParseCard(std::string_view text);
 // parses it; errors name the path.
 absl::StatusOr<DatasetCard> ReadCard(const std::string& path);
 
-// The deterministic identifier pre-filter (6.4): identifiers are decided by
+// The deterministic identifier pre-filter: identifiers are decided by
 // rule, never by the model.
 bool IsIdentifier(const ColumnInfo& column);
 

@@ -1,4 +1,4 @@
-// The frozen vocabularies and the ontology registry (spec 6.3). Every string
+// The frozen vocabularies and the ontology registry. Every string
 // is part of an option list and so of a question key: editing one rotates
 // the key.
 #pragma once

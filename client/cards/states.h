@@ -1,4 +1,4 @@
-// Question states (spec 6.5): plain JSON dicts with a fixed key order, the
+// Question states: plain JSON dicts with a fixed key order, the
 // card header first in every state that has one, so rendered prompts share a
 // prefix. The hosted SQL rebuilds the same dicts, so order and cuts matter.
 #pragma once

@@ -1,4 +1,4 @@
-// The static planner's query rules (spec 7.5, "Static query rules"):
+// The static planner's query rules (docs/annotate.md):
 // search queries from column names, descriptions and units, biome queries
 // from site habitats and taxon queries from product text. annotate always
 // uses the column rule, and the site and taxon rules when the plan has none.

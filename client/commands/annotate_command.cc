@@ -1,6 +1,6 @@
 // `mesa-anyjev annotate`: the reference's annotate graph for a card (or
 // several: --card repeated, or a directory of them), through the configured
-// backend (reference-system.md 3.3). Prints the summary and one line per
+// backend (docs/annotate.md). Prints the summary and one line per
 // proposal (or, with --json, the whole run record), and writes the
 // evaluation result to --out (a directory of them for several cards). Exit
 // 0 decided; 1 the backend failed or an explicit level cannot be served; 2

@@ -1,4 +1,4 @@
-// `mesa-anyjev bench run|table` (reference-system.md 3.5, 9). Exit codes:
+// `mesa-anyjev bench run|table` (docs/learning.md). Exit codes:
 // 0 written / printed, 1 unknown or empty tasks or a failure, 2 usage or a
 // missing input.
 #include <algorithm>

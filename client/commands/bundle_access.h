@@ -16,9 +16,9 @@ namespace mesa_anyjev::client {
 // The lock sha of the shipped question set.
 std::string BundleLockSha();
 
-// The model a local store's bundles are keyed by (reference-system.md
-// 8.4): "fake" or backend.canonical_model (gateway). hf and composite keep
-// theirs in the daemon, keyed by the model it serves.
+// The model a local store's bundles are keyed by (docs/bundles.md): "fake" or
+// backend.canonical_model (gateway). hf and composite keep theirs in the
+// daemon, keyed by the model it serves.
 std::string BundleModelFor(const config::Config& config,
                            const std::string& kind);
 
@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<bundles::BundleStore>> OpenLocalBundleStore(
     const config::Config& config, const std::string& kind);
 
 // Before deciding, fake and gateway load the promoted bundle of their model
-// from the local store, as the reference's non-fake backends do (3.3, 8.5;
-// the reference's fake loads nothing, which hid the learning loop on the
+// from the local store, as the reference's non-fake backends do (the
+// reference's fake loads nothing, which hid the learning loop on the
 // README's path), printing `loaded <n> artifact(s) from the promoted
 // bundle` or `artifact bundle refused: <why>` (the run goes on at L0) on
 // stderr; hf and composite are served by the daemon, which keeps its

@@ -1,8 +1,8 @@
-// bundles list / bundles rollback / learn promote (reference-system.md 3.4,
-// 3.6; docs/bundles.md). fake and gateway use the local store under
-// artifacts.dir for "fake" / backend.canonical_model; hf and composite go
-// through the daemon's Bundles service, whose store lives on its host.
-// Bundles are keyed by the lock sha of the built-in question set.
+// bundles list / bundles rollback / learn promote (docs/bundles.md). fake and
+// gateway use the local store under artifacts.dir for "fake" /
+// backend.canonical_model; hf and composite go through the daemon's Bundles
+// service, whose store lives on its host. Bundles are keyed by the lock sha of
+// the built-in question set.
 #include <iostream>
 #include <map>
 #include <memory>

@@ -34,7 +34,7 @@ struct QuestionsOptions {
   std::string show_id;       // `questions show ID`: one question in full
 };
 
-// Offline: the fixed-key questions and questions.lock.json (reference 6.1).
+// Offline: the fixed-key questions and questions.lock.json (docs/cli.md).
 int RunQuestions(const QuestionsOptions& options);
 
 // The lock file the checks read: ./questions.lock.json when present, else
@@ -104,11 +104,11 @@ struct BundlesCommandOptions {
   bool json = false;     // list
 };
 
-// The reference's three lines per version (3.6); exit 0.
+// The reference's three lines per version (docs/bundles.md); exit 0.
 int RunBundlesList(const config::Config& config,
                    const BundlesCommandOptions& options);
 // Prints "CURRENT -> v<N>", "no version v<N>" or the refusal (the gate's
-// "v<N> regresses against v<C>: ..."); exit 0 iff promoted (3.4).
+// "v<N> regresses against v<C>: ..."); exit 0 iff promoted.
 int RunLearnPromote(const config::Config& config,
                     const BundlesCommandOptions& options);
 // The question's CURRENT back to the one before; exit 0 iff moved.

@@ -314,8 +314,9 @@ class Doctor {
                    : std::string(agree.message()));
   }
 
-  // The promoted bundles this kind would serve (reference 10, check 7): ok
-  // when none, or when (strict) each was fit on a compatible backend kind.
+  // The promoted bundles this kind would serve (the reference's seventh
+  // check): ok when none, or when (strict) each was fit on a compatible
+  // backend kind.
   void Artifacts() {
     std::map<std::string, int> current;
     std::vector<bundles::VersionEntry> versions;
@@ -393,7 +394,8 @@ class Doctor {
           fit_kind = manifest["fitted_on"].value("backend_kind", "");
         }
       }
-      // A composite may serve bundles fit on hf (D20), nothing else crosses.
+      // A composite may serve bundles fit on hf, whose heads read the same
+      // daemon hidden states; nothing else crosses.
       const bool compatible = fit_kind.empty() || fit_kind == kind_ ||
                               (kind_ == "composite" && fit_kind == "hf");
       ok = ok && (!config_.artifacts.strict || compatible);

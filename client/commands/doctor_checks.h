@@ -1,4 +1,4 @@
-// The doctor's checks (reference-system.md 10), one line each, in the
+// The doctor's checks (docs/cli.md), one line each, in the
 // reference's order, for the chosen backend kind. Each group stops at its
 // first failure, as the reference's does.
 #pragma once
@@ -20,7 +20,7 @@ struct DoctorCheck {
 std::vector<DoctorCheck> RunDoctorChecks(const config::Config& config,
                                          const std::string& kind);
 
-// The probe question and states of the reference (section 5.6 and 5.8).
+// The reference's probe question and states: one clear Yes, one clear No.
 inline constexpr char kProbeQuestion[] = "Is the sky blue?";
 inline constexpr char kProbeStateYes[] = "The sky is blue today.";
 inline constexpr char kProbeStateNo[] = "It is raining and grey.";

@@ -1,4 +1,4 @@
-// `mesa-anyjev learn ingest|fit` (reference-system.md 3.4, 8.1-8.3).
+// `mesa-anyjev learn ingest|fit` (docs/learning.md).
 // Exit codes: 0 ingested / fitted, 1 refused (bad rows, a fit that is not
 // "fitted", a backend failure), 2 usage or missing input.
 #include <filesystem>
@@ -37,7 +37,7 @@ int Fail(const std::string& verb, const std::string& message, int code) {
 
 // A copy of the fit's files in --out (the bundle version is the record):
 // artifacts.json (the heads/export file), manifest.json (model, lock sha and
-// the fit extra of 8.3) and report.json (the full report).
+// the fit's per_question and validation) and report.json (the full report).
 absl::Status WriteFitFiles(const std::string& dir, const std::string& model,
                            learn::FitReport* report) {
   std::error_code ec;
@@ -296,7 +296,7 @@ int RunLearnFit(const config::Config& config, const LearnOptions& options) {
   if (!report.ok())
     return Fail("fit", std::string(report.status().message()), 1);
   if (report->status == "fitted") {
-    // A new immutable version bound to the model (reference 8.3, step 6).
+    // A new immutable version bound to the model (docs/bundles.md).
     absl::Status put = PutFitBundle(config, kind, &*report);
     if (!put.ok()) return Fail("fit", std::string(put.message()), 1);
   }

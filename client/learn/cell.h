@@ -1,7 +1,7 @@
 // The metrics of a set of decisions against their gold labels: the bench's
-// cell (reference-system.md 9.2, `_cell`), which leave-one-card-out folds,
-// pooled LOCO, learn fit and bench all share, so one pooling rule holds
-// (D18).
+// cell (the reference's `_cell`), which leave-one-card-out folds, pooled
+// LOCO, learn fit and bench all share, so one pooling rule holds
+// (docs/reference.md, One fitting path).
 #pragma once
 
 #include <map>

@@ -20,7 +20,7 @@ FitReport Refused(FitReport report, std::string status, std::string detail) {
   return report;
 }
 
-// The final fit's per_question entry (8.3 step 6).
+// The final fit's per_question entry in the manifest (docs/bundles.md).
 Json PerQuestion(const questions::QuestionEntry& entry, decision::Level level,
                  const FitReport& report, double min_weight,
                  const Json& artifacts) {

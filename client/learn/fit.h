@@ -1,4 +1,4 @@
-// learn fit (reference-system.md 8.3): one question's labelled states, the
+// learn fit (docs/learning.md): one question's labelled states, the
 // refusals with the reference's statuses and details, leave-one-card-out
 // with pooled metrics, then a final fit on every label in a fresh decider.
 #pragma once
@@ -57,7 +57,7 @@ absl::StatusOr<FitReport> FitQuestion(Provider& provider,
                                       const policy::Thresholds& thresholds,
                                       const FitOptions& options);
 
-// The pooled LOCO numbers of 8.3: acc, ece, brier, nll, cov@5%, cov@10%,
+// The pooled LOCO numbers: acc, ece, brier, nll, cov@5%, cov@10%,
 // n, n_neg (summed), n_folds; from the cell over all held-out decisions.
 nlohmann::ordered_json PooledLoco(const nlohmann::ordered_json& cell,
                                   int n_folds);

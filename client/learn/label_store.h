@@ -1,4 +1,4 @@
-// The label store (reference-system.md 8.1): label rows, each carrying the
+// The label store (docs/learning.md): label rows, each carrying the
 // exact state a question is asked on, kept as JSON lines in
 // <labels.dir>/labels.jsonl. Rows are unique on (question_key,
 // state_sha256, label_source); inserts are insert-or-ignore and rewrite the
@@ -19,7 +19,7 @@
 
 namespace mesa_anyjev::learn {
 
-// label_source and its weight (8.1).
+// label_source and its default weight.
 struct LabelSource {
   std::string_view name;
   double weight;

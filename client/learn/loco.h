@@ -1,8 +1,9 @@
-// Leave-one-card-out evaluation (reference-system.md 8.3 step 5, 9.2): per
+// Leave-one-card-out evaluation (docs/learning.md): per
 // card in sorted order, a fresh decider is fit on the other cards' labels
 // and decides that card's states at the level; the pooled numbers are the
 // metrics over the union of held-out decisions, never a mean of per-fold
-// values (D18). learn fit and the bench's L1/L2 cells both run this.
+// values. learn fit and the bench's L1/L2 cells both run this, so their
+// figures agree.
 #pragma once
 
 #include <functional>

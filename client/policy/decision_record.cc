@@ -185,13 +185,13 @@ absl::StatusOr<DecisionRecord> DecisionRecord::FromDecision(
   r.diagnostics = DiagnosticsSubset(decision);
 
   // AnyJev's route() may serve a key from another question's head; that is
-  // not a calibration of this question (A1, D3).
+  // not a calibration of this question (docs/reference.md, Exact-key levels).
   if (!decision.diagnostics.routed_from.empty()) {
     r.level = decision::Level::kL0;
     r.diagnostics["routed_refused"] = true;
   }
   // An L1 temperature fitted over a frozen prior means nothing on top of a
-  // running one (A5).
+  // running one (docs/reference.md, Fits freeze their prior).
   if (r.level == decision::Level::kL1 &&
       !absl::StartsWith(decision.diagnostics.prior_method, "frozen:")) {
     r.level = decision::Level::kL0;

@@ -1,4 +1,4 @@
-// DecisionRecord (reference-system.md 7.1): one answered question as the
+// DecisionRecord (docs/cli.md, decide): one answered question as the
 // sidecar keeps it, from any provider. The record is "honest": probs exist
 // exactly when a calibrated source produced them, an AnyJev record carries
 // the level it was really served at, and a source without probabilities
@@ -81,8 +81,8 @@ struct DecisionRecord {
   // Scalars only: number, string, bool or null.
   nlohmann::ordered_json diagnostics = nlohmann::ordered_json::object();
 
-  // The AnyJev provider's conversion (7.2): level downgrades (routed_from ->
-  // L0 with routed_refused; L1 without a "frozen:" prior -> L0 with
+  // The reference's AnyJev provider conversion: level downgrades (routed_from
+  // -> L0 with routed_refused; L1 without a "frozen:" prior -> L0 with
   // l1_prior_missing), the diagnostics subset, rank_probs, p_true and
   // score_value, calibration anyjev. The result is validated.
   static absl::StatusOr<DecisionRecord> FromDecision(
@@ -97,12 +97,12 @@ struct DecisionRecord {
       const decision::Question& question, const nlohmann::ordered_json& state,
       int answer_index, std::string model = "n/a");
 
-  // The invariants of 7.1, plus the consistency they imply (a known method,
+  // The sidecar's invariants, plus the consistency they imply (a known method,
   // answer == options[answer_index], p_true only on a noul, score_value
   // only on a score); INVALID_ARGUMENT naming the field and the limit.
   absl::Status Validate() const;
 
-  // The record as the reference serialises it, fields in 7.1's order.
+  // The record as the reference serialises it, fields in its order.
   nlohmann::ordered_json ToJson() const;
 };
 

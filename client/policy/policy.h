@@ -1,4 +1,4 @@
-// The write policy (reference-system.md 7.4): per-question thresholds and
+// The write policy (docs/annotate.md): per-question thresholds and
 // profiles that map a DecisionRecord to an outcome. Only "auto" may write
 // without a curator, and only a calibrated AnyJev record at a cited level and
 // threshold reaches it; the shipped M5 defaults have no auto threshold
@@ -33,7 +33,7 @@ const char* OutcomeName(Outcome outcome);
 absl::StatusOr<Outcome> ParseOutcome(std::string_view name);
 
 // Which number a threshold reads: a noul reads p_true, never confidence =
-// max(p, 1 - p), which would accept confident rejections (A7).
+// max(p, 1 - p), which would accept confident rejections.
 enum class Stat { kPTrue, kConfidence };
 // "p_true", "confidence".
 const char* StatName(Stat stat);

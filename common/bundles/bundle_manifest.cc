@@ -115,7 +115,7 @@ absl::Status PromoteGate(int version, const Json& manifest,
                          const std::string& question_id) {
   const std::optional<Loco> fresh = LocoOf(manifest, question_id);
   if (!fresh.has_value()) {
-    // The reference skips the gate here (12.5), so a --no-loco fit could
+    // The reference skips the gate here, so a --no-loco fit could
     // replace a validated one unchecked.
     return absl::FailedPreconditionError(
         absl::StrCat("v", version, " has no LOCO figures for ", question_id,

@@ -1,6 +1,6 @@
 // What a bundle version's manifest.json says and the rules read from it
-// (reference-system.md 8.4-8.6): the model binding, stale question keys
-// (D24), the LOCO figures and the promote gate. Pure functions over JSON.
+// (docs/bundles.md): the model binding, stale question keys, the LOCO
+// figures and the promote gate. Pure functions over JSON.
 #pragma once
 
 #include <map>
@@ -40,8 +40,9 @@ absl::StatusOr<Json> ParseJsonLimited(std::string_view bytes,
 // FAILED_PRECONDITION naming both models (or both identities) when they
 // differ; when the manifest's questions_lock_sha differs from `lock_sha` and
 // `live_keys` (question id -> key of the caller's question set) is given,
-// refused naming every per_question key no live question produces (D24: a
-// differing lock whose keys are all live is accepted).
+// refused naming every per_question key no live question produces (a
+// differing lock whose keys are all live is accepted: a bundle stays valid
+// while every question it was fit for still exists).
 absl::Status CheckBinding(const Json& manifest, const ModelBinding& serving,
                           std::string_view lock_sha,
                           const std::map<std::string, std::string>* live_keys);
@@ -55,8 +56,9 @@ struct Loco {
 std::optional<Loco> LocoOf(const Json& manifest,
                            const std::string& question_id);
 
-// The promote gate (8.6, with 12.5 fixed): a version without LOCO figures
-// for the question is refused; against a current version C != N that has
+// The promote gate: a version without LOCO figures for the question is
+// refused (the reference let it through, so an unvalidated fit could replace
+// a validated one); against a current version C != N that has
 // them, N is refused when acc drops by more than 1e-9 or ECE rises by more
 // than 1e-9, as "v<N> regresses against v<C>: acc <new:.3f> vs <old:.3f>,
 // ece <new:.3f> vs <old:.3f>". FAILED_PRECONDITION with that message.

@@ -1,6 +1,5 @@
 // BundleStore: immutable, numbered bundle versions of one model under one
-// questions lock, and a CURRENT pointer per question (reference-system.md
-// 8.4-8.6; docs/bundles.md).
+// questions lock, and a CURRENT pointer per question (docs/bundles.md).
 //
 //   <root>/<model_slug>/<lock_sha[:8]>/
 //     v<N>/artifacts.json     heads/export file {"model", "artifacts", "heads"}
@@ -144,7 +143,7 @@ class BundleStore {
 
   // What to serve now. `live_keys` (question id -> key of the caller's
   // question set), when given, refuses versions whose keys went stale under
-  // another lock (D24).
+  // another lock; a version whose keys all live is served whatever its lock.
   absl::StatusOr<ServedSet> Served(
       const std::map<std::string, std::string>* live_keys = nullptr) const;
 

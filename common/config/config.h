@@ -40,11 +40,21 @@ struct ModelConfig {
   // eager: transformers' eager attention (matmul, float32 softmax), exact;
   // sdpa: libtorch's fused scaled_dot_product_attention.
   std::string attention = "eager";
+  // sdpa on CUDA: attend each prompt group's shared prefix once for all its
+  // suffixes (two variable-length kernel calls merged by log-sum-exp)
+  // instead of gathering it once per suffix; probed at load, off until a
+  // GPU run shows it equal and faster (docs/model.md).
+  bool cascade_attention = false;
   // CPU float32 projections: auto measures both below at load on the
   // model's own weights and keeps the faster; onednn packs the weights once
   // for oneDNN's matmul (falls back to aten if its probe fails); aten is
   // at::linear (MKL's sgemm), as transformers runs. Unused on CUDA.
   std::string cpu_gemm = "auto";
+  // The memory-bound stages on CUDA: "aten" (the ATen composition), "fused"
+  // (all of our kernels, server/model/kernels/) or a comma list of
+  // add_rms_norm, qk_norm_rope, silu_mul. Ours run only on CUDA; elsewhere
+  // the ATen path runs and the load log says so (docs/model.md).
+  std::string kernels = "aten";
   int32_t threads = 0;        // intra-op threads; 0 = all cores
   double fake_delay_s = 0.0;  // fake model: service time per call (tests)
   double fake_load_s = 0.0;   // fake model: time to "load" (tests)
@@ -64,6 +74,13 @@ struct EngineConfig {
   // pass, at most this many bytes (server/engine/host_block_cache.h); 0 =
   // off, every block back to malloc.
   int64_t host_cache_bytes = int64_t{2} << 30;
+  // Passes of at most this many new tokens that read logprobs are replayed
+  // from CUDA graphs captured per padded shape (powers of two from 64), so a
+  // small pass pays one launch instead of some 2,000; 0 = off. Needs the
+  // CUDA variable-length kernel (sdpa); on the CPU the padded pass runs
+  // eagerly (a test path, slower). Off until a GPU run shows it equal and
+  // faster (docs/model.md).
+  int64_t cuda_graph_tokens = 0;
   // Memory left free beyond the weights, the pool and the block cache: the
   // passes' activations, the CUDA context, the rest of the system. A load
   // that would not leave it is refused before it starts (memory_fit.h).
@@ -92,7 +109,8 @@ struct LimitsConfig {
 // The daemon's decision engine (common/decision): its defaults and the
 // artifacts it starts with.
 struct DecisionsConfig {
-  // A heads/export file (decision-method.md 9) loaded after the model; a
+  // A heads/export file (docs/decision.md, Heads/export file) loaded after the
+  // model; a
   // file that does not load stops the daemon. "" = start with none.
   std::string artifacts;
   // Threads that run Decide and Fit; each waits on the engine while the
@@ -137,7 +155,7 @@ struct ClientConfig {
   int32_t affinity_bytes = 256;
 };
 
-// The CLI's backend (reference-system.md 4.2 `backend.*`, docs/cli.md):
+// The CLI's backend (docs/cli.md):
 // fake (in process), gateway (an OpenAI-compatible server asked for top-20
 // logprobs, docs/gateway.md), hf (mesa-anyjevd at client.address) or
 // composite (raw/L0/L1 from the gateway, L2 from the daemon). The gateway's
@@ -175,13 +193,14 @@ struct BackendConfig {
   double timeout = 120.0;  // seconds per gateway request
 };
 
-// The CLI's decider (reference-system.md 4.2 `decider.*`): the level asked
+// The CLI's decider: the level asked
 // for and the L0 settings of the decider that gateway and fake work runs on.
 // Its defaults are the daemon's (decisions.*) and decision::DeciderOptions',
 // so a question decides alike in process and through the daemon.
 // adaptive_shifts is off where the reference's config turns it on: a read
 // under the rotation budget cannot use an L1 calibration's frozen prior, so
-// every explicit L1 on a choice of K >= 3 would come back as L0 (A5).
+// every explicit L1 on a choice of K >= 3 would come back as L0
+// (docs/reference.md, Fits freeze their prior).
 struct DeciderConfig {
   std::string level = "auto";    // raw | L0 | L1 | L2 | auto
   std::string prior = "batch";   // batch | content_free | none
@@ -189,7 +208,7 @@ struct DeciderConfig {
   int32_t max_permutations = 0;  // 0 = every shift (the reference's null)
 };
 
-// The write policy and annotate's limits (reference-system.md 4.2, 7.4).
+// The write policy and annotate's limits (docs/annotate.md).
 struct PolicyConfig {
   std::string profile = "prod";  // prod | dev
   int32_t max_candidates = 12;   // candidate cap; children cap too
@@ -200,13 +219,13 @@ struct PolicyConfig {
   bool audit_planner = true;        // ask dataset.ontology_applies (Q0)
 };
 
-// The bundle store (reference-system.md 8.4).
+// The bundle store (docs/bundles.md).
 struct ArtifactsConfig {
   std::string dir = "~/.mesa/anyjev/artifacts";
   bool strict = true;  // refuse bundles fit on another backend kind
 };
 
-// The label store (reference-system.md 8.1; docs/learning.md).
+// The label store (docs/learning.md).
 struct LabelsConfig {
   std::string dir = "~/.mesa/anyjev/labels";  // holds labels.jsonl
 };

@@ -288,8 +288,8 @@ absl::Status ApplyEnvironment(const std::map<std::string, std::string>& env,
     }
     RETURN_IF_ERROR(Apply(*field, value, origin, "", state));
   }
-  // mesa-mcp's variable, used only when the native one is absent
-  // (reference-system.md 4.1): a trailing "/" and then "/v1" are stripped.
+  // mesa-mcp's variable, used only when the native one is absent, as the
+  // reference reads it: a trailing "/" and then "/v1" are stripped.
   const auto llm = env.find("MESA_LLM_BASE_URL");
   if (llm != env.end() &&
       !variable_of_key.contains("backend.gateway_base_url")) {

@@ -106,7 +106,9 @@ constexpr Field kFields[] = {
     MESA_CONFIG_ENUM(model, dtype, kDtypes),
     MESA_CONFIG_FIELD(model, device),
     MESA_CONFIG_ENUM(model, attention, kAttentions),
+    MESA_CONFIG_FIELD(model, cascade_attention),
     MESA_CONFIG_ENUM(model, cpu_gemm, kCpuGemms),
+    MESA_CONFIG_FIELD(model, kernels),
     MESA_CONFIG_FIELD(model, threads),
     MESA_CONFIG_FIELD(model, fake_delay_s),
     MESA_CONFIG_FIELD(model, fake_load_s),
@@ -116,6 +118,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(engine, kv_block_tokens),
     MESA_CONFIG_FIELD(engine, prefix_caching),
     MESA_CONFIG_FIELD(engine, host_cache_bytes),
+    MESA_CONFIG_FIELD(engine, cuda_graph_tokens),
     MESA_CONFIG_FIELD(engine, memory_reserve_bytes),
 
     MESA_CONFIG_FIELD(limits, max_groups),

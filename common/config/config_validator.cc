@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/backend.h"  // kMaxChoiceOptions
 #include "common/config/config_schema.h"
+#include "common/config/kernel_set.h"
 #include "common/status/status_macros.h"
 #include "common/util/host_port.h"
 
@@ -109,6 +110,9 @@ class Validator {
       Error("model.device",
             absl::StrCat(Quote(m.device), " is not cpu, cuda or cuda:N"));
     }
+    if (const auto kernels = ParseKernelSet(m.kernels); !kernels.ok()) {
+      Error("model.kernels", kernels.status().message());
+    }
     Range<int64_t>("model.threads", m.threads, 0,
                    std::numeric_limits<int32_t>::max());
     SecondsUpToAnHour("model.fake_delay_s", m.fake_delay_s);
@@ -122,6 +126,7 @@ class Validator {
                    int64_t{1} << 40);
     Range<int64_t>("engine.memory_reserve_bytes", e.memory_reserve_bytes, 0,
                    int64_t{1} << 40);
+    Range<int64_t>("engine.cuda_graph_tokens", e.cuda_graph_tokens, 0, 4096);
     Range<int64_t>("decisions.workers", config_.decisions.workers, 1, 256);
   }
 

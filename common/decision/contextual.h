@@ -1,8 +1,9 @@
-// L0's label priors and their correction (decision-method.md 5.3-5.4; anyjev
-// calibrate/contextual.py): the batch prior (the mean readout over real
-// states, per shift and position) and the content-free prior (the mean over
-// the probes "N/A", "" and "[MASK]"), both clipped at 1e-8 and renormalised;
-// a readout is corrected by dividing by prior^strength and renormalising.
+// L0's label priors and their correction (docs/decision.md, L0: shifts and
+// priors; anyjev calibrate/contextual.py): the batch prior (the mean readout
+// over real states, per shift and position) and the content-free prior (the
+// mean over the probes "N/A", "" and "[MASK]"), both clipped at 1e-8 and
+// renormalised; a readout is corrected by dividing by prior^strength and
+// renormalising.
 #pragma once
 
 #include <string>

@@ -341,8 +341,9 @@ absl::StatusOr<std::vector<std::vector<double>>> Decider::ScoreWave(
     const auto ids =
         LabelIdsForPerm(listing.question, listing.labels.ids, perm);
     for (size_t s : active) {
-      rows.push_back(prompts.Add(
-          Render(states[s], listing.question, perm, listing.labels), ids));
+      rows.push_back(
+          prompts.Add(Render(states[s], listing.question, perm, listing.labels),
+                      ids, static_cast<int>(s)));
     }
   }
   ASSIGN_OR_RETURN(const auto logprobs, Score(prompts, control));

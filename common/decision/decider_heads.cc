@@ -162,12 +162,14 @@ absl::StatusOr<std::vector<Matrix>> Decider::Features(
     const std::vector<std::vector<int>>& perms, const CallControl& control) {
   ASSIGN_OR_RETURN(const ResolvedLabels labels, LabelsFor(question));
   std::vector<text::ChatParts> prompts;
+  std::vector<int> owners;
   for (size_t i = 0; i < states.size(); ++i) {
     const std::vector<int> perm =
         perms.empty() ? Identity(question.k()) : perms[i];
     prompts.push_back(Render(states[i], question, perm, labels));
+    owners.push_back(static_cast<int>(i));
   }
-  return scorer_.HiddenStates(prompts, layers, control);
+  return scorer_.HiddenStates(prompts, layers, control, owners);
 }
 
 }  // namespace mesa_anyjev::decision

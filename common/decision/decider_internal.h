@@ -192,22 +192,27 @@ Decision L0Decision(const ShiftReadout& read, const AppliedPrior& prior,
                     Combine combine, bool details);
 
 // Deduplicating prompt registry: the reference scores each distinct
-// rendered prompt once per call.
+// rendered prompt once per call. `owner` is the index of the state a prompt
+// renders (-1 for a probe), the first one's where states repeat: a refusal
+// of the prompt names that state.
 class Registry {
  public:
-  size_t Add(text::ChatParts parts, std::vector<text::TokenId> ids) {
+  size_t Add(text::ChatParts parts, std::vector<text::TokenId> ids,
+             int owner = -1) {
     std::string whole = absl::StrCat(parts.prefix, parts.suffix);
     const auto [it, inserted] = index_.try_emplace(whole, parts_.size());
     if (inserted) {
       parts_.push_back(std::move(parts));
       ids_.push_back(std::move(ids));
       texts_.push_back(std::move(whole));
+      owners_.push_back(owner);
     }
     return it->second;
   }
   bool empty() const { return parts_.empty(); }
   const std::vector<text::ChatParts>& parts() const { return parts_; }
   const std::vector<std::vector<text::TokenId>>& ids() const { return ids_; }
+  const std::vector<int>& owners() const { return owners_; }
   const std::string& text(size_t i) const { return texts_[i]; }
 
  private:
@@ -215,6 +220,7 @@ class Registry {
   std::vector<text::ChatParts> parts_;
   std::vector<std::vector<text::TokenId>> ids_;
   std::vector<std::string> texts_;
+  std::vector<int> owners_;
 };
 
 }  // namespace decider_internal

@@ -177,12 +177,12 @@ std::vector<std::vector<size_t>> Decider::AddPrompts(
     ids.push_back(LabelIdsForPerm(listing.question, listing.labels.ids, perm));
   }
   std::vector<std::vector<size_t>> rows;
-  for (const std::string& state : states) {
+  for (size_t s = 0; s < states.size(); ++s) {
     std::vector<size_t> row;
     for (int p = 0; p < listing.n_perms(); ++p) {
       row.push_back(prompts->Add(
-          Render(state, listing.question, listing.perms[p], listing.labels),
-          ids[p]));
+          Render(states[s], listing.question, listing.perms[p], listing.labels),
+          ids[p], static_cast<int>(s)));
     }
     rows.push_back(std::move(row));
   }
@@ -200,7 +200,8 @@ text::ChatParts Decider::Render(const std::string& state,
 
 absl::StatusOr<std::vector<std::vector<double>>> Decider::Score(
     const Registry& prompts, const CallControl& control) const {
-  return scorer_.Logprobs(prompts.parts(), prompts.ids(), control);
+  return scorer_.Logprobs(prompts.parts(), prompts.ids(), control,
+                          prompts.owners());
 }
 
 bool Decider::WantsContentFree(Level level, const Effective& eff) const {

@@ -1,6 +1,6 @@
 // A decision: the probabilities over one question's options for one state,
-// the level it was served at, and what produced it (decision-method.md 4-8,
-// anyjev result.Decision; the record fields of reference-system.md 7.1).
+// the level it was served at, and what produced it (docs/decision.md,
+// Levels; anyjev result.Decision), with what the CLI's DecisionRecord reads.
 #pragma once
 
 #include <optional>

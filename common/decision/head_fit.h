@@ -1,4 +1,4 @@
-// Fitting an L2 head in closed form (decision-method.md 7.2-7.7; anyjev
+// Fitting an L2 head in closed form (docs/decision.md, L2: heads; anyjev
 // heads.py fit_head): standardise on the training rows, solve shrunk LDA
 // through Woodbury or ridge in the dual, pick the layer and parameter by
 // 5-fold out-of-fold NLL after a temperature fit on the out-of-fold scores,

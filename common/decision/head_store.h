@@ -1,5 +1,5 @@
 // The L2 heads a decider holds and how a question finds one
-// (decision-method.md 8.1-8.2; anyjev Decider.route and _adapted): by exact
+// (docs/decision.md, Routing and adaptation; anyjev Decider.route): by exact
 // key; else, in insertion order, a head of the same kind and K whose option
 // tuple equals the question's ("reworded"), or whose option set does when it
 // was fit on random listings (probabilities mapped back by option text).

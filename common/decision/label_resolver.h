@@ -1,4 +1,4 @@
-// Answer labels and their token ids (decision-method.md 3.4, anyjev
+// Answer labels and their token ids (docs/decision.md, Labels; anyjev
 // readout.resolve_labels): A..Z for choice, 1..K for score, Yes/No for noul.
 // Each label is tried bare, then with a leading space, and must be exactly
 // one token with no two labels on the same id; a score whose digits are not

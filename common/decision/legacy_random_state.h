@@ -2,7 +2,7 @@
 // seeded by init_genrand(seed), then a Fisher-Yates shuffle from the end
 // drawing each index with random_interval (masked 32-bit draws, rejected
 // above the bound). L2's fold assignment and random listing orders come
-// from it (decision-method.md 7.3, 7.7).
+// from it (docs/decision.md, L2: heads).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Decision levels (decision-method.md sections 4-8): what a decision was
+// Decision levels (docs/decision.md, Levels): what a decision was
 // served at, ranked raw < L0 < L1 < L2; "auto" is a request, never a result.
 #pragma once
 

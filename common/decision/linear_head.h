@@ -1,8 +1,8 @@
-// An L2 head (decision-method.md 7, 9; anyjev heads.py LinearHead): scores
+// An L2 head (docs/decision.md, L2: heads; anyjev heads.py LinearHead): scores
 // = ((h - mean) / scale) W + b on the hidden state h after one block, and
 // probabilities softmax(scores / T). Its JSON form is the heads-file entry
-// body: method "head:<kind>", arrays W [d, K], mean [d] and scale [d] as
-// base64 float32 ({"dtype", "shape", "b64"}), b as a plain list.
+// body: method "head:<kind>", arrays W [d, K], mean [d] and scale [d] as base64
+// float32 ({"dtype", "shape", "b64"}), b as a plain list.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
-// L0's permutations and their combination (decision-method.md 5.1, 5.5, 5.9;
-// anyjev calibrate/permute.py): cyclic shifts of the options, the spread
-// order adaptive shifts read them in, the canonical listing, and the
-// marginal over the shifts read.
+// L0's permutations and their combination (docs/decision.md, L0: shifts and
+// priors, Rotation budget; anyjev calibrate/permute.py): cyclic shifts of the
+// options, the spread order adaptive shifts read them in, the canonical
+// listing, and the marginal over the shifts read.
 #pragma once
 
 #include <optional>

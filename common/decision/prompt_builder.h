@@ -1,9 +1,10 @@
-// The readout prompt (decision-method.md 3.3, anyjev readout.build_prompt and
-// render_chat_parts): a constant system line, a user message of a prefix
-// that is the same for every permutation of one state (State, Question, the
-// kind's header) and a suffix that carries the options in the permuted
-// order, rendered through the model's chat format. The prefix/suffix cut is
-// what lets the engine compute a state's prefix once for all its shifts.
+// The readout prompt (docs/decision.md, Prompts; anyjev
+// readout.build_prompt and render_chat_parts): a constant system line, a user
+// message of a prefix that is the same for every permutation of one state
+// (State, Question, the kind's header) and a suffix that carries the options in
+// the permuted order, rendered through the model's chat format. The
+// prefix/suffix cut is what lets the engine compute a state's prefix once for
+// all its shifts.
 #pragma once
 
 #include <string>

@@ -62,11 +62,13 @@ absl::StatusOr<Split> SplitPrompt(const text::Tokenizer& tokenizer,
   return Split{true, std::move(suffix), length};
 }
 
-absl::Status CheckLength(size_t length, const CallControl& control) {
+// `owner`: the state the prompt renders (-1: none, a content-free probe).
+absl::Status CheckLength(size_t length, int owner, const CallControl& control) {
   if (control.max_prompt_tokens > 0 &&
       static_cast<int64_t>(length) > control.max_prompt_tokens) {
     return absl::InvalidArgumentError(
-        absl::StrCat("a decision prompt of ", length, " tokens exceeds ",
+        absl::StrCat(owner >= 0 ? absl::StrCat("states[", owner, "]: ") : "",
+                     "a decision prompt of ", length, " tokens exceeds ",
                      control.max_prompt_tokens_name, "=",
                      control.max_prompt_tokens, " (shorten the state)"));
   }
@@ -77,7 +79,8 @@ absl::Status CheckLength(size_t length, const CallControl& control) {
 absl::StatusOr<std::vector<Group>> GroupPrompts(
     const text::Tokenizer& tokenizer,
     const std::vector<text::ChatParts>& prompts,
-    const std::vector<Tokens>& label_ids, const CallControl& control) {
+    const std::vector<Tokens>& label_ids, const std::vector<int>& owners,
+    const CallControl& control) {
   std::vector<Group> groups;
   std::map<std::pair<std::string, Tokens>, size_t> index;
   absl::flat_hash_map<std::string, Tokens> prefix_tokens;
@@ -92,7 +95,8 @@ absl::StatusOr<std::vector<Group>> GroupPrompts(
     }
     ASSIGN_OR_RETURN(Split split,
                      SplitPrompt(tokenizer, prompt, prefix->second));
-    RETURN_IF_ERROR(CheckLength(split.length, control));
+    RETURN_IF_ERROR(
+        CheckLength(split.length, i < owners.size() ? owners[i] : -1, control));
     if (!split.shared) {
       // Alone: the whole prompt as the prefix, one empty suffix.
       groups.push_back(Group{std::move(split.tokens), label_ids[i], {{i, {}}}});
@@ -163,10 +167,12 @@ Plan CutIntoCalls(std::vector<Group> groups, size_t n_prompts, size_t cap) {
 absl::StatusOr<Plan> PlanRound(const text::Tokenizer& tokenizer,
                                const std::vector<text::ChatParts>& prompts,
                                const std::vector<Tokens>& label_ids,
+                               const std::vector<int>& owners,
                                const CallControl& control,
                                int max_prompts_per_call) {
-  ASSIGN_OR_RETURN(std::vector<Group> groups,
-                   GroupPrompts(tokenizer, prompts, label_ids, control));
+  ASSIGN_OR_RETURN(
+      std::vector<Group> groups,
+      GroupPrompts(tokenizer, prompts, label_ids, owners, control));
   SortStateMajor(groups);
   if (control.budget != nullptr) {
     RETURN_IF_ERROR(control.budget->Charge(TokensSent(groups)));
@@ -180,10 +186,10 @@ absl::StatusOr<Plan> PlanRound(const text::Tokenizer& tokenizer,
 absl::StatusOr<std::vector<std::vector<double>>> PromptScorer::Logprobs(
     const std::vector<text::ChatParts>& prompts,
     const std::vector<std::vector<text::TokenId>>& label_ids,
-    const CallControl& control) const {
+    const CallControl& control, const std::vector<int>& owners) const {
   ASSIGN_OR_RETURN(const Plan plan,
-                   PlanRound(backend_->tokenizer(), prompts, label_ids, control,
-                             max_prompts_per_call_));
+                   PlanRound(backend_->tokenizer(), prompts, label_ids, owners,
+                             control, max_prompts_per_call_));
   std::vector<std::vector<std::vector<PromptLogprobs>>> results;
   for (const auto& call : plan.calls) {
     ASSIGN_OR_RETURN(auto result,
@@ -208,11 +214,12 @@ absl::StatusOr<std::vector<std::vector<double>>> PromptScorer::Logprobs(
 
 absl::StatusOr<std::vector<Matrix>> PromptScorer::HiddenStates(
     const std::vector<text::ChatParts>& prompts,
-    const std::vector<int32_t>& layers, const CallControl& control) const {
+    const std::vector<int32_t>& layers, const CallControl& control,
+    const std::vector<int>& owners) const {
   const std::vector<std::vector<text::TokenId>> no_labels(prompts.size());
   ASSIGN_OR_RETURN(const Plan plan,
-                   PlanRound(backend_->tokenizer(), prompts, no_labels, control,
-                             max_prompts_per_call_));
+                   PlanRound(backend_->tokenizer(), prompts, no_labels, owners,
+                             control, max_prompts_per_call_));
   const Eigen::Index n = static_cast<Eigen::Index>(prompts.size());
   std::vector<Matrix> out;
   for (size_t c = 0; c < plan.calls.size(); ++c) {

@@ -1,8 +1,8 @@
 // Typed questions, the three decision primitives of the AnyJev method
-// (decision-method.md 3.1): choice (2..26 options), noul (Yes/No) and score
-// (2..10 ordered levels, or equal-width bins over a scale). A question's key
-// is the identity its priors, L1 artifacts and L2 heads are stored under,
-// computed exactly as anyjev 0.2.0's Question.key.
+// (docs/decision.md, Questions and keys): choice (2..26 options), noul (Yes/No)
+// and score (2..10 ordered levels, or equal-width bins over a scale). A
+// question's key is the identity its priors, L1 artifacts and L2 heads are
+// stored under, computed exactly as anyjev 0.2.0's Question.key.
 #pragma once
 
 #include <optional>

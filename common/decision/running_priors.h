@@ -1,9 +1,9 @@
-// The batch prior's running accumulators (decision-method.md 5.3): per
-// question key, the sum of raw readouts per (shift, position) [P, K] and the
-// number of states added. Safe under concurrent callers: adding a batch and
-// reading the prior it produces is one step, so a call's prior always
-// includes its own batch (the transductive rule) and every batch is counted
-// once.
+// The batch prior's running accumulators (docs/decision.md, L0: shifts and
+// priors): per question key, the sum of raw readouts per (shift, position)
+// [P, K] and the number of states added. Safe under concurrent callers: adding
+// a batch and reading the prior it produces is one step, so a call's prior
+// always includes its own batch (the transductive rule) and every batch is
+// counted once.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // The rotation budget's stopping rule and its label-free certificate
-// (decision-method.md 5.9; anyjev calibrate/stopping.py): the log-odds
-// margin of a marginal, the Clopper-Pearson upper bound on a disagreement
-// rate, and the cheapest threshold whose disagreement with the full-K
-// answer is certified under a target.
+// (docs/decision.md, Rotation budget; anyjev calibrate/stopping.py): the
+// log-odds margin of a marginal, the Clopper-Pearson upper bound on a
+// disagreement rate, and the cheapest threshold whose disagreement with the
+// full-K answer is certified under a target.
 #pragma once
 
 #include <optional>

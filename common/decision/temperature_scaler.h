@@ -1,5 +1,5 @@
-// L1: one temperature per question (decision-method.md 6; anyjev
-// calibrate/posthoc.py). Fit by golden-section search over log T in
+// L1: one temperature per question (docs/decision.md, L1: temperature;
+// anyjev calibrate/posthoc.py). Fit by golden-section search over log T in
 // [-3, 3] minimising the mean NLL of softmax(log(clip(p, 1e-12)) / T) at the
 // gold labels; the L0 prior the calibration set was scored with is frozen
 // beside it, so L1 decisions are a pure function of the calibration set.

@@ -1,4 +1,4 @@
-// The AnyJev bench metrics (reference-system.md 9.3, decision-method.md 10):
+// The AnyJev bench metrics (docs/learning.md, Metrics):
 // summarize(probs, labels, probs_flipped) and coverage_at_risk, plus the
 // curves the bench plots. Rows may differ in width (a choice per item);
 // they are zero-padded to the widest row first, as the reference's runner

@@ -1,4 +1,4 @@
-// The gateway backend: see gateway_backend.h and reference-system.md 5.6.
+// The gateway backend: see gateway_backend.h and docs/gateway.md.
 #include "common/gateway/gateway_backend.h"
 
 #include <curl/curl.h>

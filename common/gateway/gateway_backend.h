@@ -1,4 +1,4 @@
-// The gateway backend (reference-system.md 5.6): an OpenAI-compatible server
+// The gateway backend (docs/gateway.md): an OpenAI-compatible server
 // (LiteLLM in front of vLLM) asked for next-token logprobs of each prompt
 // over POST {base}/v1/completions. Where the server takes vLLM's
 // logprob_token_ids, each label's exact logprob is asked for by id;
@@ -76,8 +76,8 @@ struct GatewayOptions {
   GatewayObserver* observer = nullptr;  // not owned; may be null
 };
 
-// The reference's key variables (reference-system.md 4.1, 10): the native
-// one wins over mesa-mcp's.
+// The reference's key variables: the native one wins over mesa-mcp's, so a
+// host that runs both can give this CLI its own key.
 inline constexpr char kNativeApiKeyVariable[] =
     "MESA_ANYJEV_BACKEND__GATEWAY_API_KEY";
 inline constexpr char kMesaMcpApiKeyVariable[] = "MESA_LLM_API_KEY";
@@ -98,7 +98,8 @@ absl::Duration BackoffDelay(int32_t attempt, double base_s, double u);
 // Whether an HTTP answer is worth another attempt: 429 and 5xx.
 bool IsRetryableHttpStatus(int64_t http_status);
 
-// The status for a non-2xx HTTP answer (reliability-anchors 2.8): 400/422
+// The status for a non-2xx HTTP answer (docs/gateway.md, Status mapping):
+// 400/422
 // INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404
 // NOT_FOUND, 408/504 DEADLINE_EXCEEDED, 429 RESOURCE_EXHAUSTED, 502/503
 // UNAVAILABLE, other 5xx UNAVAILABLE, anything else UNKNOWN. `body` (first

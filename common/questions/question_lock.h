@@ -1,4 +1,4 @@
-// questions.lock.json (reference-system.md 6.1): the frozen identity of every
+// questions.lock.json (docs/cli.md): the frozen identity of every
 // question, so a reworded question or changed option list is caught before
 // its key silently rotates away from its labels, priors and bundles.
 //

@@ -1,6 +1,7 @@
-// The reference's question set (see question_set.h). Wording is copied
-// exactly from reference-system.md 6.2; the eight pre-M5 keys it publishes
-// are checked by the unit tests.
+// The reference's question set (see question_set.h). Wording is the
+// reference's, string for string, since every string is part of a key; the
+// eight keys of the reference's published lock are checked by the unit
+// tests.
 #include "common/questions/question_set.h"
 
 #include <algorithm>

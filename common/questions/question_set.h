@@ -1,7 +1,7 @@
-// The reference's 17 fixed-key questions (reference-system.md 6.2) and the
-// frozen vocabularies their options come from (6.3). Wording and options are
-// part of each question's key: editing one string rotates that key and shows
-// up as drift against questions.lock.json.
+// The reference's 17 fixed-key questions and the frozen vocabularies their
+// options come from (docs/reference.md, Frozen vocabularies). Wording and
+// options are part of each question's key: editing one string rotates that key
+// and shows up as drift against questions.lock.json.
 #pragma once
 
 #include <array>

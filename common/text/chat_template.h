@@ -10,7 +10,7 @@
 //   "<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}"
 //   "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 // A tokenizer_config.json without any chat template gets the decision
-// method's fallback "{system}\n\n{user}\nAnswer:" (decision-method.md 3.3).
+// method's fallback "{system}\n\n{user}\nAnswer:" (docs/decision.md, Prompts).
 #pragma once
 
 #include <string>
@@ -21,7 +21,8 @@
 namespace mesa_anyjev::text {
 
 // Marks the prefix/suffix cut in a user message: U+2063, ANYJEV_SPLIT,
-// U+2063 (decision-method.md 3.3).
+// U+2063, invisible and never produced by a template (docs/decision.md,
+// Prompts).
 inline constexpr std::string_view kSplitSentinel =
     "\xE2\x81\xA3"
     "ANYJEV_SPLIT"

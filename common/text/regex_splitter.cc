@@ -1,5 +1,5 @@
-// PCRE2 with JIT for the pre-tokenizer split (toolchain.md section 9: the
-// Qwen2 regex compiles with PCRE2_UTF | PCRE2_UCP and JIT-compiles).
+// PCRE2 with JIT for the pre-tokenizer split: the Qwen2 regex compiles with
+// PCRE2_UTF | PCRE2_UCP and JIT-compiles, and std::regex has no \p classes.
 #include "common/text/regex_splitter.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8

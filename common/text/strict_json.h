@@ -2,9 +2,9 @@
 // artifacts_json, Bundles.Put), heads and bundle files, labels, tokenizer
 // and model files. nlohmann::json on its own keeps the last of two duplicate
 // keys without a word and has no nesting or size limit; the safetensors spec
-// forbids duplicates and other loaders have been fooled by them
-// (reliability-anchors.md 3.3), and everything that walks a parsed value
-// recursively (dump, our Python-style rendering) is safe only because the
+// forbids duplicates and other loaders have been fooled by them (two
+// parsers reading one file differently), and everything that walks a parsed
+// value recursively (dump, our Python-style rendering) is safe only because the
 // depth was bounded here.
 #pragma once
 

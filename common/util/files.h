@@ -3,7 +3,7 @@
 // before they return: files are fsynced before they are renamed and the
 // directory that holds a new name is fsynced after, so a crash (or SIGKILL,
 // or power loss) leaves either the old name or the whole new one
-// (reliability-anchors.md 3.5). Temporary names carry the writer's pid so a
+// (docs/bundles.md). Temporary names carry the writer's pid so a
 // later reader can tell a dead writer's leftovers from a live writer's work
 // in progress.
 #pragma once

@@ -136,7 +136,7 @@ STOP = {"label", "curie", "ontology", "id", "description", "synonyms", "has", "c
 
 
 def fake_says_yes(text):
-    """The fake's noul rule (reference-system.md 5.5) on a rendered state."""
+    """The fake's noul rule (common/fake_backend.h) on a rendered state."""
     cand = re.search(r'"candidate":\s*\{(.*?)\}', text, re.S)
     target = re.search(r'"column":\s*\{(.*?)\}', text, re.S)
     words = set(re.findall(r"[a-z0-9]+", cand.group(1))) - STOP

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Debian base image for podman where no registry is reachable
-# (shared/spec/platform.md section 2): debootstrap's minbase against the
+# (docs/build.md): debootstrap's minbase against the
 # mirror apt already uses, imported as localhost/SUITE-minbase:KEY.
 #
 #   deploy/container/base.sh SUITE      # bookworm | trixie; prints the image

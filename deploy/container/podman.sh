@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # podman as this project runs it where there is no Docker daemon and no
-# registry (shared/spec/platform.md section 2): runc, cgroupfs and lowered
+# registry (docs/build.md): runc, cgroupfs and lowered
 # ulimits from containers.conf beside this file. Docker users run `docker`
 # instead; nothing here is needed on the GB10.
 #

@@ -15,8 +15,10 @@
 #include "common/util/host_port.h"
 #include "common/util/secret.h"
 #include "common/util/state_dir.h"
+#include "server/daemon/device_guard.h"
 #include "server/daemon/drain_watchdog.h"
 #include "server/daemon/model_factory.h"
+#include "server/engine/device_fault.h"
 #include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
@@ -126,7 +128,7 @@ void SetTransportOptions(const config::ServerConfig& server,
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              server.max_concurrent_streams);
   // Long-lived pipeline clients: probe dead peers every minute, and close
-  // connections idle for five (reliability-anchors.md 2.4).
+  // connections idle for five, so a vanished peer frees its slot.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
   builder.AddChannelArgument(
@@ -136,7 +138,8 @@ void SetTransportOptions(const config::ServerConfig& server,
 
 }  // namespace
 
-Daemon::Daemon(config::Config config) : config_(std::move(config)) {}
+Daemon::Daemon(config::Config config, std::optional<engine::FaultPlan> faults)
+    : config_(std::move(config)), faults_(std::move(faults)) {}
 
 Daemon::~Daemon() = default;
 
@@ -168,11 +171,12 @@ int Daemon::Run() {
     spdlog::error("{}", std::string(loaded.message()));
     RequestShutdown();
     Drain();
+    if (exit_code_.load() != 0) return exit_code_.load();
     return IsConfigError(loaded) ? 2 : 1;
   }
   shutdown_.WaitForNotification();
   Drain();
-  return 0;
+  return exit_code_.load();
 }
 
 absl::Status Daemon::StartServing() {
@@ -287,34 +291,48 @@ void Daemon::RefreshMemoryGauges() {
 
 absl::Status Daemon::LoadAndWarmUp() {
   ASSIGN_OR_RETURN(
-      backend_, LoadModel(config_, metrics_.get(), metrics_.get(), shutdown_));
+      LoadedModel model,
+      LoadModel(config_, metrics_.get(), metrics_.get(), shutdown_, faults_));
+  backend_ = std::move(model.backend);
+  forward_adapter_ = std::move(model.adapter);
+  device_guard_ = std::make_unique<DeviceGuard>(
+      model.forward,
+      [this](const absl::Status& status) { OnDeviceLost(status); });
+  job_queue_->SetModel(device_guard_.get());
   inference_->SetBackend(backend_.get());
   RETURN_IF_ERROR(decisions_->SetBackend(backend_.get()));
   // The promoted bundles are part of what SERVING promises.
   RETURN_IF_ERROR(bundles_->Start(backend_.get(), decisions_->decider()));
-  // Readiness means the model answers: one real call through the engine.
+  // Readiness means the model answers: one real call through the engine,
+  // for the top token only: no label, so none can count as missing (a
+  // gateway's missing-label counter starts at 0).
   ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));
-  absl::Notification done;
-  absl::Status result;
-  engine::Job job;
-  job.deadline = absl::Now() + absl::Seconds(config_.server.max_deadline_s);
-  job.run = [&](const CallControl& control) -> absl::Status {
-    // The top token only: no label, so none can count as missing (a
-    // gateway's missing-label counter starts at 0).
-    PromptGroup group{ids, {{}}, {}};
-    return backend_->Logprobs({group}, /*top_k=*/1, control).status();
-  };
-  job.done = [&](absl::Status status) {
-    result = std::move(status);
-    done.Notify();
-  };
-  RETURN_IF_ERROR(job_queue_->TrySubmit(std::move(job)));
-  done.WaitForNotification();
+  const Caller caller{
+      absl::Now() + absl::Seconds(config_.server.max_deadline_s), nullptr};
+  const absl::Status result =
+      job_queue_
+          ->SubmitAndWait(engine::LogprobsTask{/*top_k=*/1},
+                          {PromptGroup{ids, {{}}, {}}}, caller)
+          .status();
   if (!result.ok()) {
     return absl::Status(
         result.code(), absl::StrCat("warm-up call failed: ", result.message()));
   }
   return absl::OkStatus();
+}
+
+void Daemon::OnDeviceLost(const absl::Status& status) {
+  spdlog::error(
+      "{}; health NOT_SERVING, the calls queued fail with UNAVAILABLE, exit "
+      "code {} after the drain",
+      std::string(status.message()), engine::kDeviceLostExitCode);
+  exit_code_.store(engine::kDeviceLostExitCode);
+  state_->set(service::ServingState::kDraining);
+  metrics_->SetModelLoaded(false);
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+  }
+  RequestShutdown();
 }
 
 void Daemon::Drain() {
@@ -351,6 +369,8 @@ void Daemon::Drain() {
   if (decisions_) decisions_->Stop();
   if (bundles_) bundles_->Stop();
   if (job_queue_) job_queue_->Stop();
+  // After the engine: the replies it handed over are written first.
+  if (inference_) inference_->Stop();
   if (metrics_endpoint_) metrics_endpoint_->Stop();
   spdlog::info("drained in {:.2f} s",
                absl::ToDoubleSeconds(absl::Now() - start));

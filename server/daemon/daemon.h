@@ -5,12 +5,15 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "common/backend.h"
 #include "common/config/config.h"
+#include "server/daemon/device_guard.h"
+#include "server/engine/fault_plan.h"
 
 namespace grpc {
 class Server;
@@ -20,8 +23,9 @@ class ServerCredentials;
 
 namespace mesa_anyjev {
 namespace engine {
+class ForwardModel;
 class JobQueue;
-}
+}  // namespace engine
 namespace metrics {
 class ServerMetrics;
 class MetricsEndpoint;
@@ -40,11 +44,15 @@ namespace mesa_anyjev::daemon {
 
 class Daemon {
  public:
-  explicit Daemon(config::Config config);
+  // `faults`: tests only (--inject-faults), passes that fail as a device
+  // would.
+  explicit Daemon(config::Config config,
+                  std::optional<engine::FaultPlan> faults = std::nullopt);
   ~Daemon();
 
   // Runs until drained; returns the process exit code (0 after a clean
-  // drain, 1 on a runtime failure, 2 on a configuration error).
+  // drain, 1 on a runtime failure, 2 on a configuration error,
+  // engine::kDeviceLostExitCode once the device failed).
   int Run();
 
   // Starts the drain; safe from any thread, idempotent.
@@ -66,10 +74,16 @@ class Daemon {
   absl::StatusOr<int> StartMetricsEndpoint();
   void RefreshMemoryGauges();  // on each scrape
   absl::Status LoadAndWarmUp();
+  // A pass left the device unusable (on the engine thread): health
+  // NOT_SERVING, new calls UNAVAILABLE, then the drain, which fails the
+  // queued calls at once (DeviceGuard), and the distinct exit code.
+  void OnDeviceLost(const absl::Status& status);
   void Drain();
 
   const config::Config config_;
+  std::optional<engine::FaultPlan> faults_;
   absl::Notification shutdown_;
+  std::atomic<int> exit_code_{0};  // set once the device is lost
   std::unique_ptr<metrics::ServerMetrics> metrics_;
   std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<engine::JobQueue> job_queue_;
@@ -81,6 +95,12 @@ class Daemon {
   std::unique_ptr<service::ReflectionV1Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Backend> backend_;
+  // What the job queue runs backend_ through when it is no ForwardModel
+  // itself (model_factory.h).
+  std::unique_ptr<engine::ForwardModel> forward_adapter_;
+  // What the job queue runs: the model's ForwardModel behind the guard that
+  // notices a lost device.
+  std::unique_ptr<DeviceGuard> device_guard_;
   // backend_ once loaded, for the metrics thread.
   std::atomic<const Backend*> loaded_backend_{nullptr};
 };

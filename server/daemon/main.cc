@@ -1,11 +1,14 @@
 // mesa-anyjevd: the long-running gRPC daemon. Flags here, lifecycle in
 // daemon.cc. Exit codes: 0 drained cleanly, 1 runtime failure, 2 usage or
-// configuration error, 128+N a second signal N.
+// configuration error, 75 the model's device failed (its CUDA context is
+// unusable: a supervisor starts a fresh process), 128+N a second signal N.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,8 @@
 #include "common/util/build_info.h"
 #include "server/daemon/daemon.h"
 #include "server/daemon/signal_watcher.h"
+#include "server/engine/device_fault.h"
+#include "server/engine/fault_plan.h"
 
 namespace {
 
@@ -28,6 +33,7 @@ int Main(int argc, char** argv) {
       "mesa-anyjevd: serves logprobs, hidden states and decisions "
       "of a resident LLM over gRPC"};
   std::string config_path, model, backend, listen, port_file, metrics_listen;
+  std::string inject_faults;
   std::vector<std::string> sets;
   bool version = false, print_config = false;
   app.add_option("--config", config_path, "YAML configuration file");
@@ -50,6 +56,10 @@ int Main(int argc, char** argv) {
   app.add_flag("--version", version, "print the version and exit");
   app.add_flag("--print-config", print_config,
                "print the effective configuration and exit");
+  // Tests only (docs/reliability.md, "GPU faults"): a flag, never a config
+  // key, so that no configuration file or environment variable can arm it;
+  // left out of --help.
+  app.add_option("--inject-faults", inject_faults)->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -98,15 +108,32 @@ int Main(int argc, char** argv) {
   }
   auto level = spdlog::level::from_str(config->log.level);
   spdlog::set_level(level);
+  std::optional<mesa_anyjev::engine::FaultPlan> faults;
+  if (!inject_faults.empty()) {
+    auto plan = mesa_anyjev::engine::FaultPlan::Parse(inject_faults);
+    if (!plan.ok()) {
+      std::cerr << "mesa-anyjevd: " << plan.status().message() << "\n";
+      return 2;
+    }
+    faults = *std::move(plan);
+  }
 
-  mesa_anyjev::daemon::Daemon daemon(*std::move(config));
+  mesa_anyjev::daemon::Daemon daemon(*std::move(config), std::move(faults));
   mesa_anyjev::daemon::SignalWatcher signals;
   signals.Start([&daemon](int signal_number) {
     spdlog::info("signal {}: starting the drain (send it again to exit now)",
                  signal_number);
     daemon.RequestShutdown();
   });
-  return daemon.Run();
+  const int code = daemon.Run();
+  if (code == mesa_anyjev::engine::kDeviceLostExitCode) {
+    // The model's tensors live in a dead CUDA context: freeing them as the
+    // destructors would can abort the process instead of exiting with the
+    // code a supervisor reads.
+    spdlog::default_logger()->flush();
+    std::_Exit(code);
+  }
+  return code;
 }
 
 }  // namespace

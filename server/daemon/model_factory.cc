@@ -9,6 +9,7 @@
 #include "common/composite_backend.h"
 #include "common/fake_backend.h"
 #include "common/status/status_macros.h"
+#include "server/engine/backend_forward_model.h"
 #include "server/model/checkpoint.h"
 #include "server/service/remote_hidden_states.h"
 #if MESA_ANYJEV_WITH_TORCH
@@ -37,6 +38,16 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadComposite(
                                     config.client, logprobs->tokenizer()));
   return std::unique_ptr<Backend>(std::make_unique<CompositeBackend>(
       std::move(logprobs), std::move(hidden)));
+}
+
+// A model with only the Backend seam, run by the job queue through the
+// adapter.
+LoadedModel Adapted(std::unique_ptr<Backend> backend) {
+  LoadedModel loaded;
+  loaded.adapter = std::make_unique<engine::BackendForwardModel>(backend.get());
+  loaded.forward = loaded.adapter.get();
+  loaded.backend = std::move(backend);
+  return loaded;
 }
 
 }  // namespace
@@ -69,13 +80,21 @@ absl::Status CheckModelPath(const config::Config& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
+absl::StatusOr<LoadedModel> LoadModel(
     const config::Config& config, engine::EngineObserver* observer,
-    gateway::GatewayObserver* gateway, const absl::Notification& stop) {
-  if (config.model.backend == "composite") {
-    return LoadComposite(config, gateway);
-  }
+    gateway::GatewayObserver* gateway, const absl::Notification& stop,
+    const std::optional<engine::FaultPlan>& faults) {
   const config::ModelConfig& model = config.model;
+  if (faults.has_value() &&
+      (model.backend == "composite" || model.path == "fake")) {
+    return absl::InvalidArgumentError(
+        "--inject-faults: the fake and composite backends run no forward "
+        "passes; give a checkpoint (model.path)");
+  }
+  if (model.backend == "composite") {
+    ASSIGN_OR_RETURN(auto composite, LoadComposite(config, gateway));
+    return Adapted(std::move(composite));
+  }
   const config::EngineConfig& engine = config.engine;
   if (model.path == "fake") {
     // The fake "loads" for fake_load_s so tests can watch NOT_SERVING.
@@ -84,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
     }
     FakeBackendOptions options;
     options.delay_s = model.fake_delay_s;
-    return std::unique_ptr<Backend>(std::make_unique<FakeBackend>(options));
+    return Adapted(std::make_unique<FakeBackend>(options));
   }
   std::error_code error;
   if (!std::filesystem::is_directory(model.path, error)) {
@@ -105,10 +124,19 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadModel(
   if (!backend->attention_note().empty()) {
     spdlog::info("sdpa uses the masked kernel: {}", backend->attention_note());
   }
-  return std::unique_ptr<Backend>(std::move(backend));
+  if (faults.has_value()) {
+    spdlog::warn("fault injection armed (--inject-faults, tests only): {}",
+                 faults->Describe());
+    backend->InjectFaults(*faults);
+  }
+  LoadedModel loaded;
+  loaded.forward = backend.get();
+  loaded.backend = std::move(backend);
+  return loaded;
 #else
   (void)engine;
   (void)observer;
+  (void)faults;
   return absl::FailedPreconditionError(absl::StrCat(
       "model.path: '", model.path,
       "' is a checkpoint, but this daemon was built without libtorch "

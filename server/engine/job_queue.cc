@@ -1,36 +1,35 @@
 #include "server/engine/job_queue.h"
 
-#include <algorithm>
 #include <exception>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/status/retry_after.h"
 
 namespace mesa_anyjev::engine {
 namespace {
 
-// Model code may throw (libtorch reports errors as c10::Error); exceptions
-// stop here, once, and become INTERNAL for the caller.
-absl::Status RunGuarded(Job& job, const CallControl& control) {
-  try {
-    return job.run(control);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("model error: ", e.what()));
+int64_t TokensOf(const std::vector<PromptGroup>& groups) {
+  int64_t tokens = 0;
+  for (const PromptGroup& group : groups) {
+    tokens += static_cast<int64_t>(group.prefix.size());
+    for (const auto& suffix : group.suffixes) {
+      tokens += static_cast<int64_t>(suffix.size());
+    }
   }
+  return tokens;
 }
 
-std::vector<absl::Status> RunBatchGuarded(const std::vector<Job*>& jobs,
-                                          const CallControl& control) {
+// Model code may throw (libtorch reports errors as c10::Error); exceptions
+// stop here, once, and become INTERNAL for the callers.
+absl::StatusOr<ForwardOutput> RunGuarded(ForwardModel* model,
+                                         const ForwardCall& call) {
+  if (model == nullptr) return absl::UnavailableError("no model loaded");
   try {
-    std::vector<absl::Status> out = jobs.front()->run_batch(jobs, control);
-    if (out.size() == jobs.size()) return out;
-    return std::vector<absl::Status>(
-        jobs.size(), absl::InternalError("run_batch: one status per job"));
+    return model->Run(call);
   } catch (const std::exception& e) {
-    return std::vector<absl::Status>(
-        jobs.size(),
-        absl::InternalError(absl::StrCat("model error: ", e.what())));
+    return absl::InternalError(absl::StrCat("model error: ", e.what()));
   }
 }
 
@@ -46,7 +45,8 @@ void JobQueue::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
-absl::Status JobQueue::TrySubmit(Job job) {
+absl::Status JobQueue::TrySubmit(ForwardJob job) {
+  const int64_t tokens = TokensOf(job.groups);
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
@@ -60,13 +60,30 @@ absl::Status JobQueue::TrySubmit(Job job) {
                                 "(server.queue_capacity); retry later")),
                             kQueueFullRetryAfter);
     }
-    queue_.push_back(Queued{std::move(job), absl::Now()});
+    queue_.push_back(Queued{std::move(job), absl::Now(), tokens});
     // Under the lock, so the gauge can never end on a stale value.
     if (observer_ != nullptr) {
       observer_->OnQueueDepth(static_cast<int64_t>(queue_.size()));
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ForwardOutput> JobQueue::SubmitAndWait(
+    ForwardTask task, std::vector<PromptGroup> groups, Caller caller) {
+  absl::Notification done;
+  absl::StatusOr<ForwardOutput> out;
+  ForwardJob job{std::move(task), std::move(groups), caller,
+                 [&](absl::StatusOr<ForwardOutput> result) {
+                   out = std::move(result);
+                   done.Notify();
+                 }};
+  // On refusal `done` is never called: answer here.
+  if (absl::Status status = TrySubmit(std::move(job)); !status.ok()) {
+    return status;
+  }
+  done.WaitForNotification();
+  return out;
 }
 
 void JobQueue::Stop() {
@@ -86,16 +103,12 @@ std::vector<JobQueue::Queued> JobQueue::TakeBatch() {
   std::vector<Queued> batch;
   batch.push_back(std::move(queue_.front()));
   queue_.pop_front();
-  // Copies: `batch` grows below, which may move its first element.
-  const std::string key = batch.front().job.batch_key;
-  if (!key.empty() && batch.front().job.run_batch) {
-    int64_t tokens = batch.front().job.batch_tokens;
-    while (!queue_.empty() && queue_.front().job.batch_key == key &&
-           tokens + queue_.front().job.batch_tokens <= batch_budget_) {
-      tokens += queue_.front().job.batch_tokens;
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
+  int64_t tokens = batch.front().tokens;
+  while (!queue_.empty() && queue_.front().job.task == batch.front().job.task &&
+         tokens + queue_.front().tokens <= batch_budget_) {
+    tokens += queue_.front().tokens;
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
   }
   if (observer_ != nullptr) {
     observer_->OnQueueDepth(static_cast<int64_t>(queue_.size()));
@@ -105,15 +118,39 @@ std::vector<JobQueue::Queued> JobQueue::TakeBatch() {
 
 bool JobQueue::SkipIfStale(Queued& item, absl::Time now) {
   if (observer_ != nullptr) observer_->OnQueueWait(now - item.enqueued);
-  absl::Status status =
-      CallPart{0, item.job.deadline, item.job.cancelled}.StopStatus(
-          now, "waiting in the queue");
+  absl::Status status = item.job.caller.StopStatus(now, "waiting in the queue");
   if (status.ok()) return false;
   if (observer_ != nullptr) {
     observer_->OnSkipped(absl::IsCancelled(status) ? "cancelled" : "deadline");
   }
   item.job.done(std::move(status));
   return true;
+}
+
+void JobQueue::RunMerged(const std::vector<Queued*>& live, absl::Time start) {
+  ForwardCall call{live.front()->job.task, {}};
+  for (const Queued* item : live) {
+    call.members.push_back({&item->job.groups, item->job.caller});
+  }
+  absl::StatusOr<ForwardOutput> out = RunGuarded(model_.load(), call);
+  if (observer_ != nullptr) observer_->OnRun(absl::Now() - start);
+  absl::StatusOr<std::vector<ForwardOutput>> shares =
+      out.ok() ? SplitOutput(call, *std::move(out))
+               : absl::StatusOr<std::vector<ForwardOutput>>(out.status());
+  for (size_t i = 0; i < live.size(); ++i) {
+    ForwardJob& job = live[i]->job;
+    // A member whose caller stopped while the merged call ran gets its own
+    // status, not the (partial) results; a lone caller gets the model's.
+    if (absl::Status stopped =
+            job.caller.StopStatus(absl::Now(), "the forward");
+        live.size() > 1 && !stopped.ok()) {
+      job.done(std::move(stopped));
+    } else if (!shares.ok()) {
+      job.done(shares.status());
+    } else {
+      job.done(std::move((*shares)[i]));
+    }
+  }
 }
 
 void JobQueue::Loop() {
@@ -133,33 +170,7 @@ void JobQueue::Loop() {
     for (Queued& item : taken) {
       if (!SkipIfStale(item, start)) live.push_back(&item);
     }
-    if (live.empty()) continue;
-    if (live.size() == 1 && !live.front()->job.run_batch) {
-      Job& job = live.front()->job;
-      CallControl control;
-      control.deadline = job.deadline;
-      control.cancelled = job.cancelled;
-      absl::Status status = RunGuarded(job, control);
-      if (observer_ != nullptr) observer_->OnRun(absl::Now() - start);
-      job.done(std::move(status));
-      continue;
-    }
-    // One model call for all: it may run until the latest deadline; a
-    // member that gives up meanwhile is answered by its own caller's status.
-    std::vector<Job*> jobs;
-    absl::Time deadline = absl::InfinitePast();
-    for (Queued* item : live) {
-      jobs.push_back(&item->job);
-      deadline = std::max(deadline, item->job.deadline);
-    }
-    CallControl control;
-    control.deadline = deadline;
-    control.cancelled = jobs.size() == 1 ? jobs.front()->cancelled : nullptr;
-    std::vector<absl::Status> statuses = RunBatchGuarded(jobs, control);
-    if (observer_ != nullptr) observer_->OnRun(absl::Now() - start);
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      jobs[i]->done(std::move(statuses[i]));
-    }
+    if (!live.empty()) RunMerged(live, start);
   }
 }
 

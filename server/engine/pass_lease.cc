@@ -18,6 +18,20 @@ void PassLease::Publish(BlockId parent, const TokenId* tokens, BlockId block,
   }
 }
 
+std::optional<BlockRef> PassLease::CopyRun(KvBlocks::PartialMatch run) {
+  // The run is held, so this allocation cannot evict it.
+  std::optional<BlockRef> into = blocks_->Allocate();
+  if (!into.has_value()) return std::nullopt;
+  const int64_t bs = blocks_->block_tokens();
+  for (int64_t t = 0; t < run.tokens; ++t) {
+    copy_from_.push_back(int64_t{run.block.id()} * bs + t);
+    copy_to_.push_back(int64_t{into->id()} * bs + t);
+  }
+  copy_destinations_.push_back(into->id());
+  Hold(std::move(run.block));
+  return into;
+}
+
 bool PassLease::CopiesInto(BlockId block) const {
   return std::find(copy_destinations_.begin(), copy_destinations_.end(),
                    block) != copy_destinations_.end();
@@ -35,6 +49,8 @@ void PassLease::Abort() {
 void PassLease::Release() {
   published_.clear();
   copy_destinations_.clear();
+  copy_from_.clear();
+  copy_to_.clear();
   held_.clear();
 }
 

@@ -9,18 +9,25 @@ namespace {
 
 int64_t BlocksFor(int64_t tokens, int64_t bs) { return (tokens + bs - 1) / bs; }
 
-absl::Status PoolTooSmall(int64_t tokens, int64_t need,
-                          const KvBlocks& blocks) {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "a prompt group of ", tokens, " tokens needs ", need, " KV blocks of ",
-      blocks.block_tokens(), " tokens; the pool (engine.kv_pool_bytes) holds ",
-      blocks.num_blocks()));
+absl::Status PoolTooSmall(int64_t tokens, int64_t need, const KvBlocks& blocks,
+                          std::optional<PoolShortfall>* shortfall) {
+  const PoolShortfall sizes{tokens, need, blocks.block_tokens(),
+                            blocks.num_blocks()};
+  if (shortfall != nullptr) *shortfall = sizes;
+  return absl::ResourceExhaustedError(sizes.Describe("the pool"));
 }
 
 }  // namespace
 
+std::string PoolShortfall::Describe(const char* pool) const {
+  return absl::StrCat("a prompt group of ", tokens, " tokens needs ",
+                      blocks_needed, " KV blocks of ", block_tokens,
+                      " tokens; ", pool, " holds ", pool_blocks);
+}
+
 absl::Status PassPlanner::Check(const std::vector<PlanGroup>& groups,
-                                const KvBlocks& blocks) {
+                                const KvBlocks& blocks,
+                                std::optional<PoolShortfall>* shortfall) {
   const int64_t bs = blocks.block_tokens();
   for (const PlanGroup& g : groups) {
     const PromptGroup& group = *g.group;
@@ -32,13 +39,13 @@ absl::Status PassPlanner::Check(const std::vector<PlanGroup>& groups,
         return absl::InvalidArgumentError("a prompt has no tokens");
       }
       if (p == 0 && BlocksFor(s, bs) > blocks.num_blocks()) {
-        return PoolTooSmall(s, BlocksFor(s, bs), blocks);
+        return PoolTooSmall(s, BlocksFor(s, bs), blocks, shortfall);
       }
       longest = std::max(longest, s);
     }
     const int64_t need = BlocksFor(p, bs) + BlocksFor(longest, bs);
     if (p > 0 && need > blocks.num_blocks()) {
-      return PoolTooSmall(p + longest, need, blocks);
+      return PoolTooSmall(p + longest, need, blocks, shortfall);
     }
   }
   return absl::OkStatus();
@@ -132,27 +139,37 @@ void PassPlanner::Start(GroupState& group) {
       static_cast<int64_t>(group.chain.size()) * blocks_->block_tokens();
   ++(group.chain.empty() ? stats_.prefix_misses : stats_.prefix_hits);
   // The next block may be cached under another continuation (a state's
-  // last tokens before another question): its common run is copied, not
-  // computed. A prefix segment must follow to carry the copy, so the run
-  // stops before the prefix's last token.
+  // last tokens before another question): its common run is copied in this
+  // pass, not computed. A prefix segment must still compute the prefix's
+  // last token, so the run stops before it.
   const int64_t room = static_cast<int64_t>(p) - 1 - group.covered;
   if (!group.chain.empty() && room > 0) {
     std::optional<KvBlocks::PartialMatch> run = blocks_->MatchPartial(
         group.chain.back().id(), group.prefix->data() + group.covered,
         static_cast<int32_t>(std::min<int64_t>(room, blocks_->block_tokens())),
         layers_, [this](BlockId b) { return !in_flight_->CopiesInto(b); });
-    // The run is held, so this allocation cannot evict it.
-    std::optional<BlockRef> into;
-    if (run.has_value()) into = blocks_->Allocate();
-    if (into.has_value()) {
-      group.copy_source = std::move(run->block);
-      group.copy_into = into->id();
-      group.copy_tokens = run->tokens;
-      group.chain.push_back(std::move(*into));
-      group.covered += run->tokens;
+    if (run.has_value()) {
+      const int32_t tokens = run->tokens;
+      if (std::optional<BlockRef> into = in_flight_->CopyRun(std::move(*run))) {
+        group.chain.push_back(std::move(*into));
+        group.covered += tokens;
+      }
     }
   }
   stats_.reused_tokens += group.covered;
+}
+
+int32_t PassPlanner::ContextOf(GroupState& group, int64_t end,
+                               Pass& pass) const {
+  if (group.context < 0) {
+    group.context = static_cast<int32_t>(pass.keys.contexts.size());
+    std::vector<int64_t>& slots = pass.keys.contexts.emplace_back();
+    slots.reserve(static_cast<size_t>(end));
+    for (int64_t pos = 0; pos < end; ++pos) {
+      slots.push_back(Slot(group.chain, pos));
+    }
+  }
+  return group.context;
 }
 
 bool PassPlanner::Grow(GroupState& group, int64_t end) {
@@ -175,8 +192,6 @@ void PassPlanner::Close(GroupState& group) {
 
 void PassPlanner::Drop(GroupState& group) {
   group.chain.clear();
-  group.copy_source.Reset();
-  group.copy_tokens = 0;
   group.finished = true;
 }
 
@@ -197,8 +212,9 @@ absl::StatusOr<Pass> PassPlanner::Next(
       continue;
     }
     if (!group.started) Start(group);
-    absl::StatusOr<Room> room = PlanPrefix(i, group, pass);
-    if (room.ok() && *room == Room::kLeft) room = PlanSuffixes(i, group, pass);
+    absl::StatusOr<Room> room = PlanPrefix(group, pass);
+    if (room.ok() && *room == Room::kLeft) room = PlanSuffixes(group, pass);
+    group.context = -1;  // contexts are the pass's
     if (!room.ok()) {
       in_flight_.reset();
       return room.status();
@@ -206,6 +222,8 @@ absl::StatusOr<Pass> PassPlanner::Next(
     if (*room == Room::kFull) break;
     Close(group);
   }
+  pass.copy_from = in_flight_->copy_from();
+  pass.copy_to = in_flight_->copy_to();
   while (first_open_ < groups_.size() && groups_[first_open_].finished) {
     ++first_open_;
   }
@@ -214,8 +232,7 @@ absl::StatusOr<Pass> PassPlanner::Next(
   return pass;
 }
 
-absl::StatusOr<PassPlanner::Room> PassPlanner::PlanPrefix(size_t index,
-                                                          GroupState& group,
+absl::StatusOr<PassPlanner::Room> PassPlanner::PlanPrefix(GroupState& group,
                                                           Pass& pass) {
   const int64_t bs = blocks_->block_tokens();
   const int64_t p = static_cast<int64_t>(group.prefix->size());
@@ -233,37 +250,23 @@ absl::StatusOr<PassPlanner::Room> PassPlanner::PlanPrefix(size_t index,
   const int64_t end = group.covered + take;
   if (!Grow(group, end)) {
     if (!pass.segments.empty()) return Room::kFull;
-    return PoolTooSmall(end, BlocksFor(end, bs), *blocks_);
+    return PoolTooSmall(end, BlocksFor(end, bs), *blocks_, &shortfall_);
   }
+  // Its tokens' keys are the last of its context: the suffixes that follow
+  // in this pass share them.
+  model::SegmentKeys keys;
+  keys.length = take;
+  keys.start = group.covered;
+  keys.context = ContextOf(group, end, pass);
   Segment seg;
   seg.tokens = group.prefix->data() + group.covered;
-  seg.length = take;
-  seg.start = group.covered;
-  for (int64_t pos = 0; pos < end; ++pos) {
-    seg.keys.push_back(Slot(group.chain, pos));
-  }
   if (end == p) seg.outputs = group.prefix_outputs;
-  // Its keys are what the group's suffixes share.
-  seg.shared_id = static_cast<int64_t>(index);
-  seg.shared_length = end;
-  CarryCopy(group, pass);
   PublishCompleted(group, end);
   group.covered = end;
   pass.tokens += take;
+  pass.keys.segments.push_back(std::move(keys));
   pass.segments.push_back(std::move(seg));
   return end < p ? Room::kFull : Room::kLeft;
-}
-
-void PassPlanner::CarryCopy(GroupState& group, Pass& pass) {
-  if (group.copy_tokens == 0) return;
-  const int64_t bs = blocks_->block_tokens();
-  for (int64_t t = 0; t < group.copy_tokens; ++t) {
-    pass.copy_from.push_back(int64_t{group.copy_source.id()} * bs + t);
-    pass.copy_to.push_back(int64_t{group.copy_into} * bs + t);
-  }
-  in_flight_->Hold(std::move(group.copy_source));  // until the pass ran
-  in_flight_->CopyInto(group.copy_into);
-  group.copy_tokens = 0;
 }
 
 void PassPlanner::PublishCompleted(const GroupState& group, int64_t end) {
@@ -277,8 +280,7 @@ void PassPlanner::PublishCompleted(const GroupState& group, int64_t end) {
   }
 }
 
-absl::StatusOr<PassPlanner::Room> PassPlanner::PlanSuffixes(size_t index,
-                                                            GroupState& group,
+absl::StatusOr<PassPlanner::Room> PassPlanner::PlanSuffixes(GroupState& group,
                                                             Pass& pass) {
   const int64_t bs = blocks_->block_tokens();
   const int64_t p = group.covered;  // the whole prefix by now
@@ -296,25 +298,21 @@ absl::StatusOr<PassPlanner::Room> PassPlanner::PlanSuffixes(size_t index,
     }
     if (static_cast<int64_t>(own.size()) < BlocksFor(len, bs)) {
       if (!pass.segments.empty()) return Room::kFull;
-      return PoolTooSmall(p + len, BlocksFor(p + len, bs), *blocks_);
+      return PoolTooSmall(p + len, BlocksFor(p + len, bs), *blocks_,
+                          &shortfall_);
     }
-    Segment seg;
-    seg.tokens = suffix.tokens;
-    seg.length = len;
-    seg.start = p;
-    seg.keys.reserve(static_cast<size_t>(p + len));
-    for (int64_t pos = 0; pos < p; ++pos) {
-      seg.keys.push_back(Slot(group.chain, pos));
-    }
+    model::SegmentKeys keys;
+    keys.length = len;
+    keys.start = p;
+    keys.context = ContextOf(group, p, pass);
+    keys.own.reserve(static_cast<size_t>(len));
     for (int64_t pos = 0; pos < len; ++pos) {
-      seg.keys.push_back(Slot(own, pos));
+      keys.own.push_back(Slot(own, pos));
     }
-    seg.outputs = {suffix.output};
-    seg.shared_id = static_cast<int64_t>(index);
-    seg.shared_length = p;
     in_flight_->Hold(own);
     pass.tokens += len;
-    pass.segments.push_back(std::move(seg));
+    pass.keys.segments.push_back(std::move(keys));
+    pass.segments.push_back({suffix.tokens, {suffix.output}});
   }
   return Room::kLeft;
 }

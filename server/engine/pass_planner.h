@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,6 +23,7 @@
 #include "common/backend.h"
 #include "server/engine/kv_blocks.h"
 #include "server/engine/pass_lease.h"
+#include "server/model/pass_keys.h"
 
 namespace mesa_anyjev::engine {
 
@@ -32,31 +34,38 @@ struct PlanGroup {
   int64_t first_output = 0;
 };
 
+// What a segment of a pass computes beside its keys (Pass::keys, the same
+// index): its tokens and the outputs it owes at its last token (several
+// prompts may end there).
 struct Segment {
   const TokenId* tokens = nullptr;
-  int64_t length = 0;
-  int64_t start = 0;  // position of tokens[0]
-  // Pool slots of positions [0, start + length): the keys it attends to,
-  // ending with its own tokens' (where their keys and values are written).
-  std::vector<int64_t> keys;
-  // Outputs owed at its last token (several prompts may end there).
   std::vector<int64_t> outputs;
-  // The segments of one group (its prefix's part in this pass, whose keys
-  // are all of the prefix's, and its suffixes) share keys[0,
-  // shared_length): attention may read those once for all of them.
-  int64_t shared_id = -1;
-  int64_t shared_length = 0;
 };
 
 struct Pass {
-  std::vector<Segment> segments;
+  // The keys each segment sees, in the one form attention reads.
+  model::PassKeys keys;
+  std::vector<Segment> segments;  // aligned with keys.segments
   int64_t tokens = 0;
   // Pool slots whose keys and values are copied, copy_from[i] to
   // copy_to[i], at every layer after the pass's own are written and before
-  // attention: a prefix that continues part of a cached block
-  // (KvBlocks::MatchPartial) starts from that block's run instead of
-  // computing it again.
+  // attention: a prefix that continues part of a cached block starts from
+  // that block's run instead of computing it again (PassLease::CopyRun).
   std::vector<int64_t> copy_from, copy_to;
+};
+
+// A prompt group the KV pool cannot hold even alone: the sizes, for the
+// caller to word (the planner knows no configuration, so it cannot say
+// which setting sizes the pool).
+struct PoolShortfall {
+  int64_t tokens = 0;  // the group's prefix and longest suffix
+  int64_t blocks_needed = 0;
+  int64_t block_tokens = 0;
+  int64_t pool_blocks = 0;
+
+  // "a prompt group of N tokens needs M KV blocks of B tokens; <pool> holds
+  // K".
+  std::string Describe(const char* pool) const;
 };
 
 struct PlanStats {
@@ -75,10 +84,12 @@ class PassPlanner {
   PassPlanner(const PassPlanner&) = delete;
   PassPlanner& operator=(const PassPlanner&) = delete;
 
-  // RESOURCE_EXHAUSTED naming the pool when a group cannot fit the pool even
-  // alone; INVALID_ARGUMENT for a prompt with no tokens. Before any work.
+  // RESOURCE_EXHAUSTED with the sizes (also in *shortfall when given) when
+  // a group cannot fit the pool even alone; INVALID_ARGUMENT for a prompt
+  // with no tokens. Before any work.
   static absl::Status Check(const std::vector<PlanGroup>& groups,
-                            const KvBlocks& blocks);
+                            const KvBlocks& blocks,
+                            std::optional<PoolShortfall>* shortfall = nullptr);
 
   // The next pass over the groups whose owner is `live` (the others are
   // dropped and their blocks released); an empty pass when all are done.
@@ -88,6 +99,8 @@ class PassPlanner {
   void Finish(bool ok);
 
   const PlanStats& stats() const { return stats_; }
+  // The sizes behind Next's last RESOURCE_EXHAUSTED, if it gave one.
+  const std::optional<PoolShortfall>& shortfall() const { return shortfall_; }
 
  private:
   struct Suffix {
@@ -111,13 +124,10 @@ class PassPlanner {
     // or planned in a pass.
     std::vector<BlockRef> chain;
     int64_t covered = 0;
-    // A partial match still to be copied with the prefix's first segment:
-    // the first `copy_tokens` positions of `copy_source` into `copy_into`
-    // (the chain's last block).
-    BlockRef copy_source;
-    BlockId copy_into = -1;
-    int32_t copy_tokens = 0;
     size_t next_suffix = 0;
+    // Its context in the pass being planned (Pass::keys.contexts), -1 when
+    // it has none there yet.
+    int32_t context = -1;
   };
   // Whether a step of Next left room in the pass for what comes after it.
   enum class Room { kLeft, kFull };
@@ -125,17 +135,18 @@ class PassPlanner {
   int64_t Slot(const std::vector<BlockRef>& blocks, int64_t position) const;
   // Moves the tokens all of a group's suffixes begin with into its prefix.
   static void ExtendPrefix(GroupState& group, int64_t bs);
-  // Finds the group's prefix in the cache (and a run to copy past it).
+  // Finds the group's prefix in the cache, and copies a run of a cached
+  // block past it in this pass.
   void Start(GroupState& group);
+  // The group's context in `pass`: its chain's slots of positions [0, end),
+  // added once per pass.
+  int32_t ContextOf(GroupState& group, int64_t end, Pass& pass) const;
   // The prefix's next chunk, as much as the pass has room for.
-  absl::StatusOr<Room> PlanPrefix(size_t index, GroupState& group, Pass& pass);
-  // The group's partial-match copy rides with its prefix's first segment.
-  void CarryCopy(GroupState& group, Pass& pass);
+  absl::StatusOr<Room> PlanPrefix(GroupState& group, Pass& pass);
   // The blocks a prefix segment ending at `end` completes join the cache.
   void PublishCompleted(const GroupState& group, int64_t end);
   // The group's suffixes, each a segment of its own, while they fit.
-  absl::StatusOr<Room> PlanSuffixes(size_t index, GroupState& group,
-                                    Pass& pass);
+  absl::StatusOr<Room> PlanSuffixes(GroupState& group, Pass& pass);
   // Appends blocks to `group.chain` until it covers `end` positions; false
   // (nothing appended) when the pool is full.
   bool Grow(GroupState& group, int64_t end);
@@ -148,6 +159,7 @@ class PassPlanner {
   std::vector<GroupState> groups_;
   size_t first_open_ = 0;
   PlanStats stats_;
+  std::optional<PoolShortfall> shortfall_;
   // What the pass in flight holds; declared last, so a planner destroyed
   // mid-pass aborts it first.
   std::optional<PassLease> in_flight_;

@@ -15,15 +15,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/text/bpe_tokenizer.h"
-#include "common/text/utf8.h"
 #include "common/util/meminfo.h"
 #include "server/engine/cpu_paths.h"
 #include "server/engine/host_block_cache.h"
 #include "server/engine/kv_blocks.h"
+#include "server/engine/pass_failure.h"
 #include "server/engine/pass_planner.h"
 #include "server/model/device_probe.h"
 #include "server/model/memory_fit.h"
+#include "server/model/pass_graphs.h"
+#include "server/model/pass_upload.h"
 #include "server/model/qwen3_loader.h"
+#include "server/model/stages.h"
 
 namespace mesa_anyjev::engine {
 namespace {
@@ -51,71 +54,146 @@ absl::Status CheckMemoryFits(const model::Qwen3Config& c,
   return model::CheckMemoryFits(plan, device, available);
 }
 
-// What an exception from libtorch says, for a status: c10::Error's what()
-// carries a C++ backtrace after its first line, which stays out of errors.
-std::string FirstLine(const std::exception& e) {
-  const std::string_view what = e.what();
-  return text::Printable(what.substr(0, what.find('\n')), 400);
+// The planner's refusal of a group the KV pool cannot hold, worded with the
+// setting that sizes the pool (the planner knows no configuration).
+absl::Status NamePool(absl::Status status,
+                      const std::optional<PoolShortfall>& shortfall) {
+  if (!absl::IsResourceExhausted(status) || !shortfall.has_value()) {
+    return status;
+  }
+  return absl::ResourceExhaustedError(
+      shortfall->Describe("the pool (engine.kv_pool_bytes)"));
 }
 
-at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
-  return at::tensor(v, at::kLong).to(device);
-}
-
-// Owners for the planner: the callers of a merged call (control.parts),
-// each dropped alone when it stops; one owner otherwise. Outputs are
-// numbered groups in order, then suffixes.
-std::vector<PlanGroup> PlanGroups(const std::vector<PromptGroup>& groups,
-                                  const CallControl& control) {
+// The planner's groups: every member's, in order, each owned by its member,
+// so a caller that stops is dropped alone. Outputs are numbered groups in
+// order, then suffixes.
+std::vector<PlanGroup> PlanGroups(const ForwardCall& call) {
   std::vector<PlanGroup> plan;
   int64_t outputs = 0;
-  int32_t owner = 0;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    while (static_cast<size_t>(owner + 1) < control.parts.size() &&
-           control.parts[static_cast<size_t>(owner + 1)].first_group <= g) {
-      ++owner;
+  for (size_t m = 0; m < call.members.size(); ++m) {
+    for (const PromptGroup& group : *call.members[m].groups) {
+      plan.push_back({&group, static_cast<int32_t>(m), outputs});
+      outputs += static_cast<int64_t>(group.suffixes.size());
     }
-    plan.push_back({&groups[g], owner, outputs});
-    outputs += static_cast<int64_t>(groups[g].suffixes.size());
   }
   return plan;
 }
 
-// A planned pass flattened for the forward: every segment's tokens in
-// order, and the rows whose outputs are owed with the outputs' ids.
-struct FlatPass {
-  std::vector<int64_t> tokens, positions, slots, rows, ids;
-  std::vector<model::SegmentKeys> keys;  // what attention plans from
+// A planned pass flattened for the forward (model::PassArrays: every
+// segment's tokens in order with their positions and the slots their keys
+// and values go to, the rows whose outputs are owed, and with logprobs each
+// row's label ids, so lm_head's rows are read on the device and only what
+// was asked for comes back), with the outputs' ids.
+struct FlatPass : model::PassArrays {
+  std::vector<int64_t> ids;
 };
 
-FlatPass Flatten(const Pass& pass) {
+// Each output's label ids (by output id), for Logprobs; none for hidden
+// states.
+using LabelsOf = std::vector<const std::vector<TokenId>*>;
+
+void FlattenLabels(const LabelsOf& labels_of, FlatPass& flat) {
+  for (int64_t id : flat.ids) {
+    flat.label_width = std::max(
+        flat.label_width,
+        static_cast<int64_t>(labels_of[static_cast<size_t>(id)]->size()));
+  }
+  for (int64_t id : flat.ids) {
+    const std::vector<TokenId>& row = *labels_of[static_cast<size_t>(id)];
+    for (int64_t k = 0; k < flat.label_width; ++k) {
+      flat.labels.push_back(
+          row.empty() ? 0
+                      : row[static_cast<size_t>(std::min<int64_t>(
+                            k, static_cast<int64_t>(row.size()) - 1))]);
+    }
+  }
+}
+
+FlatPass Flatten(const Pass& pass, const LabelsOf* labels_of) {
   FlatPass flat;
-  for (const Segment& seg : pass.segments) {
-    for (int64_t t = 0; t < seg.length; ++t) {
+  for (size_t s = 0; s < pass.segments.size(); ++s) {
+    const Segment& seg = pass.segments[s];
+    const model::SegmentKeys& keys = pass.keys.segments[s];
+    for (int64_t t = 0; t < keys.length; ++t) {
       flat.tokens.push_back(seg.tokens[t]);
-      flat.positions.push_back(seg.start + t);
-      flat.slots.push_back(seg.keys[static_cast<size_t>(seg.start + t)]);
+      flat.positions.push_back(keys.start + t);
+      flat.slots.push_back(pass.keys.OwnSlot(keys, t));
     }
     for (int64_t out : seg.outputs) {
       flat.rows.push_back(static_cast<int64_t>(flat.tokens.size()) - 1);
       flat.ids.push_back(out);
     }
-    flat.keys.push_back(
-        {seg.length, &seg.keys, seg.shared_id, seg.shared_length});
   }
+  if (labels_of != nullptr) FlattenLabels(*labels_of, flat);
+  flat.copy_from = pass.copy_from;
+  flat.copy_to = pass.copy_to;
   return flat;
 }
 
-model::PackedPass Pack(const FlatPass& flat, const Pass& pass,
-                       at::Device device) {
+// What the passes of a call read: logprobs (at `labels_of` and the top_k,
+// after the final norm) or hidden states (at `layers`).
+struct PassReading {
+  std::vector<int32_t> layers;
+  bool final_norm = false;
+  int32_t layers_run = 0;
+  const LabelsOf* labels_of = nullptr;
+  int32_t top_k = 0;
+};
+
+// What a pass gives back, on the host: hidden states [R, layers, H], or
+// log-probabilities at each row's labels [R, width] and the top_k.
+struct PassOutputs {
+  at::Tensor hidden, labels, top_values, top_ids;
+};
+
+// What is read off the forward's result on the device, then copied.
+PassOutputs ReadOutputs(const model::Qwen3Model& m,
+                        const model::ForwardResult& result,
+                        const at::Tensor& labels, int32_t top_k) {
+  PassOutputs out;
+  if (!labels.defined()) {
+    model::Stages stage("mesa.outputs_to_host");
+    out.hidden = result.hidden.cpu().contiguous();  // one copy a pass
+    return out;
+  }
+  const at::Tensor logprobs = m.LogSoftmax(result.final);
+  model::Stages stage("mesa.outputs");
+  at::Tensor at_labels = logprobs.gather(1, labels), top_values, top_ids;
+  if (top_k > 0) std::tie(top_values, top_ids) = logprobs.topk(top_k);
+  stage.Next("mesa.outputs_to_host");
+  out.labels = at_labels.cpu();
+  if (top_k > 0) {
+    out.top_values = top_values.cpu();
+    out.top_ids = top_ids.cpu();
+  }
+  return out;
+}
+
+// The pass's arrays staged in `upload` (the attention plan stages its own
+// beside them); views of the one copy once uploaded.
+struct StagedPass {
+  model::PassUpload::Handle tokens, positions, rows, slots, copy_from, copy_to,
+      labels;
+};
+
+StagedPass Stage(const FlatPass& flat, model::PassUpload& upload) {
+  return {upload.Stage(flat.tokens),    upload.Stage(flat.positions),
+          upload.Stage(flat.rows),      upload.Stage(flat.slots),
+          upload.Stage(flat.copy_from), upload.Stage(flat.copy_to),
+          upload.Stage(flat.labels)};
+}
+
+model::PackedPass Pack(const StagedPass& staged,
+                       const model::PassUpload& upload) {
   model::PackedPass packed;
-  packed.tokens = Longs(flat.tokens, device);
-  packed.positions = Longs(flat.positions, device);
-  packed.outputs = Longs(flat.rows, device);
-  packed.writes.slots = Longs(flat.slots, device);
-  if (!pass.copy_from.empty()) {
-    packed.writes.copy_from = Longs(pass.copy_from, device);
-    packed.writes.copy_to = Longs(pass.copy_to, device);
+  packed.tokens = upload.View(staged.tokens);
+  packed.positions = upload.View(staged.positions);
+  packed.outputs = upload.View(staged.rows);
+  packed.writes.slots = upload.View(staged.slots);
+  if (staged.copy_from.size > 0) {
+    packed.writes.copy_from = upload.View(staged.copy_from);
+    packed.writes.copy_to = upload.View(staged.copy_to);
   }
   return packed;
 }
@@ -135,7 +213,7 @@ bool TuneCpuHeap(int64_t host_cache_bytes) {
 ModelIdentity IdentityOf(const config::ModelConfig& config,
                          const std::string& fingerprint,
                          const model::Qwen3Model& m, model::Attention attention,
-                         bool varlen) {
+                         bool varlen, bool cascade) {
   const std::filesystem::path dir(config.path);
   ModelIdentity identity;
   identity.name = config.name.empty() ? dir.filename().string() : config.name;
@@ -146,7 +224,8 @@ ModelIdentity IdentityOf(const config::ModelConfig& config,
   identity.dtype = config.dtype;
   identity.device = m.device().str();
   identity.attention = model::AttentionName(attention);
-  if (varlen) identity.attention += " (varlen)";
+  if (varlen)
+    identity.attention += cascade ? " (varlen, cascade)" : " (varlen)";
   return identity;
 }
 
@@ -185,39 +264,51 @@ struct Qwen3Backend::State {
   // CUDA whether the variable-length kernel works here (probed).
   model::Attention attention = model::Attention::kEager;
   bool varlen = false;
+  // With varlen: each shared context attended once (model.cascade_attention,
+  // probed).
+  bool cascade = false;
+  model::AttentionRoute route = model::AttentionRoute::kEager;
   std::unique_ptr<KvBlocks> blocks;
   model::KvPool pool;
   EngineObserver* observer = nullptr;
   int64_t batch_tokens = 8192;
   int64_t block_bytes = 0;
+  std::optional<FaultPlan> faults;  // tests only (InjectFaults)
 
-  // Every prompt of `groups` through `layers_run` transformer layers, in
-  // passes packed by the planner; after each pass `emit(ids, result)` gets
-  // the pass's result, whose row r is output ids[r].
+  // Small logprobs passes replayed from CUDA graphs
+  // (engine.cuda_graph_tokens; null when off).
+  std::unique_ptr<model::PassGraphs> graphs;
+
+  // Every prompt of `groups` through `read.layers_run` transformer layers,
+  // in passes packed by the planner; after each pass `emit(ids, outputs)`
+  // gets what the pass gave back, whose row r is output ids[r].
   template <typename Emit>
-  absl::Status Run(const std::vector<PromptGroup>& groups,
-                   const std::vector<int32_t>& layers, bool final_norm,
-                   int32_t layers_run, const CallControl& control, Emit emit) {
-    const std::vector<PlanGroup> plan = PlanGroups(groups, control);
-    RETURN_IF_ERROR(PassPlanner::Check(plan, *blocks));
-    PassPlanner planner(blocks.get(), plan, layers_run, batch_tokens);
-    auto live = [&control](int32_t who) {
-      return control.parts.empty() ||
-             !control.parts[static_cast<size_t>(who)].ShouldStop(absl::Now());
+  absl::Status Run(const ForwardCall& call, const PassReading& read,
+                   Emit emit) {
+    const std::vector<PlanGroup> plan = PlanGroups(call);
+    std::optional<PoolShortfall> shortfall;
+    RETURN_IF_ERROR(
+        NamePool(PassPlanner::Check(plan, *blocks, &shortfall), shortfall));
+    PassPlanner planner(blocks.get(), plan, read.layers_run, batch_tokens);
+    auto live = [&call](int32_t who) {
+      return !call.members[static_cast<size_t>(who)].caller.ShouldStop(
+          absl::Now());
     };
     const int64_t evictions = blocks->evictions();
     absl::Status status = absl::OkStatus();
     while (status.ok()) {
-      if (control.ShouldStop(absl::Now())) {
-        status = control.StopStatus(absl::Now(), "the forward");
+      if (call.ShouldStop(absl::Now())) {
+        status = call.StopStatus(absl::Now(), "the forward");
         break;
       }
+      model::Stages stage("mesa.plan");
       absl::StatusOr<Pass> pass = planner.Next(live);
+      stage.End();
       if (!pass.ok() || pass->segments.empty()) {
-        status = pass.status();
+        status = NamePool(pass.status(), planner.shortfall());
         break;
       }
-      status = RunPass(*pass, planner, layers, final_norm, emit);
+      status = RunPass(*pass, planner, read, emit);
     }
     ReportPlanning(planner.stats(), blocks->evictions() - evictions);
     return status;
@@ -226,34 +317,80 @@ struct Qwen3Backend::State {
   // One planned pass through the model, settled with the planner.
   template <typename Emit>
   absl::Status RunPass(const Pass& pass, PassPlanner& planner,
-                       const std::vector<int32_t>& layers, bool final_norm,
-                       Emit& emit) {
+                       const PassReading& read, Emit& emit) {
     const absl::Time start = absl::Now();
-    const FlatPass flat = Flatten(pass);
+    model::Stages stage("mesa.pass");
+    const FlatPass flat = Flatten(pass, read.labels_of);
     absl::Status status = absl::OkStatus();
     // libtorch reports errors (a device out of memory, say) as exceptions;
-    // they end this call, never the daemon.
+    // they end the calls in this pass (pass_failure.h).
     try {
-      const model::AttentionPlan plan(attention, flat.keys, model->device(),
-                                      model->dtype(), varlen);
-      model::PackedPass packed = Pack(flat, pass, model->device());
-      packed.attention = &plan;
-      packed.layers = layers;
-      packed.final_norm = final_norm;
-      const model::ForwardResult result = model->Forward(packed, pool);
+      if (faults.has_value()) {
+        if (const auto fault = faults->NextPass()) ThrowInjected(*fault);
+      }
+      std::optional<PassOutputs> outputs = Replay(pass, flat, read);
+      if (!outputs.has_value()) outputs = Eager(pass, flat, read);
       planner.Finish(true);
-      emit(flat.ids, result);
+      emit(flat.ids, *outputs);
     } catch (const std::exception& e) {
-      // c10::Error, or std::bad_alloc: a short reason, no backtrace.
       planner.Finish(false);
-      status = absl::InternalError(
-          absl::StrCat("the forward pass failed: ", FirstLine(e)));
+      status =
+          PassFailure(e,
+                      {pass.tokens, static_cast<int64_t>(pass.segments.size()),
+                       batch_tokens},
+                      model->device().str());
     }
     if (observer != nullptr) {
       observer->OnBatch(static_cast<int64_t>(pass.segments.size()), pass.tokens,
                         absl::Now() - start);
     }
     return status;
+  }
+
+  // The pass through the forward as it comes.
+  PassOutputs Eager(const Pass& pass, const FlatPass& flat,
+                    const PassReading& read) {
+    // The pass's plan reaches the device in one copy.
+    model::Stages step("mesa.plan");
+    model::PassUpload upload;
+    const StagedPass staged = Stage(flat, upload);
+    model::AttentionPlan plan(route, pass.keys, model->device(), model->dtype(),
+                              upload);
+    step.Next("mesa.inputs_to_device");
+    upload.Upload(model->device());
+    plan.Bind(upload);
+    model::PackedPass packed = Pack(staged, upload);
+    step.End();
+    packed.attention = &plan;
+    packed.layers = read.layers;
+    packed.final_norm = read.final_norm;
+    const model::ForwardResult result = model->Forward(packed, pool);
+    at::Tensor labels;
+    if (read.labels_of != nullptr) {
+      labels =
+          upload.View(staged.labels)
+              .view({static_cast<int64_t>(flat.ids.size()), flat.label_width});
+    }
+    return ReadOutputs(*model, result, labels, read.top_k);
+  }
+
+  // A small logprobs pass from its shape's CUDA graph; nullopt when graphs
+  // are off, the pass is not one, or it fits no shape.
+  std::optional<PassOutputs> Replay(const Pass& pass, const FlatPass& flat,
+                                    const PassReading& read) {
+    if (graphs == nullptr || read.labels_of == nullptr) return std::nullopt;
+    model::Stages stage("mesa.graph");
+    const model::VarlenLayout sequences =
+        model::PlanAttentionBuckets(model::AttentionRoute::kVarlen, pass.keys)
+            .varlen;
+    std::optional<model::PassGraphs::Outputs> replayed =
+        graphs->Run(flat, sequences, read.top_k);
+    if (!replayed.has_value()) return std::nullopt;
+    PassOutputs out;
+    out.labels = replayed->labels;
+    out.top_values = replayed->top_values;
+    out.top_ids = replayed->top_ids;
+    return out;
   }
 
   // The checkpoint's tokenizer and chat template; a checkpoint whose chat
@@ -265,14 +402,23 @@ struct Qwen3Backend::State {
     return absl::OkStatus();
   }
 
-  void DecideAttention(model::Attention kind, std::string* varlen_why) {
+  void DecideAttention(model::Attention kind, bool want_cascade,
+                       std::string* varlen_why) {
     attention = kind;
     if (kind == model::Attention::kSdpa && model->device().is_cuda()) {
       const model::Qwen3Config& c = model->config();
       varlen = model::VarlenAttentionWorks(
           model->device(), model->dtype(), c.num_attention_heads,
           c.num_key_value_heads, c.head_dim, varlen_why);
+      if (varlen && want_cascade) {
+        cascade = model::VarlenAttentionWorks(
+            model->device(), model->dtype(), c.num_attention_heads,
+            c.num_key_value_heads, c.head_dim, varlen_why, /*cascade=*/true);
+      }
+    } else if (want_cascade) {
+      *varlen_why = "model.cascade_attention needs sdpa on CUDA";
     }
+    route = model::ChooseRoute(kind, model->device().is_cpu(), varlen, cascade);
   }
 
   // The KV pool, allocated once: every pass's keys and values and the
@@ -292,8 +438,25 @@ struct Qwen3Backend::State {
     blocks = std::make_unique<KvBlocks>(static_cast<int32_t>(num_blocks),
                                         static_cast<int32_t>(block_tokens),
                                         engine.prefix_caching);
-    pool = model->NewKvPool(num_blocks * block_tokens);
+    // With graphs, one block more that no KvBlocks block is: the scratch
+    // where a padded pass's pads write and read.
+    const int64_t graph_tokens = GraphTokens(engine.cuda_graph_tokens);
+    pool = model->NewKvPool((num_blocks + (graph_tokens > 0 ? 1 : 0)) *
+                            block_tokens);
+    if (graph_tokens > 0) {
+      graphs = std::make_unique<model::PassGraphs>(
+          *model, pool, num_blocks * block_tokens, graph_tokens);
+    }
     return absl::OkStatus();
+  }
+
+  // engine.cuda_graph_tokens where graphs can replay: the CUDA
+  // variable-length kernel works here (a graph's attention), or the CPU,
+  // where the padded pass runs eagerly (the test path). 0 otherwise.
+  int64_t GraphTokens(int64_t asked) const {
+    if (asked <= 0) return 0;
+    if (model->device().is_cuda() && !varlen) return 0;
+    return asked;
   }
 
   void ReportPlanning(const PlanStats& stats, int64_t evictions) const {
@@ -318,7 +481,7 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::Load(
   } catch (const std::exception& e) {
     return absl::FailedPreconditionError(absl::StrCat(
         "loading the model on ", config.device, " in ", config.dtype,
-        " failed: ", FirstLine(e),
+        " failed: ", ExceptionLine(e),
         " (check model.device names a device this host has, that it has "
         "free memory for the weights and engine.kv_pool_bytes, and "
         "model.dtype)"));
@@ -340,20 +503,22 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
   model::Qwen3LoadOptions options;
   options.dtype = config.dtype;
   options.device = config.device;
-  options.before_weights = [&](const model::Qwen3Config& c) {
-    return CheckMemoryFits(c, config.dtype, engine, device);
-  };
   ASSIGN_OR_RETURN(const model::Attention attention,
                    model::ParseAttention(config.attention));
   ASSIGN_OR_RETURN(options.gemm, model::ParseCpuGemm(config.cpu_gemm));
+  // config.json first, then the memory check, then the weights: a model that
+  // cannot fit is refused before a byte of it is read.
+  ASSIGN_OR_RETURN(model::OpenedQwen3 opened,
+                   model::OpenQwen3(config.path, options));
+  RETURN_IF_ERROR(CheckMemoryFits(opened.config, config.dtype, engine, device));
   ASSIGN_OR_RETURN(model::LoadedQwen3 loaded,
-                   model::LoadQwen3(config.path, options));
+                   model::LoadQwen3(std::move(opened), options));
   state->model = std::move(loaded.model);
   const model::Qwen3Model& m = *state->model;
   const bool heap_kept =
       m.device().is_cpu() && TuneCpuHeap(engine.host_cache_bytes);
   std::string varlen_why;
-  state->DecideAttention(attention, &varlen_why);
+  state->DecideAttention(attention, config.cascade_attention, &varlen_why);
   RETURN_IF_ERROR(state->AllocateKv(engine));
   state->observer = observer;
   state->batch_tokens = engine.batch_tokens;
@@ -361,8 +526,9 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
 
   auto backend =
       std::unique_ptr<Qwen3Backend>(new Qwen3Backend(std::move(state)));
-  backend->identity_ = IdentityOf(config, loaded.fingerprint, m, attention,
-                                  backend->state_->varlen);
+  backend->identity_ =
+      IdentityOf(config, loaded.fingerprint, m, attention,
+                 backend->state_->varlen, backend->state_->cascade);
   backend->capabilities_ = CapabilitiesOf(m.config());
   backend->weight_bytes_ = loaded.weight_bytes;
   backend->attention_note_ = varlen_why;
@@ -381,6 +547,10 @@ Qwen3Backend::Qwen3Backend(std::unique_ptr<State> state)
 
 Qwen3Backend::~Qwen3Backend() = default;
 
+void Qwen3Backend::InjectFaults(FaultPlan plan) {
+  state_->faults = std::move(plan);
+}
+
 const text::Tokenizer& Qwen3Backend::tokenizer() const {
   return *state_->tokenizer;
 }
@@ -392,37 +562,67 @@ const text::ChatTemplate& Qwen3Backend::chat_template() const {
 absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
     const std::vector<PromptGroup>& groups, int32_t top_k,
     const CallControl& control) {
-  // Nothing out of range may index a tensor, whoever called.
-  RETURN_IF_ERROR(CheckPromptGroups(groups, capabilities_.vocab_size,
-                                    /*check_labels=*/true));
+  return OutputAs<GroupLogprobs>(
+      Run({LogprobsTask{top_k}, {{&groups, control.caller()}}}));
+}
+
+absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
+    const std::vector<PromptGroup>& groups, const std::vector<int32_t>& layers,
+    const CallControl& control) {
+  return OutputAs<HiddenStatesResult>(
+      Run({HiddenStatesTask{layers}, {{&groups, control.caller()}}}));
+}
+
+absl::StatusOr<ForwardOutput> Qwen3Backend::Run(const ForwardCall& call) {
+  return RunTask(
+      call.task, [&](int32_t top_k) { return RunLogprobs(call, top_k); },
+      [&](const std::vector<int32_t>& layers) {
+        return RunHiddenStates(call, layers);
+      });
+}
+
+absl::Status Qwen3Backend::CheckGroups(const ForwardCall& call,
+                                       bool check_labels) const {
+  for (const ForwardMember& member : call.members) {
+    RETURN_IF_ERROR(CheckPromptGroups(*member.groups, capabilities_.vocab_size,
+                                      check_labels));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GroupLogprobs> Qwen3Backend::RunLogprobs(const ForwardCall& call,
+                                                        int32_t top_k) {
+  RETURN_IF_ERROR(CheckGroups(call, /*check_labels=*/true));
   if (top_k < 0 || top_k > capabilities_.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "top_k: ", top_k, " is outside [0, ", capabilities_.vocab_size, "]"));
   }
   c10::InferenceMode guard;
-  std::vector<std::vector<PromptLogprobs>> out(groups.size());
+  const std::vector<const PromptGroup*> groups = call.Groups();
+  GroupLogprobs out(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
-    out[g].resize(groups[g].suffixes.size());
+    out[g].resize(groups[g]->suffixes.size());
   }
   // Where each output lands: outputs are numbered groups, then suffixes.
   std::vector<std::pair<size_t, size_t>> where;
   for (size_t g = 0; g < groups.size(); ++g) {
-    for (size_t i = 0; i < groups[g].suffixes.size(); ++i)
+    for (size_t i = 0; i < groups[g]->suffixes.size(); ++i)
       where.push_back({g, i});
   }
-  const int32_t n = capabilities_.n_layers;
-  // lm_head only at the output rows, once per pass.
-  auto emit = [&](const std::vector<int64_t>& ids,
-                  const model::ForwardResult& result) {
-    const at::Tensor logprobs = state_->model->LogSoftmax(result.final).cpu();
-    at::Tensor top_values, top_ids;
-    if (top_k > 0) std::tie(top_values, top_ids) = logprobs.topk(top_k);
+  LabelsOf labels_of;
+  for (const auto& [g, i] : where) labels_of.push_back(&groups[g]->label_ids);
+  // lm_head only at the output rows, once per pass; the log-softmax is read
+  // on the device at the labels and the top_k, and only those come back.
+  auto emit = [&](const std::vector<int64_t>& ids, const PassOutputs& pass) {
+    const at::Tensor& top_values = pass.top_values;
+    const at::Tensor& top_ids = pass.top_ids;
+    const auto label_rows = pass.labels.accessor<float, 2>();
     for (size_t r = 0; r < ids.size(); ++r) {
       const auto [g, i] = where[static_cast<size_t>(ids[r])];
-      const float* values = logprobs[static_cast<int64_t>(r)].data_ptr<float>();
       PromptLogprobs& dst = out[g][i];
-      for (TokenId id : groups[g].label_ids) {
-        dst.label_logprobs.push_back(values[id]);
+      for (size_t k = 0; k < groups[g]->label_ids.size(); ++k) {
+        dst.label_logprobs.push_back(
+            label_rows[static_cast<int64_t>(r)][static_cast<int64_t>(k)]);
       }
       if (top_k > 0) {
         const at::Tensor row_values = top_values[static_cast<int64_t>(r)];
@@ -433,28 +633,30 @@ absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Qwen3Backend::Logprobs(
           dst.top.push_back({static_cast<TokenId>(ids_k[k]), values_k[k]});
         }
       }
-      dst.n_tokens = static_cast<int32_t>(groups[g].prefix.size() +
-                                          groups[g].suffixes[i].size());
+      dst.n_tokens = static_cast<int32_t>(groups[g]->prefix.size() +
+                                          groups[g]->suffixes[i].size());
     }
   };
-  const absl::Status status =
-      state_->Run(groups, {}, /*final_norm=*/true, n, control, emit);
+  PassReading read;
+  read.final_norm = true;
+  read.layers_run = capabilities_.n_layers;
+  read.labels_of = &labels_of;
+  read.top_k = top_k;
+  const absl::Status status = state_->Run(call, read, emit);
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;
 }
 
-absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
-    const std::vector<PromptGroup>& groups, const std::vector<int32_t>& layers,
-    const CallControl& control) {
-  RETURN_IF_ERROR(CheckPromptGroups(groups, capabilities_.vocab_size,
-                                    /*check_labels=*/false));
+absl::StatusOr<HiddenStatesResult> Qwen3Backend::RunHiddenStates(
+    const ForwardCall& call, const std::vector<int32_t>& layers) {
+  RETURN_IF_ERROR(CheckGroups(call, /*check_labels=*/false));
   RETURN_IF_ERROR(CheckResolvedLayers(layers, capabilities_.n_layers));
   c10::InferenceMode guard;
   HiddenStatesResult out;
   out.layers = layers;
-  for (const PromptGroup& group : groups) {
-    out.n_prompts += static_cast<int32_t>(group.suffixes.size());
+  for (const PromptGroup* group : call.Groups()) {
+    out.n_prompts += static_cast<int32_t>(group->suffixes.size());
   }
   out.hidden_size = capabilities_.hidden_size;
   const size_t row_values =
@@ -463,19 +665,18 @@ absl::StatusOr<HiddenStatesResult> Qwen3Backend::HiddenStates(
   // Early stop: every pass runs only as deep as needed.
   int32_t deepest = 0;
   for (int32_t layer : layers) deepest = std::max(deepest, layer);
-  auto emit = [&](const std::vector<int64_t>& ids,
-                  const model::ForwardResult& result) {
-    // One device-to-host copy per pass: [R, L, H].
-    const at::Tensor hidden = result.hidden.cpu().contiguous();
-    const float* base = hidden.data_ptr<float>();
+  auto emit = [&](const std::vector<int64_t>& ids, const PassOutputs& pass) {
+    const float* base = pass.hidden.data_ptr<float>();  // [R, L, H]
     for (size_t r = 0; r < ids.size(); ++r) {
       std::memcpy(out.values.data() + static_cast<size_t>(ids[r]) * row_values,
                   base + r * row_values, row_values * sizeof(float));
     }
   };
-  const absl::Status status =
-      state_->Run(groups, layers, deepest == capabilities_.n_layers, deepest,
-                  control, emit);
+  PassReading read;
+  read.layers = layers;
+  read.final_norm = deepest == capabilities_.n_layers;
+  read.layers_run = deepest;
+  const absl::Status status = state_->Run(call, read, emit);
   state_->ReportPool();
   RETURN_IF_ERROR(status);
   return out;

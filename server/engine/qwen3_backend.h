@@ -1,10 +1,11 @@
 // The daemon's Backend over a local Qwen3 checkpoint: the byte-level BPE
-// tokenizer of the checkpoint and the libtorch model. Every call's prompt
+// tokenizer of the checkpoint and the libtorch model. It is also the
+// ForwardModel the job queue runs merged calls on: every member's prompt
 // groups run in full packed passes (pass_planner.h) over the KV pool the
 // engine owns (kv_blocks.h), a group's prefix found in the prefix cache to
-// the block or computed once in the pass of its suffixes. Runs on the engine
-// thread only (the job queue's), so it holds no locks. libtorch stays out of
-// this header.
+// the block or computed once in the pass of its suffixes, and a member whose
+// caller stops is dropped alone. Runs on the engine thread only (the job
+// queue's), so it holds no locks. libtorch stays out of this header.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +18,13 @@
 #include "common/backend.h"
 #include "common/config/config.h"
 #include "server/engine/engine_observer.h"
+#include "server/engine/fault_plan.h"
+#include "server/engine/forward_call.h"
 #include "server/model/device_facts.h"
 
 namespace mesa_anyjev::engine {
 
-class Qwen3Backend final : public Backend {
+class Qwen3Backend final : public Backend, public ForwardModel {
  public:
   // Loads `model.path` (tokenizer.json + config.json + safetensors).
   // `observer` (may be null) hears about batches and the prefix cache.
@@ -38,12 +41,14 @@ class Qwen3Backend final : public Backend {
   const text::Tokenizer& tokenizer() const override;
   const text::ChatTemplate& chat_template() const override;
 
+  // One caller's call: a ForwardCall of one member.
   absl::StatusOr<std::vector<std::vector<PromptLogprobs>>> Logprobs(
       const std::vector<PromptGroup>& groups, int32_t top_k,
       const CallControl& control) override;
   absl::StatusOr<HiddenStatesResult> HiddenStates(
       const std::vector<PromptGroup>& groups,
       const std::vector<int32_t>& layers, const CallControl& control) override;
+  absl::StatusOr<ForwardOutput> Run(const ForwardCall& call) override;
 
   // CUDA's caching-allocator statistics for the model's device.
   std::optional<DeviceMemory> device_memory() const override;
@@ -62,12 +67,23 @@ class Qwen3Backend final : public Backend {
   // cache N bytes"; empty on CUDA.
   const std::string& cpu_paths() const { return cpu_paths_; }
 
+  // Tests only (mesa-anyjevd --inject-faults): the passes `plan` names fail
+  // as a device would (fault_plan.h).
+  void InjectFaults(FaultPlan plan);
+
  private:
   static absl::StatusOr<std::unique_ptr<Qwen3Backend>> LoadUnguarded(
       const config::ModelConfig& model, const config::EngineConfig& engine,
       EngineObserver* observer);
   struct State;
   explicit Qwen3Backend(std::unique_ptr<State> state);
+  absl::StatusOr<GroupLogprobs> RunLogprobs(const ForwardCall& call,
+                                            int32_t top_k);
+  absl::StatusOr<HiddenStatesResult> RunHiddenStates(
+      const ForwardCall& call, const std::vector<int32_t>& layers);
+  // CheckPromptGroups for every member: nothing out of range may index a
+  // tensor, whoever called.
+  absl::Status CheckGroups(const ForwardCall& call, bool check_labels) const;
 
   std::unique_ptr<State> state_;
   ModelIdentity identity_;

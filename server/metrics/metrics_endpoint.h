@@ -1,7 +1,6 @@
 // Serves the registry in Prometheus text format at GET /metrics on its own
 // port. cpp-httplib, not prometheus-cpp's civetweb Exposer: civetweb's 100 KiB
-// worker stacks fail in a libtorch process once static TLS grows
-// (toolchain.md, trap C).
+// worker stacks fail in a libtorch process once static TLS grows.
 #pragma once
 
 #include <functional>

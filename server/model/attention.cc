@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "server/model/stages.h"
+
 namespace mesa_anyjev::model {
 namespace {
 
@@ -17,40 +19,76 @@ at::Tensor RepeatKv(const at::Tensor& x, int64_t rep) {
   const auto b = x.size(0), kv = x.size(1), t = x.size(2), d = x.size(3);
   return x.unsqueeze(2).expand({b, kv, rep, t, d}).reshape({b, kv * rep, t, d});
 }
-
-at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
-  return at::tensor(v, at::kLong).to(device);
-}
-
 }  // namespace
 
-AttentionPlan::AttentionPlan(Attention kind,
-                             const std::vector<SegmentKeys>& segments,
+AttentionPlan::AttentionPlan(AttentionRoute route, const PassKeys& keys,
                              at::Device device, at::ScalarType dtype,
-                             bool varlen)
-    : AttentionPlan(PlanAttentionBuckets(
-                        ChooseRoute(kind, device.is_cpu(), varlen), segments),
-                    device, dtype) {}
+                             PassUpload& upload)
+    : AttentionPlan(PlanAttentionBuckets(route, keys), device, dtype, upload) {}
 
 AttentionPlan::AttentionPlan(const AttentionBuckets& plan, at::Device device,
-                             at::ScalarType dtype)
+                             at::ScalarType dtype, PassUpload& upload)
     : route_(plan.route), in_order_(plan.in_order) {
   if (route_ == AttentionRoute::kVarlen) {
-    cu_q_ = Longs(plan.varlen.cu_q, device).to(at::kInt);
-    cu_k_ = Longs(plan.varlen.cu_k, device).to(at::kInt);
-    all_keys_ = Longs(plan.varlen.keys, device);
-    max_q_ = plan.varlen.max_q;
-    max_k_ = plan.varlen.max_k;
+    own_ = Staged(plan.varlen, upload);
+    return;
+  }
+  if (route_ == AttentionRoute::kCascade) {
+    own_ = Staged(plan.cascade.own, upload);
+    shared_ = Staged(plan.cascade.shared, upload);
+    staged_shared_rows_ = upload.Stage(plan.cascade.shared_rows);
     return;
   }
   for (const PlannedBucket& planned : plan.buckets) {
-    buckets_.push_back(OnDevice(planned, device, dtype));
+    buckets_.push_back(Staged(planned, device, dtype, upload));
   }
 }
 
-AttentionPlan::Bucket AttentionPlan::OnDevice(const PlannedBucket& planned,
-                                              at::Device device,
-                                              at::ScalarType dtype) const {
+void AttentionPlan::Bind(const PassUpload& upload) {
+  if (route_ == AttentionRoute::kVarlen || route_ == AttentionRoute::kCascade) {
+    Bind(own_, upload);
+    Bind(shared_, upload);
+    if (route_ == AttentionRoute::kCascade) {
+      shared_rows_ = upload.View(staged_shared_rows_);
+    }
+    return;
+  }
+  for (Bucket& bucket : buckets_) {
+    bucket.q_index = upload.View(bucket.staged[0]);
+    bucket.key_slots = upload.View(bucket.staged[1]);
+    bucket.keep = upload.View(bucket.staged[2]);
+    bucket.out_rows = upload.View(bucket.staged[3]);
+  }
+}
+
+AttentionPlan AttentionPlan::Standalone(AttentionRoute route,
+                                        const PassKeys& keys, at::Device device,
+                                        at::ScalarType dtype) {
+  PassUpload upload;
+  AttentionPlan plan(route, keys, device, dtype, upload);
+  upload.Upload(device);
+  plan.Bind(upload);
+  return plan;
+}
+
+AttentionPlan AttentionPlan::VarlenOn(const at::Tensor& cu_q,
+                                      const at::Tensor& cu_k,
+                                      const at::Tensor& keys, int64_t max_q,
+                                      int64_t max_k) {
+  AttentionPlan plan;
+  plan.route_ = AttentionRoute::kVarlen;
+  plan.own_.cu_q = cu_q.to(at::kInt);
+  plan.own_.cu_k = cu_k.to(at::kInt);
+  plan.own_.keys = keys;
+  plan.own_.max_q = max_q;
+  plan.own_.max_k = max_k;
+  return plan;
+}
+
+AttentionPlan::Bucket AttentionPlan::Staged(const PlannedBucket& planned,
+                                            at::Device device,
+                                            at::ScalarType dtype,
+                                            PassUpload& upload) const {
   const BucketIndices indices = GatherIndices(planned);
   Bucket bucket;
   bucket.b = planned.b();
@@ -58,10 +96,12 @@ AttentionPlan::Bucket AttentionPlan::OnDevice(const PlannedBucket& planned,
   bucket.tk = planned.tk;
   bucket.causal = planned.causal;
   bucket.first_row = planned.first_row;
-  bucket.q_index = Longs(indices.q_index, device);
-  bucket.key_slots = Longs(indices.key_slots, device);
-  bucket.keep = Longs(indices.keep, device);
-  bucket.out_rows = Longs(indices.out_rows, device);
+  bucket.staged[0] = upload.Stage(indices.q_index);
+  bucket.staged[1] = upload.Stage(indices.key_slots);
+  bucket.staged[2] = upload.Stage(indices.keep);
+  bucket.staged[3] = upload.Stage(indices.out_rows);
+  // Masks (the masked routes only; never the CUDA variable-length one) go
+  // in their own dtype.
   if (!planned.causal) bucket.mask = Mask(planned, device, dtype);
   return bucket;
 }
@@ -92,6 +132,7 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
   const int64_t b = bucket.b, tq = bucket.tq, tk = bucket.tk;
   // [B, heads, Tq, D] queries (one item's: a view of its rows), [B, kv, Tk,
   // D] keys and values.
+  Stages stage("mesa.attention_gather");
   const at::Tensor qb =
       (bucket.first_row >= 0 ? q.narrow(0, bucket.first_row, tq)
                              : q.index_select(0, bucket.q_index))
@@ -104,9 +145,11 @@ at::Tensor AttentionPlan::Padded(const Bucket& bucket, const at::Tensor& q,
                             .view({b, tk, kv, d})
                             .transpose(1, 2);
   // [B, heads, Tq, D] -> [B * Tq, heads, D] -> the real rows.
+  stage.Next("mesa.attention");
   const at::Tensor out = Kernel(bucket, qb, kb, vb, scaling)
                              .transpose(1, 2)
                              .reshape({b * tq, heads, d});
+  stage.Next("mesa.attention_gather");
   return bucket.first_row >= 0 ? out : out.index_select(0, bucket.keep);
 }
 
@@ -135,16 +178,68 @@ at::Tensor AttentionPlan::Kernel(const Bucket& bucket, const at::Tensor& qb,
   return at::matmul(probs, RepeatKv(vb, rep));
 }
 
-at::Tensor AttentionPlan::Varlen(const at::Tensor& q, const at::Tensor& k_pool,
-                                 const at::Tensor& v_pool,
-                                 double scaling) const {
-  const at::Tensor k = k_pool.index_select(0, all_keys_);
-  const at::Tensor v = v_pool.index_select(0, all_keys_);
-  // Causal with more keys than queries aligns the mask to the end.
-  return std::get<0>(at::_flash_attention_forward(
-      q.contiguous(), k, v, cu_q_, cu_k_, max_q_, max_k_,
-      /*dropout_p=*/0.0, /*is_causal=*/true, /*return_debug_mask=*/false,
-      scaling));
+AttentionPlan::Sequences AttentionPlan::Staged(const VarlenLayout& layout,
+                                               PassUpload& upload) {
+  Sequences seq;
+  seq.staged[0] = upload.Stage(layout.cu_q);
+  seq.staged[1] = upload.Stage(layout.cu_k);
+  seq.staged[2] = upload.Stage(layout.keys);
+  seq.max_q = layout.max_q;
+  seq.max_k = layout.max_k;
+  return seq;
+}
+
+void AttentionPlan::Bind(Sequences& seq, const PassUpload& upload) {
+  if (seq.empty()) return;
+  seq.cu_q = upload.View(seq.staged[0]).to(at::kInt);
+  seq.cu_k = upload.View(seq.staged[1]).to(at::kInt);
+  seq.keys = upload.View(seq.staged[2]);
+}
+
+std::pair<at::Tensor, at::Tensor> AttentionPlan::Varlen(
+    const Sequences& seq, const at::Tensor& q, const at::Tensor& k_pool,
+    const at::Tensor& v_pool, double scaling, bool causal) const {
+  Stages stage("mesa.attention_gather");
+  const at::Tensor k = k_pool.index_select(0, seq.keys);
+  const at::Tensor v = v_pool.index_select(0, seq.keys);
+  stage.Next("mesa.attention");
+  if (q.device().is_cpu()) {
+    return VarlenReference(q, k, v, seq.cu_q, seq.cu_k, scaling, causal);
+  }
+  // Causal with more keys than queries aligns the mask to the end. The
+  // log-sum-exp comes back unpadded, [heads, rows].
+  auto out = at::_flash_attention_forward(
+      q.contiguous(), k, v, seq.cu_q, seq.cu_k, seq.max_q, seq.max_k,
+      /*dropout_p=*/0.0, causal, /*return_debug_mask=*/false, scaling);
+  const at::Tensor& lse = std::get<1>(out);
+  TORCH_CHECK(lse.dim() == 2 && lse.size(1) == q.size(0),
+              "the variable-length kernel's log-sum-exp is ", lse.sizes(),
+              ", not [heads, ", q.size(0), "] (this torch pads it)");
+  return {std::get<0>(out), lse};
+}
+
+at::Tensor AttentionPlan::Cascade(const at::Tensor& q, const at::Tensor& k_pool,
+                                  const at::Tensor& v_pool,
+                                  double scaling) const {
+  auto [out, own_lse] = Varlen(own_, q, k_pool, v_pool, scaling, true);
+  if (shared_.empty()) return out;
+  const at::Tensor qs = q.index_select(0, shared_rows_);
+  auto [shared_out, shared_lse] =
+      Varlen(shared_, qs, k_pool, v_pool, scaling, false);
+  // Each row's two softmaxes over disjoint keys, weighed by their mass:
+  // [heads, n] -> [n, heads, 1].
+  Stages stage("mesa.attention_merge");
+  const at::Tensor own_rows = own_lse.index_select(1, shared_rows_);
+  const at::Tensor top = at::maximum(own_rows, shared_lse);
+  const at::Tensor w_own = (own_rows - top).exp_();
+  const at::Tensor w_shared = (shared_lse - top).exp_();
+  const at::Tensor total = w_own + w_shared;
+  const at::Tensor merged =
+      (out.index_select(0, shared_rows_).to(at::kFloat) *
+           (w_own / total).t().unsqueeze(-1) +
+       shared_out.to(at::kFloat) * (w_shared / total).t().unsqueeze(-1))
+          .to(q.scalar_type());
+  return out.index_copy_(0, shared_rows_, merged);
 }
 
 at::Tensor AttentionPlan::operator()(const at::Tensor& q,
@@ -152,9 +247,13 @@ at::Tensor AttentionPlan::operator()(const at::Tensor& q,
                                      const at::Tensor& v_pool,
                                      double scaling) const {
   if (route_ == AttentionRoute::kVarlen) {
-    return Varlen(q, k_pool, v_pool, scaling);
+    return Varlen(own_, q, k_pool, v_pool, scaling, true).first;
+  }
+  if (route_ == AttentionRoute::kCascade) {
+    return Cascade(q, k_pool, v_pool, scaling);
   }
   if (in_order_) return Padded(buckets_[0], q, k_pool, v_pool, scaling);
+  Stages stage("mesa.attention_scatter");
   at::Tensor out = at::empty_like(q);
   for (const Bucket& bucket : buckets_) {
     out.index_copy_(0, bucket.out_rows,
@@ -162,34 +261,81 @@ at::Tensor AttentionPlan::operator()(const at::Tensor& q,
   }
   return out;
 }
+
+std::pair<at::Tensor, at::Tensor> VarlenReference(const at::Tensor& q,
+                                                  const at::Tensor& k,
+                                                  const at::Tensor& v,
+                                                  const at::Tensor& cu_q,
+                                                  const at::Tensor& cu_k,
+                                                  double scaling, bool causal) {
+  const at::Tensor cq = cu_q.to(at::kLong).cpu(), ck = cu_k.to(at::kLong).cpu();
+  const int64_t n = cq.size(0) - 1, heads = q.size(1);
+  const int64_t rep = heads / k.size(1);
+  std::vector<at::Tensor> outs, lses;
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t q0 = cq[b].item<int64_t>(),
+                  lq = cq[b + 1].item<int64_t>() - q0;
+    const int64_t k0 = ck[b].item<int64_t>(),
+                  lk = ck[b + 1].item<int64_t>() - k0;
+    // [heads, lq, D] against [heads, lk, D].
+    const at::Tensor qb = q.narrow(0, q0, lq).transpose(0, 1).to(at::kFloat);
+    const auto heads_of = [&](const at::Tensor& x) {
+      return x.narrow(0, k0, lk).repeat_interleave(rep, 1).transpose(0, 1).to(
+          at::kFloat);
+    };
+    at::Tensor scores = at::matmul(qb, heads_of(k).transpose(1, 2)) * scaling;
+    if (causal) {
+      // Query i sees keys up to lk - lq + i.
+      const at::Tensor i = at::arange(lq).unsqueeze(1);
+      const at::Tensor j = at::arange(lk).unsqueeze(0);
+      scores.masked_fill_(j > i + (lk - lq),
+                          -std::numeric_limits<float>::infinity());
+    }
+    const at::Tensor lse = at::logsumexp(scores, -1);  // [heads, lq]
+    outs.push_back(at::matmul((scores - lse.unsqueeze(-1)).exp(), heads_of(v))
+                       .transpose(0, 1)
+                       .to(q.scalar_type()));
+    lses.push_back(lse);
+  }
+  return {at::cat(outs, 0), at::cat(lses, 1)};
+}
+
 bool VarlenAttentionWorks(at::Device device, at::ScalarType dtype,
                           int64_t heads, int64_t kv_heads, int64_t head_dim,
-                          std::string* why) {
+                          std::string* why, bool cascade) {
   if (!device.is_cuda()) {
     *why = "the variable-length kernel is CUDA only";
     return false;
   }
   try {
     c10::InferenceMode guard;
-    // Two segments: 5 queries over 12 keys, 3 queries over their own 3.
-    const std::vector<int64_t> a{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
-    const std::vector<int64_t> b{12, 13, 14};
-    const std::vector<SegmentKeys> segments{{5, &a, -1, 0}, {3, &b, -1, 0}};
+    // Two segments: 5 queries over 12 keys, 3 queries over their own 3;
+    // for the cascade, two suffixes of 2 and 1 tokens after those 12.
+    PassKeys segments;
+    segments.contexts = {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}};
+    segments.segments = {{5, 7, 0, {}}, {3, 0, -1, {12, 13, 14}}};
+    if (cascade) {
+      segments.segments.push_back({2, 12, 0, {15, 16}});
+      segments.segments.push_back({1, 12, 0, {17}});
+    }
+    const int64_t rows = cascade ? 11 : 8, keys = cascade ? 18 : 15;
     const auto options = at::TensorOptions().dtype(dtype).device(device);
     at::manual_seed(0);
-    const at::Tensor q = at::randn({8, heads, head_dim}, options);
-    const at::Tensor k = at::randn({15, kv_heads, head_dim}, options);
-    const at::Tensor v = at::randn({15, kv_heads, head_dim}, options);
+    const at::Tensor q = at::randn({rows, heads, head_dim}, options);
+    const at::Tensor k = at::randn({keys, kv_heads, head_dim}, options);
+    const at::Tensor v = at::randn({keys, kv_heads, head_dim}, options);
     const double scaling = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    const at::Tensor fast = AttentionPlan(Attention::kSdpa, segments, device,
-                                          dtype, true)(q, k, v, scaling);
-    const at::Tensor exact = AttentionPlan(Attention::kEager, segments, device,
-                                           dtype, false)(q, k, v, scaling);
+    const at::Tensor fast = AttentionPlan::Standalone(
+        cascade ? AttentionRoute::kCascade : AttentionRoute::kVarlen, segments,
+        device, dtype)(q, k, v, scaling);
+    const at::Tensor exact = AttentionPlan::Standalone(
+        AttentionRoute::kEager, segments, device, dtype)(q, k, v, scaling);
     const double err =
         (fast.to(at::kFloat) - exact.to(at::kFloat)).abs().max().item<double>();
     if (!(err < 2e-2)) {
-      *why = "the variable-length kernel disagrees with eager attention by " +
-             std::to_string(err);
+      *why =
+          std::string(cascade ? "the cascade" : "the variable-length kernel") +
+          " disagrees with eager attention by " + std::to_string(err);
       return false;
     }
     return true;

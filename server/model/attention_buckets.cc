@@ -6,46 +6,39 @@
 namespace mesa_anyjev::model {
 namespace {
 
-int64_t KeyCount(const SegmentKeys& seg) {
-  return static_cast<int64_t>(seg.keys->size());
-}
-
-// How many of the segment's keys its group shares (all of them alone).
+// How many of its context's keys a segment sees: all of its own lie in
+// the context when it is a prefix's chunk.
 int64_t SharedKeys(const SegmentKeys& seg) {
-  return seg.shared_id >= 0 ? std::min(seg.shared_length, KeyCount(seg))
-                            : KeyCount(seg);
+  if (seg.context < 0) return 0;
+  return seg.own.empty() ? seg.start + seg.length : seg.start;
 }
 
-// The keys its rows see: row i sees n - l + i + 1 of them.
+// The keys its rows see: row i sees start + i + 1 of them.
 int64_t VisibleCount(const SegmentKeys& seg) {
-  const int64_t n = KeyCount(seg), l = seg.length;
-  return l * (n - l) + l * (l + 1) / 2;
+  const int64_t l = seg.length;
+  return l * seg.start + l * (l + 1) / 2;
 }
 
-// Whether the segment joins `open`: same group and shared keys, and the
+// Whether the segment joins `open`: same context and shared keys, and the
 // item's rows x keys stays within the slack of what they see.
 bool Joins(const AttentionItem& open, const SegmentKeys& seg, int64_t shared) {
-  if (seg.shared_id < 0 || seg.shared_id != open.shared_id ||
-      shared != open.shared) {
+  if (seg.context < 0 || seg.context != open.context || shared != open.shared) {
     return false;
   }
   const double rows = static_cast<double>(open.rows + seg.length);
   const double cols = static_cast<double>(open.keys.size()) +
-                      static_cast<double>(KeyCount(seg) - shared);
-  return rows * cols <= kGroupSlack * static_cast<double>(open.visible +
-                                                          VisibleCount(seg)) &&
-         std::equal(seg.keys->begin(), seg.keys->begin() + shared,
-                    open.keys.begin());
+                      static_cast<double>(seg.own.size());
+  return rows * cols <=
+         kGroupSlack * static_cast<double>(open.visible + VisibleCount(seg));
 }
 
 // The segment's rows and own keys, after what `item` holds.
 void Append(AttentionItem& item, const SegmentKeys& seg, int64_t shared) {
-  const std::vector<int64_t>& keys = *seg.keys;
-  const int64_t n = KeyCount(seg), l = seg.length;
+  const int64_t l = seg.length;
   const int64_t own = static_cast<int64_t>(item.keys.size());
-  item.keys.insert(item.keys.end(), keys.begin() + shared, keys.end());
+  item.keys.insert(item.keys.end(), seg.own.begin(), seg.own.end());
   for (int64_t i = 0; i < l; ++i) {
-    const int64_t see = n - l + i + 1;
+    const int64_t see = seg.start + i + 1;
     item.see.push_back(
         {std::min(see, shared), own, std::max<int64_t>(0, see - shared)});
   }
@@ -74,16 +67,67 @@ void SetRowOrder(PlannedBucket& bucket) {
   if (bucket.b() == 1) bucket.first_row = bucket.items[0].row0;
 }
 
-VarlenLayout MakeVarlen(const std::vector<SegmentKeys>& segments) {
+VarlenLayout MakeVarlen(const PassKeys& keys) {
   VarlenLayout v;
-  for (const SegmentKeys& s : segments) {
+  for (const SegmentKeys& s : keys.segments) {
+    const int64_t n = s.start + s.length;
     v.cu_q.push_back(v.cu_q.back() + s.length);
-    v.cu_k.push_back(v.cu_k.back() + KeyCount(s));
-    v.keys.insert(v.keys.end(), s.keys->begin(), s.keys->end());
+    v.cu_k.push_back(v.cu_k.back() + n);
+    for (int64_t j = 0; j < n; ++j) v.keys.push_back(keys.VisibleSlot(s, j));
     v.max_q = std::max(v.max_q, s.length);
-    v.max_k = std::max(v.max_k, KeyCount(s));
+    v.max_k = std::max(v.max_k, n);
   }
   return v;
+}
+
+void AddSequence(VarlenLayout& v, int64_t rows,
+                 const std::vector<int64_t>& keys) {
+  v.cu_q.push_back(v.cu_q.back() + rows);
+  v.cu_k.push_back(v.cu_k.back() + static_cast<int64_t>(keys.size()));
+  v.keys.insert(v.keys.end(), keys.begin(), keys.end());
+  v.max_q = std::max(v.max_q, rows);
+  v.max_k = std::max(v.max_k, static_cast<int64_t>(keys.size()));
+}
+
+CascadeLayout MakeCascade(const PassKeys& keys) {
+  CascadeLayout c;
+  // The shared call's sequences, one per (context, start) in the order
+  // first seen, with their rows.
+  std::vector<std::pair<std::pair<int32_t, int64_t>, std::vector<int64_t>>>
+      shared;
+  int64_t row = 0;
+  for (const SegmentKeys& s : keys.segments) {
+    const bool suffix = !s.own.empty() && s.context >= 0 && s.start > 0;
+    std::vector<int64_t> own;
+    if (!s.own.empty()) {
+      own = s.own;
+    } else {
+      const std::vector<int64_t>& context =
+          keys.contexts[static_cast<size_t>(s.context)];
+      own.assign(context.begin(), context.begin() + s.start + s.length);
+    }
+    AddSequence(c.own, s.length, own);
+    if (suffix) {
+      const std::pair<int32_t, int64_t> key{s.context, s.start};
+      auto it = std::find_if(shared.begin(), shared.end(),
+                             [&](const auto& e) { return e.first == key; });
+      if (it == shared.end()) {
+        shared.push_back({key, {}});
+        it = shared.end() - 1;
+      }
+      for (int64_t i = 0; i < s.length; ++i) it->second.push_back(row + i);
+    }
+    row += s.length;
+  }
+  for (const auto& [key, rows] : shared) {
+    const std::vector<int64_t>& context =
+        keys.contexts[static_cast<size_t>(key.first)];
+    AddSequence(
+        c.shared, static_cast<int64_t>(rows.size()),
+        std::vector<int64_t>(context.begin(), context.begin() + key.second));
+    c.shared_rows.insert(c.shared_rows.end(), rows.begin(), rows.end());
+  }
+  return c;
 }
 
 }  // namespace
@@ -92,22 +136,28 @@ const char* AttentionName(Attention attention) {
   return attention == Attention::kSdpa ? "sdpa" : "eager";
 }
 
-AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen) {
-  if (varlen) return AttentionRoute::kVarlen;
+AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen,
+                           bool cascade) {
+  if (varlen)
+    return cascade ? AttentionRoute::kCascade : AttentionRoute::kVarlen;
   if (kind == Attention::kEager) return AttentionRoute::kEager;
   return on_cpu ? AttentionRoute::kCpuFlash : AttentionRoute::kSdpa;
 }
 
-std::vector<AttentionItem> MakeItems(const std::vector<SegmentKeys>& segments) {
+std::vector<AttentionItem> MakeItems(const PassKeys& keys) {
   std::vector<AttentionItem> items;
   int64_t row = 0;
-  for (const SegmentKeys& seg : segments) {
+  for (const SegmentKeys& seg : keys.segments) {
     const int64_t shared = SharedKeys(seg);
     if (items.empty() || !Joins(items.back(), seg, shared)) {
       AttentionItem item;
       item.row0 = row;
-      item.keys.assign(seg.keys->begin(), seg.keys->begin() + shared);
-      item.shared_id = seg.shared_id;
+      if (seg.context >= 0) {
+        const std::vector<int64_t>& context =
+            keys.contexts[static_cast<size_t>(seg.context)];
+        item.keys.assign(context.begin(), context.begin() + shared);
+      }
+      item.context = seg.context;
       item.shared = shared;
       items.push_back(std::move(item));
     }
@@ -140,19 +190,23 @@ std::vector<PlannedBucket> PackBuckets(std::vector<AttentionItem> items,
   return buckets;
 }
 
-AttentionBuckets PlanAttentionBuckets(
-    AttentionRoute route, const std::vector<SegmentKeys>& segments) {
+AttentionBuckets PlanAttentionBuckets(AttentionRoute route,
+                                      const PassKeys& keys) {
   AttentionBuckets plan;
   plan.route = route;
   if (route == AttentionRoute::kVarlen) {
-    plan.varlen = MakeVarlen(segments);
+    plan.varlen = MakeVarlen(keys);
+    return plan;
+  }
+  if (route == AttentionRoute::kCascade) {
+    plan.cascade = MakeCascade(keys);
     return plan;
   }
   // Under sdpa a segment with no context takes the causal kernel, no mask.
   const bool sdpa =
       route == AttentionRoute::kSdpa || route == AttentionRoute::kCpuFlash;
   std::vector<AttentionItem> masked, causal;
-  for (AttentionItem& item : MakeItems(segments)) {
+  for (AttentionItem& item : MakeItems(keys)) {
     const bool own_only = item.segments == 1 &&
                           item.rows == static_cast<int64_t>(item.keys.size());
     (sdpa && own_only ? causal : masked).push_back(std::move(item));

@@ -5,15 +5,17 @@
 // gather indices and masks on the device.
 //
 // An item is query rows of the pass against one list of key slots. The
-// segments of one prompt group (its prefix's last part and its suffixes,
-// which share the prefix's keys) form one item while its padded area stays
-// within kGroupSlack of what its rows see, so the prefix is gathered and read
-// once for all of them. A bucket is items padded to [B, Tq] queries x
-// [B, Tk] keys: one kernel call.
+// segments of one context (a prompt group's prefix chunk and its suffixes,
+// which share the prefix's keys: pass_keys.h) form one item while its padded
+// area stays within kGroupSlack of what its rows see, so the prefix is
+// gathered and read once for all of them. A bucket is items padded to [B, Tq]
+// queries x [B, Tk] keys: one kernel call.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "server/model/pass_keys.h"
 
 namespace mesa_anyjev::model {
 
@@ -38,21 +40,16 @@ enum class AttentionRoute {
   kCpuFlash,  // sdpa's CPU flash kernel, kv heads as they are; additive mask
               // in the queries' dtype
   kVarlen,    // the CUDA variable-length kernel: no buckets, no mask
+  kCascade,   // the same kernel twice: each context's keys once for all the
+              // suffixes that share it, each segment's own keys causally,
+              // the two merged by log-sum-exp (no buckets, no mask)
 };
 
 // `varlen`: the load-time probe found the CUDA variable-length kernel works
 // (it is asked only for sdpa on CUDA); it wins over the other flags.
-AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen);
-
-// One segment as attention sees it (a view of the engine's plan).
-struct SegmentKeys {
-  int64_t length = 0;                          // its queries: its new tokens
-  const std::vector<int64_t>* keys = nullptr;  // slots, own tokens last
-  // Segments with one shared_id share keys[0, shared_length) (a group's
-  // prefix): one item attends for all of them.
-  int64_t shared_id = -1;
-  int64_t shared_length = 0;
-};
+// `cascade`: with varlen, attend each shared context once (probed too).
+AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen,
+                           bool cascade = false);
 
 // What one query row of an item sees of its keys: [0, shared) and
 // [own, own + owned).
@@ -68,8 +65,8 @@ struct AttentionItem {
   std::vector<VisibleKeys> see;  // one per row
   int64_t visible = 0;           // the sum of what its rows see
   int64_t segments = 0;
-  int64_t shared_id = -1;  // the group whose later segments may join
-  int64_t shared = 0;      // how many of keys they share
+  int32_t context = -1;  // the context whose later segments may join
+  int64_t shared = 0;    // how many of keys they share
 
   int64_t area() const { return rows * static_cast<int64_t>(keys.size()); }
 };
@@ -95,20 +92,33 @@ struct VarlenLayout {
   int64_t max_q = 0, max_k = 0;
 };
 
+// kCascade's two calls. `own`: every segment's rows, causally over the
+// keys it does not share (a suffix's own tokens; a prefix chunk's whole
+// context, whose last keys are its own). `shared`: for each context read by
+// suffixes, the rows of those suffixes (`shared_rows`, rows of the pass in
+// order) over the context's keys they all see, without a mask. A row of
+// `shared_rows` merges its two results by their log-sum-exps.
+struct CascadeLayout {
+  VarlenLayout own, shared;
+  std::vector<int64_t> shared_rows;
+};
+
 struct AttentionBuckets {
   AttentionRoute route = AttentionRoute::kEager;
   std::vector<PlannedBucket> buckets;  // the masked ones, then the causal
   bool in_order = false;               // one bucket holding every row in order
   VarlenLayout varlen;                 // kVarlen only (and then no buckets)
+  CascadeLayout cascade;               // kCascade only
 };
 
 AttentionBuckets PlanAttentionBuckets(AttentionRoute route,
-                                      const std::vector<SegmentKeys>& segments);
+                                      const PassKeys& keys);
 
 // The planning steps, for the tests.
-// The segments' items, in order: a group's segments join its open item
-// while the padded area stays within kGroupSlack of what their rows see.
-std::vector<AttentionItem> MakeItems(const std::vector<SegmentKeys>& segments);
+// The segments' items, in order: the segments of one context join its open
+// item while the padded area stays within kGroupSlack of what their rows
+// see.
+std::vector<AttentionItem> MakeItems(const PassKeys& keys);
 // Longest queries first; a bucket grows while its padding stays within the
 // slack (more for causal ones, whose kernel skips what is masked) and its
 // elements per head within kMaxBucketElements.

@@ -147,16 +147,24 @@ absl::StatusOr<Attention> ParseAttention(const std::string& name) {
       absl::StrCat("model.attention: '", name, "' is not eager or sdpa"));
 }
 
-absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,
+absl::StatusOr<OpenedQwen3> OpenQwen3(const std::string& dir,
+                                      const Qwen3LoadOptions& options) {
+  RETURN_IF_ERROR(TargetDtype(options.dtype).status());
+  RETURN_IF_ERROR(ParseDevice(options.device).status());
+  OpenedQwen3 opened;
+  ASSIGN_OR_RETURN(opened.checkpoint, Checkpoint::Open(dir));
+  ASSIGN_OR_RETURN(opened.config,
+                   Qwen3Config::FromJson(opened.checkpoint->config_json(),
+                                         absl::StrCat(dir, "/config.json")));
+  return opened;
+}
+
+absl::StatusOr<LoadedQwen3> LoadQwen3(OpenedQwen3 opened,
                                       const Qwen3LoadOptions& options) {
   ASSIGN_OR_RETURN(const at::ScalarType dtype, TargetDtype(options.dtype));
   ASSIGN_OR_RETURN(const at::Device device, ParseDevice(options.device));
-  ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
-                   Checkpoint::Open(dir));
-  ASSIGN_OR_RETURN(Qwen3Config config,
-                   Qwen3Config::FromJson(checkpoint->config_json(),
-                                         absl::StrCat(dir, "/config.json")));
-  if (options.before_weights) RETURN_IF_ERROR(options.before_weights(config));
+  const std::unique_ptr<Checkpoint> checkpoint = std::move(opened.checkpoint);
+  Qwen3Config config = std::move(opened.config);
   c10::InferenceMode guard;
   WeightReader reader(*checkpoint, dtype, device);
   const int64_t v = config.vocab_size, h = config.hidden_size;

@@ -2,15 +2,16 @@
 // tensor checked against config.json (nothing missing, nothing unexpected,
 // shapes exact), converted once into the configured dtype and device. The
 // checkpoint's files are unmapped when this returns, so resident memory is the
-// weights themselves.
+// weights themselves. Two steps, so that a caller can check what the weights
+// will need (memory_fit.h) from config.json before the first one is read.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/model/checkpoint.h"
 #include "server/model/qwen3_config.h"
 #include "server/model/qwen3_model.h"
 
@@ -20,9 +21,13 @@ struct Qwen3LoadOptions {
   std::string dtype = "float32";    // float32 | bfloat16
   std::string device = "cpu";       // cpu | cuda | cuda:N
   CpuGemm gemm = CpuGemm::kOneDnn;  // CPU float32 only (packed_linear.h)
-  // Called once config.json is read and before the first weight is: an
-  // error stops the load there (the engine's memory check, memory_fit.h).
-  std::function<absl::Status(const Qwen3Config&)> before_weights;
+};
+
+// A checkpoint opened (its safetensors headers read and checked) with its
+// config.json parsed; no weight read yet.
+struct OpenedQwen3 {
+  std::unique_ptr<Checkpoint> checkpoint;
+  Qwen3Config config;
 };
 
 struct LoadedQwen3 {
@@ -33,7 +38,11 @@ struct LoadedQwen3 {
   int64_t weight_bytes = 0;
 };
 
-absl::StatusOr<LoadedQwen3> LoadQwen3(const std::string& dir,
+// Refuses a dtype or device `options` do not name, then opens `dir`.
+absl::StatusOr<OpenedQwen3> OpenQwen3(const std::string& dir,
+                                      const Qwen3LoadOptions& options);
+// Reads the weights of an opened checkpoint.
+absl::StatusOr<LoadedQwen3> LoadQwen3(OpenedQwen3 opened,
                                       const Qwen3LoadOptions& options);
 
 // "eager" | "sdpa" -> Attention; anything else is INVALID_ARGUMENT.

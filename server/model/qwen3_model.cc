@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "server/model/row_norm.h"
+#include "server/model/stages.h"
 
 namespace mesa_anyjev::model {
 namespace {
@@ -90,25 +91,32 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   // [N, (heads + 2 kv) * D] -> q [N, heads, D], k and v [N, kv, D], q and k
   // normalised per head, then rotated at each token's position.
   const LayerLinears& linear = linears_[static_cast<size_t>(index)];
+  Stages stage("mesa.qkv_proj");
   const auto qkv = linear.qkv_proj(x).split({heads * d, kv * d, kv * d}, -1);
   at::Tensor q = qkv[0].reshape({n, heads, d});
   at::Tensor k = qkv[1].reshape({n, kv, d});
   const at::Tensor v = qkv[2].reshape({n, kv, d});
   if (RowNormApplies(q) && RowNormApplies(k)) {
+    stage.Next("mesa.qk_norm_rotary");
     q = RowNorm(q, w.q_norm, eps, context.cos, context.sin);
     k = RowNorm(k, w.k_norm, eps, context.cos, context.sin);
   } else {
+    stage.Next("mesa.qk_norm");
     q = RmsNorm(q, w.q_norm, eps);
     k = RmsNorm(k, w.k_norm, eps);
+    stage.Next("mesa.rotary");
     q = q * context.cos + RotateHalf(q) * context.sin;
     k = k * context.cos + RotateHalf(k) * context.sin;
   }
   KvPool& pool = *context.pool;
+  stage.Next("mesa.kv_write");
   pool.Update(index, context.pass->writes, k, v);
+  stage.Next("mesa.attention");
   const at::Tensor out =
       (*context.pass->attention)(q, pool.keys(index), pool.values(index),
                                  1.0 / std::sqrt(static_cast<double>(d)));
   // [N, heads, D] -> [N, heads * D] -> [N, H]
+  stage.Next("mesa.o_proj");
   return linear.o_proj(out.reshape({n, heads * d}));
 }
 
@@ -118,12 +126,22 @@ at::Tensor Qwen3Model::Layer(int32_t index, const at::Tensor& x,
   const double eps = config_.rms_norm_eps;
   // The residual adds and the gate land in place in fresh outputs: the
   // same values, and a pass allocates (and touches) a third less.
-  const at::Tensor h =
-      SelfAttention(index, RmsNorm(x, w.input_layernorm, eps), context).add_(x);
+  Stages stage("mesa.input_norm");
+  const at::Tensor normed = RmsNorm(x, w.input_layernorm, eps);
+  const at::Tensor attended = SelfAttention(index, normed, context);
+  stage.Next("mesa.residual_add");
+  const at::Tensor h = attended.add_(x);
+  stage.Next("mesa.post_norm");
   const at::Tensor n = RmsNorm(h, w.post_attention_layernorm, eps);
   const LayerLinears& linear = linears_[static_cast<size_t>(index)];
+  stage.Next("mesa.gate_up_proj");
   const auto gate_up = linear.gate_up_proj(n).chunk(2, -1);
-  return linear.down_proj(at::silu(gate_up[0]).mul_(gate_up[1])).add_(h);
+  stage.Next("mesa.activation");
+  const at::Tensor activated = at::silu(gate_up[0]).mul_(gate_up[1]);
+  stage.Next("mesa.down_proj");
+  const at::Tensor down = linear.down_proj(activated);
+  stage.Next("mesa.residual_add");
+  return down.add_(h);
 }
 
 ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {
@@ -135,6 +153,7 @@ ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {
   // Rotary tables in float32 as transformers computes them, then in the
   // model's dtype.
   Context context;
+  Stages stage("mesa.rotary_tables");
   const at::Tensor freqs =
       pass.positions.to(at::kFloat).unsqueeze(-1) * inv_freq_;
   const at::Tensor emb = at::cat({freqs, freqs}, -1).unsqueeze(1);
@@ -150,18 +169,24 @@ ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {
       if (pass.layers[i] == layer) captured[i] = rows;
     }
   };
+  stage.Next("mesa.embedding");
   at::Tensor x = at::embedding(weights_.embed_tokens, pass.tokens);  // [N, H]
+  stage.Next("mesa.gather_outputs");
   capture(0, x.index_select(0, pass.outputs));
   for (int32_t i = 0; i < deepest; ++i) {
+    stage.End();
     x = Layer(i, x, context);
+    stage.Next("mesa.gather_outputs");
     if (i + 1 < n) capture(i + 1, x.index_select(0, pass.outputs));
   }
   result.layers_run = deepest;
   if (deepest == n) {
-    result.final = RmsNorm(x.index_select(0, pass.outputs), weights_.norm,
-                           config_.rms_norm_eps);
+    const at::Tensor rows = x.index_select(0, pass.outputs);
+    stage.Next("mesa.final_norm");
+    result.final = RmsNorm(rows, weights_.norm, config_.rms_norm_eps);
     capture(n, result.final);
   }
+  stage.Next("mesa.gather_outputs");
   if (!captured.empty()) {
     for (at::Tensor& c : captured) c = c.to(at::kFloat);
     result.hidden = at::stack(captured, 1);
@@ -174,7 +199,10 @@ ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {
 
 at::Tensor Qwen3Model::LogSoftmax(const at::Tensor& final) const {
   c10::InferenceMode guard;
-  return at::log_softmax(lm_head_(final).to(at::kFloat), -1);
+  Stages stage("mesa.lm_head");
+  const at::Tensor logits = lm_head_(final).to(at::kFloat);
+  stage.Next("mesa.log_softmax");
+  return at::log_softmax(logits, -1);
 }
 
 }  // namespace mesa_anyjev::model

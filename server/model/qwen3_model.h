@@ -75,7 +75,7 @@ class Qwen3Model {
   at::ScalarType dtype() const { return weights_.embed_tokens.scalar_type(); }
   at::Device device() const { return weights_.embed_tokens.device(); }
 
-  // Layer numbering of decision-method.md 7.1: 0 = embeddings, l = after
+  // Layer numbering of docs/decision.md (L2: heads): 0 = embeddings, l = after
   // transformer layer l (no final norm), n = after the final norm. Runs as
   // deep as the deepest layer asked for (n with final_norm) and writes the
   // pass's keys and values into `pool` for the layers it runs.

@@ -1,6 +1,6 @@
 // One .safetensors file, memory-mapped read-only and validated against every
-// rule of the reference loader (huggingface/safetensors, tensor.rs; see
-// reliability-anchors.md section 3) before any tensor is handed out:
+// rule of the reference loader (huggingface/safetensors, tensor.rs), and the
+// ones other loaders were fooled by, before any tensor is handed out:
 //
 //   - the file holds at least the 8-byte header length N (u64, little endian)
 //   - N <= kMaxHeaderBytes and 8 + N <= file size, checked before anything

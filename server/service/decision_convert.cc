@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
 #include "common/text/strict_json.h"
@@ -157,6 +158,30 @@ absl::StatusOr<Question> ParseQuestion(const v1::Question& q,
   return out;
 }
 
+// Only an id: the caller asks for the question the daemon serves by it
+// (a client that is not ours need not spell out a definition it can list).
+bool IdAlone(const v1::Question& q) {
+  return !q.id().empty() && q.kind().empty() && q.text().empty() &&
+         q.options_size() == 0 && q.labels_size() == 0 && q.bins() == 0 &&
+         !q.has_scale_lo() && !q.has_scale_hi();
+}
+
+absl::StatusOr<Question> ServedQuestion(const v1::Question& q,
+                                        const std::string& field,
+                                        const questions::QuestionSet& served) {
+  auto entry = served.Find(q.id());
+  if (entry.ok()) return (*entry)->question;
+  std::vector<std::string> ids;
+  for (const questions::QuestionEntry& e : served.entries()) {
+    ids.push_back(e.id());
+  }
+  return absl::NotFoundError(absl::StrCat(
+      field, ".id: ", entry.status().message(),
+      "; give kind, text and options to ask a question of your own, or one "
+      "of the ids served: ",
+      absl::StrJoin(ids, ", ")));
+}
+
 absl::StatusOr<std::vector<std::string>> ParseStates(
     const google::protobuf::RepeatedPtrField<v1::State>& states,
     const config::LimitsConfig& limits, const char* limit_name, int64_t limit) {
@@ -220,7 +245,7 @@ absl::Status ParseCarriedPriors(const v1::DecideRequest& request,
 
 absl::StatusOr<ParsedDecide> ParseDecideRequest(
     const v1::DecideRequest& request, const config::LimitsConfig& limits,
-    const Capabilities& caps) {
+    const Capabilities& caps, const questions::QuestionSet& served) {
   ParsedDecide out;
   if (!request.level().empty()) {
     auto level = decision::ParseLevel(request.level());
@@ -244,8 +269,10 @@ absl::StatusOr<ParsedDecide> ParseDecideRequest(
                              limits.max_decide_questions));
   for (int i = 0; i < request.questions_size(); ++i) {
     const std::string field = absl::StrCat("questions[", i, "]");
+    const v1::Question& asked = request.questions(i);
     ASSIGN_OR_RETURN(Question question,
-                     ParseQuestion(request.questions(i), field, limits));
+                     IdAlone(asked) ? ServedQuestion(asked, field, served)
+                                    : ParseQuestion(asked, field, limits));
     // auto may still serve such a question at L2; the decider checks it
     // once the level is resolved.
     if (question.kind() == QuestionKind::kChoice && out.level != Level::kL2 &&

@@ -11,6 +11,7 @@
 #include "common/config/config.h"
 #include "common/decision/decider.h"
 #include "common/decision/question.h"
+#include "common/questions/question_set.h"
 #include "mesa/anyjev/v1/decisions.pb.h"
 
 namespace mesa_anyjev::service {
@@ -33,10 +34,14 @@ struct ParsedFit {
   decision::FitHeadOptions head;
 };
 
-// `caps` bounds K (max_choice_k) below L2.
+// `caps` bounds K (max_choice_k) below L2. A question given by its id alone
+// (no kind, text, options, labels, bins or scale) is the definition `served`
+// holds under that id (what ListQuestions lists); an id it does not hold is
+// NOT_FOUND naming questions[i].id, the closest id and every id served.
 absl::StatusOr<ParsedDecide> ParseDecideRequest(
     const ::mesa::anyjev::v1::DecideRequest& request,
-    const config::LimitsConfig& limits, const Capabilities& caps);
+    const config::LimitsConfig& limits, const Capabilities& caps,
+    const questions::QuestionSet& served);
 
 absl::StatusOr<ParsedFit> ParseFitRequest(
     const ::mesa::anyjev::v1::FitRequest& request,

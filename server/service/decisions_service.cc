@@ -158,7 +158,8 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
   const v1::DecideRequest& request = *opened.request;
   v1::DecideResponse* response = opened.response;
   auto parsed =
-      ParseDecideRequest(request, options_.limits, queued_->capabilities());
+      ParseDecideRequest(request, options_.limits, queued_->capabilities(),
+                         questions::QuestionSet::Reference());
   if (!parsed.ok()) {
     call->Complete(parsed.status());
     return call;

@@ -5,7 +5,6 @@
 
 #include "common/status/status_macros.h"
 #include "common/util/meminfo.h"
-#include "server/service/batched_jobs.h"
 #include "server/service/call_admission.h"
 #include "server/service/request_convert.h"
 #include "server/service/status_convert.h"
@@ -41,11 +40,25 @@ absl::Time InferenceService::Deadline(
                       options_.max_deadline);
 }
 
-void InferenceService::Submit(UnaryCall* call, absl::Time deadline,
-                              engine::Job job) {
-  job.deadline = deadline;
-  job.cancelled = call->cancelled();
-  call->Submitted(job_queue_->TrySubmit(std::move(job)));
+void InferenceService::Submit(
+    UnaryCall* call, absl::Time deadline, engine::ForwardTask task,
+    std::vector<PromptGroup> groups,
+    std::function<void(const engine::ForwardOutput&)> fill) {
+  // `done` runs on the engine thread: a plain handoff of the output to the
+  // reply thread.
+  auto done = [this, call, fill = std::move(fill)](
+                  absl::StatusOr<engine::ForwardOutput> out) {
+    const absl::Status posted =
+        replies_.TrySubmit([call, fill, out = std::move(out)] {
+          if (out.ok()) fill(*out);
+          call->Complete(out.status());
+        });
+    // Refused only once the replies have stopped, after the engine.
+    if (!posted.ok()) call->Complete(posted);
+  };
+  call->Submitted(job_queue_->TrySubmit({std::move(task), std::move(groups),
+                                         Caller{deadline, call->cancelled()},
+                                         std::move(done)}));
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
@@ -117,14 +130,11 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  auto work = std::make_shared<LogprobsWork>();
-  work->groups = std::move(parsed->groups);
-  engine::Job job = LogprobsJob(model, work.get(), request.top_k());
-  job.done = [call, work, response](absl::Status ran) {
-    if (ran.ok()) FillLogprobs(*work->out, response);
-    call->Complete(ran);
-  };
-  Submit(call, Deadline(*context), std::move(job));
+  Submit(call, Deadline(*context), engine::LogprobsTask{request.top_k()},
+         std::move(parsed->groups),
+         [response](const engine::ForwardOutput& out) {
+           FillLogprobs(std::get<engine::GroupLogprobs>(out), response);
+         });
   return call;
 }
 
@@ -159,14 +169,11 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  auto work = std::make_shared<HiddenStatesWork>();
-  work->groups = std::move(parsed->groups);
-  engine::Job job = HiddenStatesJob(model, work.get(), *std::move(layers));
-  job.done = [call, work, response](absl::Status ran) {
-    if (ran.ok()) FillHiddenStates(*work->out, response);
-    call->Complete(ran);
-  };
-  Submit(call, Deadline(*context), std::move(job));
+  Submit(call, Deadline(*context), engine::HiddenStatesTask{*std::move(layers)},
+         std::move(parsed->groups),
+         [response](const engine::ForwardOutput& out) {
+           FillHiddenStates(std::get<HiddenStatesResult>(out), response);
+         });
   return call;
 }
 

@@ -1,10 +1,15 @@
 // mesa.anyjev.v1.Inference on gRPC's callback API. Handlers check auth and
-// state, validate, hand the work to the engine's job queue and return; the
-// engine thread finishes the call. No handler blocks while the model runs.
+// state, validate, hand the work to the engine's job queue and return. The
+// engine thread hands each job's output to the service's reply thread, which
+// builds and writes the response, so the engine goes on to the next job at
+// once. No handler blocks while the model runs.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "common/backend.h"
@@ -14,6 +19,7 @@
 #include "server/metrics/metrics.h"
 #include "server/service/bearer_auth.h"
 #include "server/service/serving_state.h"
+#include "server/service/worker_pool.h"
 
 namespace mesa_anyjev::service {
 
@@ -43,6 +49,9 @@ class InferenceService final : public RawServiceInference {
 
   // The backend once loaded; calls before it get UNAVAILABLE.
   void SetBackend(Backend* backend) { backend_.store(backend); }
+  // Once the engine has stopped: writes the replies it handed over, then
+  // joins the reply thread. Idempotent.
+  void Stop() { replies_.Stop(); }
 
   grpc::ServerUnaryReactor* GetModelInfo(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
@@ -61,10 +70,13 @@ class InferenceService final : public RawServiceInference {
   // Auth, then state; returns the backend to use or why the call is refused.
   absl::StatusOr<Backend*> Admit(const grpc::CallbackServerContext& context);
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
-  // Hands `job` to the engine (its done answers the call on the engine
-  // thread), or answers at once with RESOURCE_EXHAUSTED / UNAVAILABLE when
-  // the queue refuses it.
-  void Submit(UnaryCall* call, absl::Time deadline, engine::Job job);
+  // Hands the forward to the engine, or answers at once with
+  // RESOURCE_EXHAUSTED / UNAVAILABLE when the queue refuses it. Its output
+  // comes back to the reply thread, which `fill`s the response from it and
+  // completes the call.
+  void Submit(UnaryCall* call, absl::Time deadline, engine::ForwardTask task,
+              std::vector<PromptGroup> groups,
+              std::function<void(const engine::ForwardOutput&)> fill);
 
   const InferenceOptions options_;
   engine::JobQueue* const job_queue_;
@@ -72,6 +84,9 @@ class InferenceService final : public RawServiceInference {
   const BearerAuth* const auth_;
   const ServingStateFlag* const state_;
   std::atomic<Backend*> backend_{nullptr};
+  // One thread; every answer the engine hands over is taken (no capacity:
+  // its job already passed admission).
+  WorkerPool replies_{1, std::numeric_limits<int32_t>::max()};
 };
 
 }  // namespace mesa_anyjev::service

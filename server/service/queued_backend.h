@@ -1,11 +1,9 @@
-// A Backend whose model calls go through the engine's job queue: each
-// Logprobs / HiddenStates becomes one engine Job (queued behind other
-// callers, skipped when its deadline passed or its caller cancelled) and
-// the calling thread waits for it. Calls of one kind (same top_k, same
-// layers) queued behind each other run as one model call, so their
-// prompts share forward batches. The decision engine runs on a worker of
-// its own over this adapter, so the one engine thread stays the only thread
-// that touches the model and no gRPC thread blocks on it.
+// A Backend whose model calls are engine jobs: each Logprobs / HiddenStates
+// is one ForwardJob (queued behind other callers, skipped when its deadline
+// passed or its caller cancelled, merged with compatible jobs queued with
+// it) and the calling thread waits for its output. The decision engine runs
+// on a worker of its own over this adapter, so the one engine thread stays
+// the only thread that touches the model and no gRPC thread blocks on it.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +18,7 @@ class QueuedBackend final : public ForwardingBackend {
  public:
   // Both outlive the adapter.
   QueuedBackend(Backend* model, engine::JobQueue* job_queue)
-      : ForwardingBackend(model), model_(model), job_queue_(job_queue) {}
+      : ForwardingBackend(model), job_queue_(job_queue) {}
 
   // Blocks the caller until the engine has run (or skipped) the job; a full
   // engine queue is RESOURCE_EXHAUSTED at once.
@@ -32,10 +30,6 @@ class QueuedBackend final : public ForwardingBackend {
       const std::vector<int32_t>& layers, const CallControl& control) override;
 
  private:
-  // Submits `job` and waits for its status.
-  absl::Status RunJob(engine::Job job);
-
-  Backend* const model_;
   engine::JobQueue* const job_queue_;
 };
 

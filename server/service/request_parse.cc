@@ -86,12 +86,10 @@ absl::Status ParseRequest(const grpc::ByteBuffer& raw,
     google::protobuf::LogSilencer quiet;
     if (out->ParseFromString(bytes)) return absl::OkStatus();
   }
-  std::string why = FindInvalidUtf8Field(out->GetDescriptor(), bytes);
-  if (why.empty()) {
-    why = absl::StrCat("not a valid ", out->GetDescriptor()->full_name(),
-                       " message");
-  }
-  return absl::InvalidArgumentError(absl::StrCat("request: ", why));
+  const std::string field = FindInvalidUtf8Field(out->GetDescriptor(), bytes);
+  if (!field.empty()) return absl::InvalidArgumentError(field);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "request: not a valid ", out->GetDescriptor()->full_name(), " message"));
 }
 
 absl::Status SerializeResponse(const google::protobuf::Message& message,

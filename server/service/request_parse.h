@@ -15,8 +15,9 @@
 
 namespace mesa_anyjev::service {
 
-// Parses `raw` into `out`; INVALID_ARGUMENT "request: <field path>: invalid
-// UTF-8 at byte offset N" (or "not a valid <type> message").
+// Parses `raw` into `out`; INVALID_ARGUMENT "<field path>: invalid UTF-8 at
+// byte offset N" (the field first, as in every other refusal, so a client
+// can tell which state failed), or "request: not a valid <type> message".
 absl::Status ParseRequest(const grpc::ByteBuffer& raw,
                           google::protobuf::Message* out);
 

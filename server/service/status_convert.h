@@ -1,4 +1,5 @@
-// The one place absl::Status becomes grpc::Status (architecture.md section 5).
+// The one place absl::Status becomes grpc::Status, so every RPC maps errors
+// alike (docs/rpc.md).
 #pragma once
 
 #include <grpcpp/support/status.h>

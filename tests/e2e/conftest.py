@@ -201,6 +201,33 @@ def daemon(start_daemon):
     return start_daemon()
 
 
+_CLIENT_LIB = []
+
+
+def client_package():
+    """The Python client (clients/python) built as pip builds it (setup.py's
+    build_py generates its gRPC modules from proto/) into a temporary folder,
+    put on sys.path once per process and imported: tests drive the daemon
+    through it in-process. tests/e2e/test_python_client.py installs it into a
+    fresh venv instead."""
+    if not _CLIENT_LIB:
+        root = Path(__file__).resolve().parents[2]
+        work = Path(tempfile.mkdtemp(prefix="mesa-anyjev-client-"))
+        atexit.register(shutil.rmtree, work, ignore_errors=True)
+        skip = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+        source = work / "clients" / "python"
+        shutil.copytree(root / "clients" / "python", source, ignore=skip)
+        shutil.copytree(root / "proto", work / "proto")
+        built = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib",
+                                str(work / "lib")], cwd=source, capture_output=True, text=True,
+                               timeout=300)
+        assert built.returncode == 0, built.stdout + built.stderr
+        sys.path.insert(0, str(work / "lib"))
+        _CLIENT_LIB.append(work / "lib")
+    import mesa_anyjev_client
+    return mesa_anyjev_client
+
+
 # The CLI's stores default under ~ (artifacts.dir, labels.dir): the tests
 # of this process share a home of their own, never the user's.
 CLI_HOME = tempfile.mkdtemp(prefix="mesa-anyjev-cli-home-")

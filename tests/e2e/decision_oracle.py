@@ -26,7 +26,7 @@ def hash_unit(text):
 
 
 def default_fake_content(state, option):
-    """reference-system.md 5.5, exactly."""
+    """The reference's default_fake_content, exactly (common/fake_backend.h)."""
     s = state.lower()
     jitter = (hash_unit(state + "|" + option) - 0.5) * 0.4
     if option in ("Yes", "No"):

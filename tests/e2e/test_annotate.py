@@ -72,7 +72,8 @@ def check_run(result, out_path, card, expect_avus=True):
 def test_fake_backend_on_every_sample_card(card, tmp_path):
     out = tmp_path / "nested" / "dir" / f"{card}.json"  # parents are created
     doc = check_run(annotate(card, "--backend", "fake", "--out", str(out)), out, card)
-    # A second run on the same card proposes the same AVU triples (A6).
+    # A second run on the same card proposes the same AVU triples: each run
+    # starts from a clean running prior.
     out2 = tmp_path / "again.json"
     doc2 = check_run(annotate(card, "--backend", "fake", "--out", str(out2)), out2, card)
     triples = [(a["attribute"], a["value"], a["unit"]) for a in doc["avus"]]

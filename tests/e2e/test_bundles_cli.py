@@ -1,7 +1,7 @@
 """mesa-anyjev bundles list / bundles rollback / learn promote: the local
 store (fake backend, artifacts.dir) seeded by bundle_writer, and the same
 commands against the daemon's store (--backend hf). Promote's lines and
-the exit codes are the reference's (3.4); `bundles list` prints a table for
+the exit codes are the reference's; `bundles list` prints a table for
 people (version, question, level, LOCO acc, ECE and n, created, current)."""
 import json
 import os

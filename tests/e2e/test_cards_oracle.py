@@ -1,5 +1,5 @@
-"""client/cards against a Python oracle written from the spec text (6.3-6.5,
-7.5 AVU construction and static rules): card parsing with Python's `re`,
+"""client/cards against a Python oracle written independently from the
+reference's rules (docs/annotate.md; AVU construction and static rules): card parsing with Python's `re`,
 str.strip/splitlines/lower, the states with their key order and cuts,
 state_sha256, split_camel, the query rules and the AVU functions. The C++ side
 runs through tests/tools/cards_tool."""
@@ -16,7 +16,7 @@ TOOL = os.environ.get("MESA_ANYJEV_CARDS_TOOL")
 DATA = Path(os.environ.get("MESA_ANYJEV_DATA", Path(__file__).parents[2] / "data"))
 pytestmark = pytest.mark.skipif(not TOOL, reason="MESA_ANYJEV_CARDS_TOOL not set")
 
-# ---- the oracle: spec 6.4 --------------------------------------------------
+# ---- the oracle: card parsing ---------------------------------------------
 HEADER = re.compile(r"^#\s*Dataset:\s*(\S+)\s*/\s*(\S+)\s*$")
 PRODUCT = re.compile(r"^Product:\s*(\S+)\s*[—-]+\s*([^.]+)\.?\s*(.*)$")
 SITE = re.compile(r"([A-Z]{4})\s*\(([^,]+),\s*([^,]+),\s*domain\s+(D\d{2})\s*([^;]*);\s*([^)]*)\)")
@@ -68,7 +68,7 @@ def is_identifier(col):
     p = col["profile"].lower()
     return p.startswith("all blank") or "not profiled" in p
 
-# ---- spec 6.5 --------------------------------------------------------------
+# ---- states -----------------------------------------------------------------
 REGISTRY = {  # id -> (option text, aspects)
     "envo": ("ENVO: environments, biomes, habitats and environmental materials", ["environment", "location", "measurement"]),
     "pato": ("PATO: qualities and attributes of things (size, sex, age, colour)", ["measurement"]),

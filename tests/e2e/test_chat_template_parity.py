@@ -2,7 +2,7 @@
 by hand; transformers' apply_chat_template(tokenize=False,
 add_generation_prompt=True, enable_thinking=False) with the real
 tokenizer_config.json is the oracle, byte for byte, over many messages. The
-prefix/suffix split (decision-method.md 3.3) is checked against the rendered
+prefix/suffix split (docs/decision.md, Prompts) is checked against the rendered
 text cut at the sentinel, and a template we have not verified is refused."""
 import json
 import os

@@ -2,7 +2,7 @@
 `config show` over fake (in process), hf (the real daemon), gateway (our
 imitation server: what we put on the wire, a server without
 logprob_token_ids, faults) and composite (its tokenizer agreement), with the
-reference's check lines and exit codes (reference-system.md 10). The
+reference's check lines and exit codes (docs/cli.md, doctor). The
 gateway and composite against the real LiteLLM and vLLM, and the
 composite's routing (L0 through the chain, L2 through the daemon's head),
 are in test_real_gateway.py."""

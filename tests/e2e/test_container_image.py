@@ -2,8 +2,8 @@
 Its runtime stage is packed from this build's binaries
 (deploy/container/prebuilt.sh: the full in-image build, `make image`,
 downloads the torch wheel and compiles for most of an hour on 2 cores, past
-CI's budget; docs/build.md) and run with podman as shared/spec/platform.md
-measured it (runc, a debootstrap'd base cached machine-wide), overlay
+CI's budget; docs/build.md) and run with podman as the build machines run it
+(runc, a debootstrap'd base cached machine-wide), overlay
 storage where the kernel mounts it (else vfs), in a store of the test's own
 that goes with it: a failed or killed run leaves no gigabytes behind. A tiny Qwen3 is mounted read-only,
 auth is on (a mounted secret file, then the environment); the container's
@@ -82,7 +82,7 @@ def store(tmp_path_factory):
     tar cache in seconds, and the image, its containers and the volume go
     with the folder at the end, whatever happened."""
     if os.geteuid() != 0:
-        pytest.skip("needs root: rootful podman as shared/spec/platform.md runs it")
+        pytest.skip("needs root: rootful podman as docs/build.md runs it")
     if subprocess.run(["bash", "-c", "command -v podman debootstrap"],
                       capture_output=True).returncode != 0:
         pytest.fail("podman or debootstrap is missing: run scripts/install.sh")

@@ -1,5 +1,5 @@
 """Parity of common/decision with the anyjev 0.2.0 package (the oracle of
-decision-method.md): the same scripts run through tests/tools/decision_tool
+the decision method, docs/decision.md): the same scripts run through tests/tools/decision_tool
 (C++, over the C++ fake model) and through anyjev.Decider (over anyjev's fake
 with the same content function, bias and temperature); hidden states come
 from the same arrays on both sides. Probabilities must agree within 1e-9,

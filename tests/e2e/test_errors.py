@@ -90,9 +90,9 @@ def test_invalid_utf8_text_is_refused_naming_the_field(daemon):
     tokenize = pb.TokenizeRequest(texts=["fine", "(("])
     for method, payload, needle in [
             ("Logprobs", with_bytes(logprobs, b"ok ??", b"ok \xff\xfe"),
-             "request: groups[0].prefix.text: invalid UTF-8 at byte offset 3"),
+             "groups[0].prefix.text: invalid UTF-8 at byte offset 3"),
             ("Tokenize", with_bytes(tokenize, b"((", b"\xc3\x28"),
-             "request: texts[1]: invalid UTF-8 at byte offset 0")]:
+             "texts[1]: invalid UTF-8 at byte offset 0")]:
         with pytest.raises(grpc.RpcError) as error:
             raw_call(daemon, f"/mesa.anyjev.v1.Inference/{method}", payload)
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, error.value.details()

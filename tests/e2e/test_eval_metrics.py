@@ -1,7 +1,6 @@
-"""The bench metrics (common/eval, reference-system.md 9.3 and
-decision-method.md 10) against oracles: scikit-learn for accuracy, macro F1,
+"""The bench metrics (common/eval, docs/learning.md Metrics) against oracles: scikit-learn for accuracy, macro F1,
 the K-class Brier score (summed over classes: scale_by_half=False) and log
-loss; Python written here from the spec text for ECE (15 equal-mass bins,
+loss; Python written here from those definitions for ECE (15 equal-mass bins,
 numpy.array_split of the stable ascending confidence order), flip,
 coverage at risk (first strict crossing, stable descending order) and AURC
 (mean running risk). The C++ side runs as tests/tools/metrics_tool."""
@@ -88,7 +87,7 @@ def test_summary_matches_sklearn_and_spec_oracles(n, k, sharp):
     assert got["aurc"] == pytest.approx(running_risk(p, y).mean(), abs=1e-12)
     assert [c for c, _ in got["curve"]] == pytest.approx(np.arange(1, n + 1) / n)
     assert [r for _, r in got["curve"]] == pytest.approx(running_risk(p, y))
-    # array_split sizes: N mod 15 bins one larger, first (spec 16.8 item 34).
+    # array_split sizes: N mod 15 bins one larger, first.
     sizes = [len(c) for c in np.array_split(np.arange(n), 15) if len(c)]
     assert [b[0] for b in got["bins"]] == sizes
 

@@ -1,7 +1,8 @@
 """The CLI's gateway backend (client/backends/gateway_backend) against a real
 local HTTP server that answers as vLLM's /v1/completions does (top_logprobs
 dicts of token text -> logprob), driven through tests/tools/gateway_tool.
-reference-system.md 5.6; reliability-anchors.md 2.8, 6 and 7 test #14."""
+docs/gateway.md (status mapping, transport rules) and test 14 of the
+reliability plan (docs/reliability.md)."""
 import base64
 import hashlib
 import json

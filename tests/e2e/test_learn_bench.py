@@ -1,11 +1,11 @@
 """Labels, leave-one-card-out fitting and the bench through the real CLI
-(reference-system.md 3.4, 3.5, 8.1-8.3, 9), on the synthetic task set of
+(docs/learning.md), on the synthetic task set of
 data/bench whose planted effects the fake backend must show: on
 column.aspect, L0 flips less than raw under option reversal, and an L2 head
 is more accurate than L0 (data/bench/make_bench.py says why). Also: ingest
 refuses a file with any bad row and stores nothing, ingest is idempotent,
 fit refuses with the reference's statuses, a bench L2 cell equals the fit
-report of the same labels (D18), and the hf backend fits through the
+report of the same labels (one fitting path), and the hf backend fits through the
 daemon's dry-run Fit without touching what it serves."""
 import json
 import re

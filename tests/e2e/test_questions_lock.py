@@ -1,5 +1,5 @@
 """questions.lock.json against an independent Python oracle: the 17 questions
-of reference-system.md 6.2-6.3 written out again here, keyed with the anyjev
+of the reference's set written out again here, keyed with the anyjev
 0.2.0 package's Question.key, and the lock rebuilt with Python's json module
 (json.dumps(indent=1, ensure_ascii=False) + "\\n"; lock_sha over
 json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)). The

@@ -117,7 +117,7 @@ def test_v1_refuses_absurd_requests_and_the_stream_goes_on(daemon, v1):
         grpc.StatusCode.UNIMPLEMENTED.value[0]]
     messages = [a.error_response.error_message for a in answers[:4]]
     assert messages[0] == "file_containing_symbol: 2000 bytes exceed 1024"
-    assert messages[1] == ("request: file_containing_symbol: invalid UTF-8 at byte offset 16")
+    assert messages[1] == ("file_containing_symbol: invalid UTF-8 at byte offset 16")
     assert "not a valid grpc.reflection.v1.ServerReflectionRequest" in messages[2]
     assert "bytes exceed 65536" in messages[3]
     assert files(answers[5])[0].name == "mesa/anyjev/v1/decisions.proto"

@@ -3,7 +3,7 @@ the ids Hugging Face tokenizers gives on the real Qwen3 tokenizer.json, over
 10,000+ deterministic varied strings (tokenizer_corpus.py), and `--decode`
 gives Hugging Face's decode(ids, skip_special_tokens=False), lossy bytes
 included. All strings go through one CLI process as JSON lines. Also: the
-reference encodings of toolchain.md section 9, and the CLI's handling of bad
+fixed reference encodings below, and the CLI's handling of bad
 lines (exit 2, the line number named, earlier lines written whole)."""
 import json
 import os
@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_DIR = ROOT / "tests" / "data" / "qwen3-tokenizer"
 CLI = os.environ.get("MESA_ANYJEV_CLI", "build/client/mesa-anyjev")
 
-# toolchain.md section 9 and decision-method.md 16.2.
+# Measured with an independent encoder (a transformers.js port) on this
+# tokenizer.json, the decision method's label tokens among them.
 REFERENCE = [
     (" Yes", [7414]), (" No", [2308]), ("A", [32]), (" A", [362]), ("Yes", [9454]),
     ("No", [2753]), ("B", [33]), ("Z", [57]), ("0", [15]), ("1", [16]), ("9", [24]),

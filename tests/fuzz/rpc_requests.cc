@@ -43,8 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       v1::DecideRequest request;
       if (Parse(body, &request)) {
-        (void)service::ParseDecideRequest(request, limits,
-                                          fake->capabilities());
+        (void)service::ParseDecideRequest(request, limits, fake->capabilities(),
+                                          questions::QuestionSet::Reference());
       }
       break;
     }

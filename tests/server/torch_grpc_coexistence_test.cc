@@ -2,7 +2,8 @@
 // process: a real InferenceService on 127.0.0.1 whose Logprobs answers come
 // from a libtorch log_softmax, called over gRPC, checked against the same
 // numbers computed in plain C++, and the /metrics endpoint scraped in the
-// same process (the civetweb trap of toolchain.md does not apply to httplib).
+// same process (civetweb's small worker stacks fail beside libtorch's static
+// TLS; httplib's threads do not).
 #include <ATen/ATen.h>
 #include <google/protobuf/stubs/common.h>
 #include <grpcpp/grpcpp.h>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/text/fake_tokenizer.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
+#include "server/engine/backend_forward_model.h"
 #include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
@@ -109,6 +111,8 @@ int Run() {
   service::ServingStateFlag state;
   state.set(service::ServingState::kServing);
   TorchBackend backend;
+  engine::BackendForwardModel forward(&backend);
+  job_queue.SetModel(&forward);
   service::InferenceService inference({}, &job_queue, &server_metrics, &auth,
                                       &state);
   inference.SetBackend(&backend);

@@ -1,5 +1,5 @@
 // load_client: the accounting load generator of the reliability plan
-// (reliability-anchors.md section 7; docs/reliability.md). Asynchronous
+// (docs/reliability.md). Asynchronous
 // (gRPC's callback API), a fixed number of calls in flight, one terminal
 // status counted per call sent, and every latency kept for exact
 // percentiles. C++ so that the client is not what limits the rate.

@@ -1,5 +1,5 @@
-"""The long runs of the reliability plan (reliability-anchors.md section 7,
-tests 1, 2, 5, 11 and 12), behind `make stress`, not in CI: the real daemon on
+"""The long runs of the reliability plan (docs/reliability.md, tests 1, 2,
+5, 11 and 12), behind `make stress`, not in CI: the real daemon on
 the fake model, load from tests/stress/load_client (C++, asynchronous, so the
 client is not the limit). Every figure is written to $STRESS_OUT (JSON) for
 docs/reliability.md. Durations come from the environment so that a short

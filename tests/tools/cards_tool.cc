@@ -1,5 +1,6 @@
 // cards_tool: client/cards as a command, for tests/e2e/test_cards_oracle.py,
-// which computes the same things in Python from the spec text and compares.
+// which computes the same things in an independent Python version and
+// compares.
 // Reads one JSON request on stdin:
 //
 //   {"card_text": "<card>" (optional), "ops": [{"op": ..., ...}]}

@@ -1,6 +1,6 @@
 // metrics_tool: common/eval as a command, for tests/e2e/test_eval_metrics.py,
 // which checks it against scikit-learn and against Python written from the
-// spec text. Reads JSON cases on stdin:
+// definitions in docs/learning.md. Reads JSON cases on stdin:
 //
 //   {"cases": [{"probs": [[...], ...], "labels": [...],
 //               "probs_flipped": [[...], ...] (optional),

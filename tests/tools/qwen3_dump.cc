@@ -1,27 +1,50 @@
 // Test tool: loads a Qwen3 checkpoint through the daemon's Qwen3Backend and
 // answers one JSON request on stdin with what the backend computes, for the
-// transformers parity tests (tests/e2e/test_qwen3_parity.py).
+// transformers parity tests (tests/e2e/test_qwen3_parity.py), the benchmarks
+// and the GPU check.
 //
-//   qwen3_dump DIR [dtype] [attention] [device] [cpu_gemm]
+//   qwen3_dump DIR [dtype] [attention] [device] [cpu_gemm] [--set k=v ...]
 //                                     < {"prompts": [[ids]], "layers": [..],
 //                                         "label_ids": [..], "top_k": k}
 //   -> {"hidden": [p][l][h], "label_logprobs": [p][i], "top": [p][[id, lp]],
 //       "identity": "...", "weight_bytes": n}
 //   or, when the backend refuses, exit 1 with "CODE: message" on stderr.
+// --set takes any configuration key as the daemon's --set does (model.* and
+// engine.*, e.g. a variant of the GPU check), checked by the same loader:
+// an unknown key or a bad value exits 2. The request's own fields
+// (batch_tokens, kv_pool_bytes, kv_block_tokens, prefix_caching, threads)
+// override the configuration.
+//
+// {"time_prefill": {"shapes": [{"tokens": t, "batch": b}], "repeat": r}}
+// times each shape's call (b prompts of t new tokens, logprobs of one label
+// at each last position) r times after one warm-up, fresh random ids every
+// time, so that nothing is found in the prefix cache (the reply counts what
+// was: it must be 0). {"profile": {"tokens": t, "batch": b}} runs one such
+// call under the profiler after a warm-up (tests/tools/pass_anatomy.h);
+// with "shapes" one call of each, as {"anatomies": [...]}.
+//
+// --serve keeps one load for many requests: one JSON request a line on
+// stdin, one answer a line on stdout ({"error": "CODE: message"} for a
+// refusal), the load's settings from --set only.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 
 #include "absl/time/clock.h"
+#include "common/config/config_loader.h"
+#include "common/config/set_flag.h"
 #include "common/text/bpe_tokenizer.h"
 #include "server/engine/qwen3_backend.h"
 #include "server/model/qwen3_loader.h"
+#include "tests/tools/pass_anatomy.h"
 
 namespace {
 
@@ -44,10 +67,11 @@ int64_t ResidentBytes() {
 
 // Counts what the engine reports, for the cache tests.
 struct CountingObserver : mesa_anyjev::engine::EngineObserver {
-  int64_t hits = 0, misses = 0, tokens = 0, passes = 0;
-  void OnPrefixLookups(int64_t h, int64_t m, int64_t) override {
+  int64_t hits = 0, misses = 0, reused = 0, tokens = 0, passes = 0;
+  void OnPrefixLookups(int64_t h, int64_t m, int64_t r) override {
     hits += h;
     misses += m;
+    reused += r;
   }
   void OnBatch(int64_t, int64_t t, absl::Duration) override {
     tokens += t;
@@ -84,39 +108,55 @@ absl::Status RunOnly(mesa_anyjev::Backend& backend, const json& request) {
 }
 
 // "parts": [{"first_group": g, "stopped": "cancelled" | "deadline" | null}]
-// makes the call a merged one (CallControl::parts), each part's caller
-// already stopped as named.
-struct Parts {
+// makes the call a merged one, as the job queue hands the backend: one
+// member per part (its groups from first_group up to the next part's), each
+// member's caller already stopped as named. Without it, one member.
+struct Members {
+  std::vector<std::vector<mesa_anyjev::PromptGroup>> groups;
   std::vector<std::unique_ptr<std::atomic<bool>>> flags;
-  mesa_anyjev::CallControl control;
+  std::vector<mesa_anyjev::engine::ForwardMember> members;
 };
 
-std::unique_ptr<Parts> PartsOf(const json& request) {
-  auto parts = std::make_unique<Parts>();
-  for (const json& part : request.value("parts", json::array())) {
-    const std::string stopped =
-        part.contains("stopped") && part["stopped"].is_string()
-            ? part["stopped"].get<std::string>()
-            : "";
-    parts->flags.push_back(
-        std::make_unique<std::atomic<bool>>(stopped == "cancelled"));
-    parts->control.parts.push_back(
-        {part.at("first_group").get<size_t>(),
-         stopped == "deadline" ? absl::Now() : absl::InfiniteFuture(),
-         parts->flags.back().get()});
+std::unique_ptr<Members> MembersOf(
+    const json& request, std::vector<mesa_anyjev::PromptGroup> groups) {
+  auto out = std::make_unique<Members>();
+  const json parts = request.value("parts", json::array());
+  if (parts.empty()) {
+    out->groups.push_back(std::move(groups));
+    out->members.push_back({&out->groups.back(), {}});
+    return out;
   }
-  return parts;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const size_t first = parts[i].at("first_group").get<size_t>();
+    const size_t end = i + 1 < parts.size()
+                           ? parts[i + 1].at("first_group").get<size_t>()
+                           : groups.size();
+    out->groups.emplace_back(groups.begin() + first, groups.begin() + end);
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string stopped =
+        parts[i].contains("stopped") && parts[i]["stopped"].is_string()
+            ? parts[i]["stopped"].get<std::string>()
+            : "";
+    out->flags.push_back(
+        std::make_unique<std::atomic<bool>>(stopped == "cancelled"));
+    out->members.push_back(
+        {&out->groups[i],
+         {stopped == "deadline" ? absl::Now() : absl::InfiniteFuture(),
+          out->flags.back().get()}});
+  }
+  return out;
 }
 
-absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
+absl::StatusOr<json> Answer(mesa_anyjev::engine::ForwardModel& model,
                             const json& request) {
-  const auto groups = Groups(request);
-  const std::unique_ptr<Parts> parts = PartsOf(request);
-  const mesa_anyjev::CallControl& control = parts->control;
+  using mesa_anyjev::engine::OutputAs;
+  const std::unique_ptr<Members> call = MembersOf(request, Groups(request));
   json out = json::object();
   const auto layers = request.value("layers", std::vector<int32_t>{});
   if (!layers.empty()) {
-    auto hidden = backend.HiddenStates(groups, layers, control);
+    auto hidden = OutputAs<mesa_anyjev::HiddenStatesResult>(model.Run(
+        {mesa_anyjev::engine::HiddenStatesTask{layers}, call->members}));
     if (!hidden.ok()) return hidden.status();
     json rows = json::array();
     const size_t h = static_cast<size_t>(hidden->hidden_size);
@@ -132,8 +172,9 @@ absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
     out["hidden"] = rows;
   }
   if (request.contains("label_ids") || request.value("top_k", 0) > 0) {
-    auto logprobs =
-        backend.Logprobs(groups, request.value("top_k", 0), control);
+    auto logprobs = OutputAs<mesa_anyjev::engine::GroupLogprobs>(
+        model.Run({mesa_anyjev::engine::LogprobsTask{request.value("top_k", 0)},
+                   call->members}));
     if (!logprobs.ok()) return logprobs.status();
     json label_rows = json::array(), top = json::array();
     for (const auto& group : *logprobs) {
@@ -150,24 +191,258 @@ absl::StatusOr<json> Answer(mesa_anyjev::Backend& backend,
   return out;
 }
 
+// The positional arguments as model.* keys, then every --set, through the
+// daemon's configuration loader.
+absl::StatusOr<mesa_anyjev::config::Config> ConfigFrom(int argc, char** argv) {
+  using mesa_anyjev::config::Override;
+  static constexpr const char* kPositional[] = {
+      "model.path", "model.dtype", "model.attention", "model.device",
+      "model.cpu_gemm"};
+  std::vector<Override> positional, sets;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--set") {
+      if (++i == argc) {
+        return absl::InvalidArgumentError("--set needs section.field=value");
+      }
+      auto parsed = mesa_anyjev::config::ParseSetFlag(argv[i]);
+      if (!parsed.ok()) return parsed.status();
+      sets.push_back(*std::move(parsed));
+    } else if (positional.size() < std::size(kPositional)) {
+      positional.push_back({kPositional[positional.size()], arg, "argument"});
+    } else {
+      return absl::InvalidArgumentError("one argument too many: " + arg);
+    }
+  }
+  mesa_anyjev::config::LoadOptions options;
+  options.flags = std::move(positional);
+  options.flags.insert(options.flags.end(), sets.begin(), sets.end());
+  return mesa_anyjev::config::LoadConfig(options);
+}
+
+// `batch` prompts of `tokens` random ids, each a group of one whole prompt
+// with one label: ids no earlier call used, so nothing is cached.
+std::vector<mesa_anyjev::PromptGroup> FreshPrompts(int64_t tokens,
+                                                   int64_t batch,
+                                                   std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> id(1000, 99999);
+  std::vector<mesa_anyjev::PromptGroup> prompts(static_cast<size_t>(batch));
+  for (auto& prompt : prompts) {
+    for (int64_t i = 0; i < tokens; ++i) prompt.prefix.push_back(id(rng));
+    prompt.suffixes = {{}};
+    prompt.label_ids = {32};
+  }
+  return prompts;
+}
+
+// The "time_prefill" request: per shape, seconds per call (median of
+// `repeat` after a warm-up), fresh ids every call, and what the engine
+// counted meanwhile (reused prefix tokens must be 0).
+absl::StatusOr<json> TimePrefill(mesa_anyjev::Backend& backend,
+                                 const CountingObserver& observer,
+                                 const json& t) {
+  std::mt19937_64 rng(t.value("seed", 1));
+  const int repeat = t.value("repeat", 5);
+  const json shapes = t.contains("shapes")
+                          ? t["shapes"]
+                          : json::array({{{"tokens", t.value("tokens", 512)},
+                                          {"batch", t.value("batch", 1)}}});
+  const mesa_anyjev::CallControl control;
+  json results = json::array();
+  for (const json& shape : shapes) {
+    const int64_t tokens = shape.at("tokens"), batch = shape.value("batch", 1);
+    std::vector<std::vector<mesa_anyjev::PromptGroup>> calls;
+    for (int r = 0; r <= repeat; ++r) {
+      calls.push_back(FreshPrompts(tokens, batch, rng));
+    }
+    if (auto s = backend.Logprobs(calls[0], 0, control); !s.ok()) {
+      return s.status();
+    }
+    const CountingObserver before = observer;
+    std::vector<double> seconds;
+    for (int r = 1; r <= repeat; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      if (auto s = backend.Logprobs(calls[static_cast<size_t>(r)], 0, control);
+          !s.ok()) {
+        return s.status();
+      }
+      seconds.push_back(std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count());
+    }
+    std::vector<double> sorted = seconds;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    results.push_back(
+        {{"tokens", tokens},
+         {"batch", batch},
+         {"seconds", seconds},
+         {"seconds_median", median},
+         {"tokens_per_second", static_cast<double>(tokens * batch) / median},
+         {"reused_tokens", observer.reused - before.reused},
+         {"tokens_run", observer.tokens - before.tokens},
+         {"passes_per_call",
+          static_cast<double>(observer.passes - before.passes) / repeat}});
+  }
+  json out = {{"shapes", results}};
+  // The single-shape form's fields, as before.
+  out["seconds_per_forward"] = results[0]["seconds_median"];
+  out["tokens_per_second"] = results[0]["tokens_per_second"];
+  return out;
+}
+
+// The "profile" request: one call of fresh prompts under the profiler,
+// after one unprofiled warm-up of the same shape.
+absl::StatusOr<json> Profile(mesa_anyjev::Backend& backend, const json& p,
+                             bool cuda) {
+  std::mt19937_64 rng(p.value("seed", 2));
+  const int64_t tokens = p.value("tokens", 512), batch = p.value("batch", 1);
+  const mesa_anyjev::CallControl control;
+  const auto warm = FreshPrompts(tokens, batch, rng);
+  if (auto s = backend.Logprobs(warm, 0, control); !s.ok()) return s.status();
+  const auto prompts = FreshPrompts(tokens, batch, rng);
+  absl::Status status;
+  json anatomy = mesa_anyjev::tools::PassAnatomy(
+      [&] { status = backend.Logprobs(prompts, 0, control).status(); }, cuda,
+      backend.capabilities().n_layers);
+  if (!status.ok()) return status;
+  anatomy["tokens"] = tokens * batch;
+  anatomy["batch"] = batch;
+  return anatomy;
+}
+
+// The "time" request: seconds per pass over `calls`, best of `repeat` after
+// one warm-up; or over each of `passes` (lists of calls), best after the
+// first, so that a timed pass does not find its prefixes cached by an
+// earlier one.
+absl::StatusOr<json> Time(mesa_anyjev::Backend& backend, const json& t) {
+  std::vector<const json*> passes;
+  if (t.contains("passes")) {
+    for (const json& pass : t["passes"]) passes.push_back(&pass);
+  } else {
+    for (int r = 0; r <= t.value("repeat", 3); ++r) {
+      passes.push_back(&t.at("calls"));
+    }
+  }
+  double best = 1e300;
+  for (size_t r = 0; r < passes.size(); ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const json& call : *passes[r]) {
+      if (absl::Status s = RunOnly(backend, call); !s.ok()) return s;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (r > 0) best = std::min(best, seconds);
+  }
+  return json{{"seconds", best}};
+}
+
+// One request after the load; the counters in the answer are this
+// request's own.
+absl::StatusOr<json> Handle(mesa_anyjev::engine::Qwen3Backend& backend,
+                            const CountingObserver& observer,
+                            const json& request, bool cuda) {
+  const CountingObserver before = observer;
+  absl::StatusOr<json> out;
+  try {
+    if (request.contains("profile")) {
+      json anatomies = json::array();
+      const json& p = request["profile"];
+      for (const json& shape : p.value("shapes", json::array({p}))) {
+        auto anatomy = Profile(backend, shape, cuda);
+        if (!anatomy.ok()) return anatomy.status();
+        anatomies.push_back(*std::move(anatomy));
+      }
+      out =
+          p.contains("shapes") ? json{{"anatomies", anatomies}} : anatomies[0];
+    } else if (request.contains("time_prefill")) {
+      out = TimePrefill(backend, observer, request["time_prefill"]);
+    } else if (request.contains("time")) {
+      out = Time(backend, request["time"]);
+    } else if (request.contains("calls")) {
+      json answers = json::array();
+      for (const json& call : request["calls"]) {
+        auto answer = Answer(backend, call);
+        if (!answer.ok()) return answer.status();
+        answers.push_back(*std::move(answer));
+      }
+      out = json{{"calls", answers},
+                 {"prefix_hits", observer.hits - before.hits},
+                 {"prefix_misses", observer.misses - before.misses}};
+    } else {
+      out = Answer(backend, request);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(e.what());
+  }
+  // A profile's passes are its own (the warm-up's are not in it).
+  if (out.ok() && !request.contains("profile")) {
+    (*out)["tokens_run"] = observer.tokens - before.tokens;
+    (*out)["passes"] = observer.passes - before.passes;
+  }
+  return out;
+}
+
+// A single request's answer on stdout, or its error on stderr (exit 1).
+int Respond(mesa_anyjev::engine::Qwen3Backend& backend,
+            const CountingObserver& observer, const json& request, bool cuda) {
+  auto out = Handle(backend, observer, request, cuda);
+  if (!out.ok()) {
+    // "time" callers read the message alone, as they always did.
+    std::cerr << (request.contains("time") ? std::string(out.status().message())
+                                           : out.status().ToString())
+              << "\n";
+    return 1;
+  }
+  const bool plain = !request.contains("calls") && !request.contains("time") &&
+                     !request.contains("time_prefill") &&
+                     !request.contains("profile");
+  if (plain) {
+    (*out)["identity"] = backend.identity().identity;
+    (*out)["weight_bytes"] = backend.weight_bytes();
+    (*out)["n_layers"] = backend.capabilities().n_layers;
+  }
+  std::cout << out->dump() << "\n";
+  return 0;
+}
+
+// The request fields that configure the load; under --serve they come
+// from --set instead.
+constexpr const char* kLoadFields[] = {"threads",        "batch_tokens",
+                                       "kv_pool_bytes",  "kv_block_tokens",
+                                       "prefix_caching", "measure_rss"};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using nlohmann::json;
   if (argc < 2) {
     std::cerr << "usage: qwen3_dump DIR [dtype] [attention] [device] "
-                 "[cpu_gemm] < request.json\n";
+                 "[cpu_gemm] [--set section.field=value ...] [--serve] "
+                 "< request.json\n";
     return 2;
   }
-  mesa_anyjev::config::ModelConfig config;
-  config.path = argv[1];
-  if (argc > 2) config.dtype = argv[2];
-  if (argc > 3) config.attention = argv[3];
-  if (argc > 4) config.device = argv[4];
-  if (argc > 5) config.cpu_gemm = argv[5];
-  const json request = json::parse(std::cin);
+  // --serve: a process that answers many requests (one JSON a line on
+  // stdin, one a line on stdout) on one load, its settings from --set.
+  bool serve = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--serve") {
+      serve = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  auto loaded_config = ConfigFrom(static_cast<int>(args.size()), args.data());
+  if (!loaded_config.ok()) {
+    std::cerr << loaded_config.status().message() << "\n";
+    return 2;
+  }
+  mesa_anyjev::config::ModelConfig config = loaded_config->model;
+  const json request = serve ? json::object() : json::parse(std::cin);
   // model.threads, as the daemon sets it (0: every core).
-  config.threads = request.value("threads", 0);
+  config.threads = request.value("threads", config.threads);
   if (request.value("measure_rss", false)) {
     // Resident memory that the tokenizer and the weights add, each alone,
     // after libtorch's runtime is warm.
@@ -176,7 +451,11 @@ int main(int argc, char** argv) {
     auto tokenizer = mesa_anyjev::text::BpeTokenizer::FromFile(
         config.path + "/tokenizer.json");
     const int64_t rss1 = ResidentBytes();
-    auto loaded = mesa_anyjev::model::LoadQwen3(config.path, {});
+    auto opened = mesa_anyjev::model::OpenQwen3(config.path, {});
+    auto loaded =
+        opened.ok()
+            ? mesa_anyjev::model::LoadQwen3(*std::move(opened), {})
+            : absl::StatusOr<mesa_anyjev::model::LoadedQwen3>(opened.status());
     const int64_t rss2 = ResidentBytes();
     if (!tokenizer.ok() || !loaded.ok()) {
       std::cerr << "load failed\n";
@@ -189,12 +468,13 @@ int main(int argc, char** argv) {
               << "\n";
     return 0;
   }
-  mesa_anyjev::config::EngineConfig engine;
+  mesa_anyjev::config::EngineConfig engine = loaded_config->engine;
   engine.batch_tokens = request.value("batch_tokens", engine.batch_tokens);
   engine.kv_pool_bytes = request.value("kv_pool_bytes", engine.kv_pool_bytes);
   engine.kv_block_tokens =
       request.value("kv_block_tokens", engine.kv_block_tokens);
-  engine.prefix_caching = request.value("prefix_caching", true);
+  engine.prefix_caching =
+      request.value("prefix_caching", engine.prefix_caching);
   CountingObserver observer;
   auto backend =
       mesa_anyjev::engine::Qwen3Backend::Load(config, engine, &observer);
@@ -202,95 +482,25 @@ int main(int argc, char** argv) {
     std::cerr << backend.status().message() << "\n";
     return 1;
   }
-  if (request.contains("time_prefill")) {
-    // Prefill throughput: `batch` prompts of `tokens` ids, logprobs of one
-    // label at the last position, `repeat` times after one warm-up.
-    const json& t = request["time_prefill"];
-    const int tokens = t.value("tokens", 512), batch = t.value("batch", 1);
-    const int repeat = t.value("repeat", 5);
-    std::vector<mesa_anyjev::PromptGroup> prompts(static_cast<size_t>(batch));
-    for (int b = 0; b < batch; ++b) {
-      for (int i = 0; i < tokens; ++i) {
-        prompts[b].prefix.push_back((i * 7919 + b * 104729) % 151000);
-      }
-      prompts[b].suffixes = {{}};
-      prompts[b].label_ids = {32};
-    }
-    const mesa_anyjev::CallControl control;
-    if (!(*backend)->Logprobs(prompts, 0, control).ok()) return 1;
-    const auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < repeat; ++r) {
-      if (!(*backend)->Logprobs(prompts, 0, control).ok()) return 1;
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count() /
-        repeat;
-    std::cout << json{{"seconds_per_forward", seconds},
-                      {"tokens_per_second", tokens * batch / seconds}}
-                     .dump()
-              << "\n";
-    return 0;
-  }
-  if (request.contains("time")) {
-    // Seconds per pass over `calls`, best of `repeat` after one warm-up;
-    // or over each of `passes` (lists of calls), best after the first, so
-    // that a timed pass does not find its prefixes cached by an earlier one.
-    const json& t = request["time"];
-    std::vector<const json*> passes;
-    if (t.contains("passes")) {
-      for (const json& pass : t["passes"]) passes.push_back(&pass);
-    } else {
-      for (int r = 0; r <= t.value("repeat", 3); ++r) {
-        passes.push_back(&t.at("calls"));
-      }
-    }
-    double best = 1e300;
-    for (size_t r = 0; r < passes.size(); ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      for (const json& call : *passes[r]) {
-        if (absl::Status s = RunOnly(**backend, call); !s.ok()) {
-          std::cerr << s.message() << "\n";
-          return 1;
-        }
-      }
-      const double seconds = std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count();
-      if (r > 0) best = std::min(best, seconds);
-    }
-    std::cout << json{{"seconds", best}, {"tokens_run", observer.tokens}}.dump()
-              << "\n";
-    return 0;
-  }
-  if (request.contains("calls")) {
-    json answers = json::array();
-    for (const json& call : request["calls"]) {
-      auto answer = Answer(**backend, call);
-      if (!answer.ok()) {
-        std::cerr << answer.status().ToString() << "\n";
+  const bool cuda = config.device.rfind("cuda", 0) == 0;
+  if (!serve) return Respond(**backend, observer, request, cuda);
+  // One request a line, one answer a line, until stdin ends.
+  for (std::string line; std::getline(std::cin, line);) {
+    if (line.empty()) continue;
+    const json next = json::parse(line);
+    for (const char* fixed : kLoadFields) {
+      if (next.contains(fixed)) {
+        std::cout << json{{"error", std::string(fixed) +
+                                        " is fixed at load under --serve"}}
+                         .dump()
+                  << std::endl;
         return 1;
       }
-      answers.push_back(*std::move(answer));
     }
-    std::cout << json{{"calls", answers},
-                      {"prefix_hits", observer.hits},
-                      {"prefix_misses", observer.misses},
-                      {"tokens_run", observer.tokens},
-                      {"passes", observer.passes}}
-                     .dump()
-              << "\n";
-    return 0;
+    auto out = Handle(**backend, observer, next, cuda);
+    std::cout
+        << (out.ok() ? *out : json{{"error", out.status().ToString()}}).dump()
+        << std::endl;
   }
-  auto answer = Answer(**backend, request);
-  if (!answer.ok()) {
-    std::cerr << answer.status().ToString() << "\n";
-    return 1;
-  }
-  (*answer)["identity"] = (*backend)->identity().identity;
-  (*answer)["weight_bytes"] = (*backend)->weight_bytes();
-  (*answer)["n_layers"] = (*backend)->capabilities().n_layers;
-  (*answer)["passes"] = observer.passes;
-  std::cout << answer->dump() << "\n";
   return 0;
 }

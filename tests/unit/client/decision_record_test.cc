@@ -1,6 +1,5 @@
 // DecisionRecord: conversion from a Decision with the provider's downgrades,
-// rule records, the invariants, rank_probs and meets_level
-// (reference-system.md 7.1, 7.2).
+// rule records, the invariants, rank_probs and meets_level.
 #include "client/policy/decision_record.h"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
-// Labels, the label store, cells and leave-one-card-out (reference-system.md
-// 8.1-8.3), and the bench's table and tasks (9.1, 9.4).
+// Labels, the label store, cells and leave-one-card-out, and the bench's
+// table and tasks (docs/learning.md).
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>

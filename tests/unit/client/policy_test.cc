@@ -1,5 +1,5 @@
 // The write policy: thresholds, profiles, outcome() and masked()
-// (reference-system.md 7.4).
+// (docs/annotate.md, The write policy).
 #include "client/policy/policy.h"
 
 #include <catch2/catch.hpp>
@@ -71,7 +71,8 @@ TEST_CASE("every question has thresholds with the right stat",
     INFO(e.id());
     auto t = policy.thresholds(e.id());
     REQUIRE(t.ok());
-    // A noul reads p_true; a choice reads confidence (A7).
+    // A noul reads p_true (a confident No must not pass); a choice reads
+    // confidence.
     CHECK(t->stat == (e.question.kind() == QuestionKind::kNoul
                           ? Stat::kPTrue
                           : Stat::kConfidence));

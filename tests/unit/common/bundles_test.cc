@@ -1,6 +1,7 @@
 // The bundle store: layout, Put/Get with checksums, refusals, the promote
 // gate, per-question CURRENT pointers with rollback, what is served, the
-// model binding (8.5, D24) and dead writers' temporaries.
+// model binding (a lock change keeps versions whose keys all live) and dead
+// writers' temporaries.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -184,7 +185,8 @@ TEST_CASE("bundles: Promote applies the gate; rollback walks the history",
   CHECK(absl::IsFailedPrecondition(regress.status()));
   CHECK(regress.status().message() ==
         "v2 regresses against v1: acc 0.700 vs 0.800, ece 0.100 vs 0.100");
-  // 12.5: a version without LOCO figures cannot slip past the gate.
+  // A version without LOCO figures cannot slip past the gate (the
+  // reference's could).
   auto no_loco = store->Promote(3, q, false);
   CHECK(absl::IsFailedPrecondition(no_loco.status()));
   CHECK(std::string(no_loco.status().message()).find("no LOCO") !=
@@ -252,8 +254,9 @@ TEST_CASE(
   CHECK(served->refused[0].rfind("qb: v2/artifacts.json", 0) == 0);
 }
 
-TEST_CASE("bundles: Binding: another identity is refused naming both; D24 keys",
-          "[bundles]") {
+TEST_CASE(
+    "bundles: Binding: another identity is refused naming both; stale keys",
+    "[bundles]") {
   testing::TempDir tmp;
   {
     auto writer = OpenStore(tmp, {"fake", "0ther1dentity"});
@@ -281,7 +284,7 @@ TEST_CASE("bundles: Binding: another identity is refused naming both; D24 keys",
         std::string::npos);
   const std::map<std::string, std::string> all_live = {
       {"q1", "aaaabbbbccccdddd"}, {"q2", "1111222233334444"}};
-  CHECK(CheckBinding(manifest, kFake, kLock, &all_live).ok());   // D24
+  CHECK(CheckBinding(manifest, kFake, kLock, &all_live).ok());   // all live
   CHECK(CheckBinding(manifest, kFake, "11112222", &live).ok());  // same lock
   manifest["model"] = "Qwen/Qwen3-8B";
   CHECK(

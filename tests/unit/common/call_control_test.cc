@@ -1,6 +1,6 @@
-// The one rule for a stopped caller (CallPart::StopStatus) and a merged
-// call's (CallControl::StopStatus): the queue, the engine and the service
-// all answer with it.
+// The one rule for a stopped caller (Caller::StopStatus): the queue, the
+// engine and the service all answer with it; a merged call's rule is the
+// engine's (tests/unit/server/forward_call_test.cc).
 #include <atomic>
 #include <catch2/catch.hpp>
 
@@ -18,52 +18,32 @@ const absl::Time kNow = absl::FromUnixSeconds(1'000'000);
 TEST_CASE("A caller who cancelled is CANCELLED, one out of time late",
           "[call_control]") {
   std::atomic<bool> cancelled{false};
-  CallPart part{0, kNow + absl::Seconds(1), &cancelled};
-  CHECK(part.StopStatus(kNow, "here").ok());
-  CHECK(part.StopStatus(kNow + absl::Seconds(1), "here").code() ==
+  Caller caller{kNow + absl::Seconds(1), &cancelled};
+  CHECK(caller.StopStatus(kNow, "here").ok());
+  CHECK(caller.StopStatus(kNow + absl::Seconds(1), "here").code() ==
         absl::StatusCode::kDeadlineExceeded);
   cancelled = true;
   // Cancelled wins over a passed deadline: the caller left first or not,
   // nobody waits for the answer.
-  const absl::Status s = part.StopStatus(kNow + absl::Seconds(2), "the queue");
+  const absl::Status s =
+      caller.StopStatus(kNow + absl::Seconds(2), "the queue");
   CHECK(s.code() == absl::StatusCode::kCancelled);
   CHECK(absl::StartsWith(s.message(), "the queue: "));
-  CHECK(CallPart{}.StopStatus(kNow, "x").ok());  // no deadline, no flag
+  CHECK(Caller{}.StopStatus(kNow, "x").ok());  // no deadline, no flag
 }
 
-TEST_CASE("A merged call's status says how its callers stopped",
-          "[call_control]") {
-  std::atomic<bool> first{false}, second{false};
+TEST_CASE("A call's control answers for its caller", "[call_control]") {
+  std::atomic<bool> own{false};
   CallControl control;
-  control.parts = {{0, kNow + absl::Seconds(1), &first},
-                   {1, kNow + absl::Seconds(5), &second}};
-  CHECK(control.StopStatus(kNow, "f").ok());
-  CHECK_FALSE(control.ShouldStop(kNow));
-
-  // One caller gone, one waiting: the call goes on.
-  CHECK(control.StopStatus(kNow + absl::Seconds(2), "f").ok());
-  CHECK_FALSE(control.ShouldStop(kNow + absl::Seconds(2)));
-
-  // Both out of time: late, not cancelled.
-  const absl::Status late = control.StopStatus(kNow + absl::Seconds(6), "f");
-  CHECK(late.code() == absl::StatusCode::kDeadlineExceeded);
-  CHECK(absl::StrContains(late.message(), "every caller"));
-
-  // Both cancelled, or one cancelled and one late: CANCELLED.
-  first = true;
-  CHECK(control.StopStatus(kNow + absl::Seconds(6), "f").code() ==
-        absl::StatusCode::kCancelled);
-  second = true;
-  const absl::Status gone = control.StopStatus(kNow, "f");
-  CHECK(gone.code() == absl::StatusCode::kCancelled);
-  CHECK(absl::StrContains(gone.message(), "every caller"));
-  CHECK(control.ShouldStop(kNow));
-
-  // The call's own cancel or deadline comes first.
-  std::atomic<bool> own{true};
+  control.deadline = kNow + absl::Seconds(1);
   control.cancelled = &own;
+  CHECK_FALSE(control.ShouldStop(kNow));
+  CHECK(control.StopStatus(kNow + absl::Seconds(1), "f").code() ==
+        absl::StatusCode::kDeadlineExceeded);
+  own = true;
+  CHECK(control.ShouldStop(kNow));
   CHECK(absl::StrContains(control.StopStatus(kNow, "f").message(),
-                          "the caller cancelled"));
+                          "f: the caller cancelled"));
 }
 
 }  // namespace mesa_anyjev

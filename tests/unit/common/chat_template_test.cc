@@ -1,7 +1,8 @@
-// Tests for the hand-rendered chat template: the Qwen3 rendering of
-// decision-method.md 16.1, the prefix/suffix split, template detection and
-// refusal. Byte equality with transformers' apply_chat_template over many
-// messages is the e2e test tests/e2e/test_chat_template_parity.py.
+// Tests for the hand-rendered chat template: the Qwen3 rendering of the
+// decision prompt (docs/decision.md, Prompts), the prefix/suffix split,
+// template detection and refusal. Byte equality with transformers'
+// apply_chat_template over many messages is the e2e test
+// tests/e2e/test_chat_template_parity.py.
 #include "common/text/chat_template.h"
 
 #include <unistd.h>

@@ -26,7 +26,7 @@ constexpr char kSystem[] =
     "question. Reply with the answer label only: no words, no punctuation, "
     "no explanation.";
 
-// The prefix of a user message (decision-method.md section 3.3).
+// The prefix of a user message (docs/decision.md, Prompts).
 std::string UserPrefix(const std::string& state, const std::string& question,
                        bool choice) {
   return "State:\n" + (state.empty() ? std::string("(empty)") : state) +
@@ -179,8 +179,8 @@ TEST_CASE("ParseFakePrompt reads state, options and the Yes/No line",
   CHECK(nothing.labels.empty());
 }
 
-// Expected values from the reference Python default_fake_content
-// (reference-system.md section 5.5) on the same inputs.
+// Expected values from the reference Python default_fake_content on the
+// same inputs.
 TEST_CASE("DefaultFakeContent reproduces the reference", "[fake_backend]") {
   // Python's value up to rounding: a compiler may fuse the jitter's multiply
   // and add (FMA, e.g. on aarch64), which moves the last bit.
@@ -736,29 +736,6 @@ TEST_CASE("A short delay completes", "[fake_backend]") {
   auto out = backend.Logprobs({group}, 0, CallControl{});
   CHECK(out.ok());
   CHECK(absl::Now() - start >= absl::Milliseconds(50));
-}
-
-TEST_CASE("A merged call stops once every caller has stopped",
-          "[fake_backend]") {
-  // Two callers' groups run as one call (the job queue's batching): it goes
-  // on while one caller still waits, and stops when none does. The drain
-  // deadline relies on it: gRPC cancels every call, so the pass must end.
-  FakeBackend backend(FakeBackendOptions{.delay_s = 60.0});
-  const FakeTokenizer& tok = backend.fake_tokenizer();
-  const PromptGroup group =
-      Group(tok, Fallback(UserPrefix("x", "q?", true), ChoiceSuffix(kFruits)),
-            LetterIds(tok, 3));
-  std::atomic<bool> first{true}, second{true};
-  CallControl control;
-  control.parts = {{0, absl::InfiniteFuture(), &first},
-                   {1, absl::InfiniteFuture(), &second}};
-  auto out = backend.Logprobs({group, group}, 0, control);
-  CHECK(out.status().code() == absl::StatusCode::kCancelled);
-  CHECK(absl::StrContains(out.status().message(), "every caller"));
-
-  FakeBackend quick(FakeBackendOptions{.delay_s = 0.05});
-  second.store(false);
-  CHECK(quick.Logprobs({group, group}, 0, control).ok());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The gateway backend's pure parts: the retry/backoff schedule, the HTTP
-// status mapping (reliability-anchors 2.8), the circuit breaker's state
+// status mapping (docs/gateway.md), the circuit breaker's state
 // machine, the label lookup, and the URL rules checked at construction.
 #include "common/gateway/gateway_backend.h"
 

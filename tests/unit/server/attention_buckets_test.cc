@@ -4,8 +4,9 @@
 // answers, and what each padded query may see.
 #include "server/model/attention_buckets.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
-#include <deque>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -27,15 +28,38 @@ std::vector<int64_t> Concat(std::vector<int64_t> a,
   return a;
 }
 
-// A pass's segments over key lists it owns (SegmentKeys points into them).
+// A pass built segment by segment from the whole list of slots each sees
+// (its own tokens' last), in PassKeys' form: segments of one group share
+// its context, the first `shared_length` of those slots; a segment whose
+// slots are all shared is its prefix's chunk, inside the context.
 struct Pass {
-  std::deque<std::vector<int64_t>> keys;
-  std::vector<SegmentKeys> segments;
+  PassKeys keys;
+  std::map<int64_t, int32_t> context_of;  // group -> context
 
-  Pass& Add(int64_t length, std::vector<int64_t> slots, int64_t shared_id = -1,
+  Pass& Add(int64_t length, std::vector<int64_t> slots, int64_t group = -1,
             int64_t shared_length = 0) {
-    keys.push_back(std::move(slots));
-    segments.push_back({length, &keys.back(), shared_id, shared_length});
+    const int64_t n = static_cast<int64_t>(slots.size());
+    SegmentKeys seg;
+    seg.length = length;
+    seg.start = n - length;
+    const int64_t shared = group < 0 ? n - length : std::min(shared_length, n);
+    REQUIRE((shared == n || shared == n - length));
+    if (shared > 0 || group >= 0) {
+      auto [it, added] = context_of.emplace(
+          group < 0 ? -1 - static_cast<int64_t>(keys.segments.size()) : group,
+          static_cast<int32_t>(keys.contexts.size()));
+      if (added) keys.contexts.emplace_back();
+      std::vector<int64_t>& context =
+          keys.contexts[static_cast<size_t>(it->second)];
+      if (static_cast<int64_t>(context.size()) < shared) {
+        context.assign(slots.begin(), slots.begin() + shared);
+      }
+      REQUIRE(
+          std::equal(slots.begin(), slots.begin() + shared, context.begin()));
+      seg.context = it->second;
+    }
+    if (shared < n) seg.own.assign(slots.begin() + shared, slots.end());
+    keys.segments.push_back(std::move(seg));
     return *this;
   }
 };
@@ -93,7 +117,7 @@ TEST_CASE("segments with no context take sdpa's causal kernel, no mask",
       .Add(3, Slots(20, 3), /*shared_id=*/5, 3);  // a fresh prefix, alone
   for (AttentionRoute route :
        {AttentionRoute::kSdpa, AttentionRoute::kCpuFlash}) {
-    const AttentionBuckets plan = PlanAttentionBuckets(route, pass.segments);
+    const AttentionBuckets plan = PlanAttentionBuckets(route, pass.keys);
     CHECK(plan.route == route);
     REQUIRE(plan.buckets.size() == 2);
     // The masked bucket first, then the causal one.
@@ -110,7 +134,7 @@ TEST_CASE("segments with no context take sdpa's causal kernel, no mask",
   }
   // Eager masks every bucket.
   const AttentionBuckets eager =
-      PlanAttentionBuckets(AttentionRoute::kEager, pass.segments);
+      PlanAttentionBuckets(AttentionRoute::kEager, pass.keys);
   for (const PlannedBucket& bucket : eager.buckets) CHECK_FALSE(bucket.causal);
 }
 
@@ -123,7 +147,7 @@ TEST_CASE("a group's prefix part and its suffixes share one item",
   pass.Add(4, prefix, /*shared_id=*/7, 100)
       .Add(3, Concat(prefix, Slots(200, 3)), 7, 100)
       .Add(2, Concat(prefix, Slots(300, 2)), 7, 100);
-  const std::vector<AttentionItem> items = MakeItems(pass.segments);
+  const std::vector<AttentionItem> items = MakeItems(pass.keys);
   REQUIRE(items.size() == 1);
   const AttentionItem& item = items[0];
   CHECK(item.row0 == 0);
@@ -146,7 +170,7 @@ TEST_CASE("a group's prefix part and its suffixes share one item",
 
   // Under sdpa too a group's item is masked: one mask for all its rows.
   const AttentionBuckets plan =
-      PlanAttentionBuckets(AttentionRoute::kSdpa, pass.segments);
+      PlanAttentionBuckets(AttentionRoute::kSdpa, pass.keys);
   REQUIRE(plan.buckets.size() == 1);
   const PlannedBucket& bucket = plan.buckets[0];
   CHECK_FALSE(bucket.causal);
@@ -159,25 +183,24 @@ TEST_CASE("a group's prefix part and its suffixes share one item",
   CHECK(allowed[0] == Seen(105, Slots(0, 97)));
 }
 
-TEST_CASE("another group, other shared keys or no group start a new item",
-          "[attention]") {
+TEST_CASE("another context, or none shared, starts a new item", "[attention]") {
   const std::vector<int64_t> prefix = Slots(0, 100);
   Pass pass;
-  pass.Add(1, Concat(prefix, {200}), /*shared_id=*/1, 100)
-      .Add(1, Concat(prefix, {201}), /*shared_id=*/2, 100)  // another group
-      .Add(1, Concat(Slots(500, 100), {202}), 2, 100)       // other keys
-      .Add(1, Concat(Slots(500, 100), {203}))               // no group
+  pass.Add(1, Concat(prefix, {200}), /*group=*/1, 100)
+      .Add(1, Concat(prefix, {201}), /*group=*/2, 100)  // another context
+      .Add(1, Concat(Slots(500, 100), {202}), 3, 100)   // other keys
+      .Add(1, Concat(Slots(500, 100), {203}))           // no group
       .Add(1, Concat(Slots(500, 100), {204}));
-  const std::vector<AttentionItem> items = MakeItems(pass.segments);
+  const std::vector<AttentionItem> items = MakeItems(pass.keys);
   REQUIRE(items.size() == 5);
   for (size_t i = 0; i < items.size(); ++i) {
     CHECK(items[i].row0 == static_cast<int64_t>(i));
     CHECK(items[i].segments == 1);
     CHECK(items[i].keys.size() == 101);
   }
-  // Alone, a segment shares nothing: its keys all count as shared.
-  CHECK(items[3].see[0].shared == 101);
-  CHECK(items[3].see[0].owned == 0);
+  // Alone, a segment sees its own context, then its own token.
+  CHECK(items[3].see[0].shared == 100);
+  CHECK(items[3].see[0].owned == 1);
 }
 
 TEST_CASE("a group splits where one item would pass the slack", "[attention]") {
@@ -186,7 +209,7 @@ TEST_CASE("a group splits where one item would pass the slack", "[attention]") {
   const std::vector<int64_t> prefix = Slots(0, 8);
   Pass pass;
   for (int64_t s = 0; s < 3; ++s) pass.Add(1, Concat(prefix, {100 + s}), 3, 8);
-  std::vector<AttentionItem> items = MakeItems(pass.segments);
+  std::vector<AttentionItem> items = MakeItems(pass.keys);
   REQUIRE(items.size() == 2);
   CHECK(items[0].rows == 2);
   CHECK(items[0].keys == Concat(prefix, {100, 101}));
@@ -200,7 +223,7 @@ TEST_CASE("a group splits where one item would pass the slack", "[attention]") {
   for (int64_t s = 0; s < 4; ++s) {
     long_pass.Add(1, Concat(long_prefix, {200 + s}), 3, 100);
   }
-  items = MakeItems(long_pass.segments);
+  items = MakeItems(long_pass.keys);
   REQUIRE(items.size() == 1);
   CHECK(items[0].rows == 4);
   CHECK(items[0].keys.size() == 104);
@@ -275,14 +298,14 @@ TEST_CASE("the plan is in order only as one bucket of rows in order",
   Pass one;
   one.Add(3, Slots(0, 7));
   AttentionBuckets plan =
-      PlanAttentionBuckets(AttentionRoute::kEager, one.segments);
+      PlanAttentionBuckets(AttentionRoute::kEager, one.keys);
   REQUIRE(plan.buckets.size() == 1);
   CHECK(plan.in_order);
   CHECK(plan.buckets[0].first_row == 0);
 
   Pass two;  // far apart in size: two buckets
   two.Add(1, Slots(0, 7)).Add(8, Slots(10, 16));
-  plan = PlanAttentionBuckets(AttentionRoute::kEager, two.segments);
+  plan = PlanAttentionBuckets(AttentionRoute::kEager, two.keys);
   REQUIRE(plan.buckets.size() == 2);
   CHECK_FALSE(plan.in_order);
   CHECK(plan.buckets[0].first_row == 1);
@@ -293,7 +316,7 @@ TEST_CASE("a pad query sees key 0 only", "[attention]") {
   Pass pass;
   pass.Add(10, Slots(0, 19)).Add(11, Slots(100, 20));
   const AttentionBuckets plan =
-      PlanAttentionBuckets(AttentionRoute::kEager, pass.segments);
+      PlanAttentionBuckets(AttentionRoute::kEager, pass.keys);
   REQUIRE(plan.buckets.size() == 1);
   const PlannedBucket& bucket = plan.buckets[0];
   REQUIRE(bucket.tq == 11);
@@ -309,7 +332,7 @@ TEST_CASE("varlen lays the segments back to back, without buckets",
   Pass pass;
   pass.Add(5, Slots(0, 12)).Add(3, Slots(12, 3));
   const AttentionBuckets plan =
-      PlanAttentionBuckets(AttentionRoute::kVarlen, pass.segments);
+      PlanAttentionBuckets(AttentionRoute::kVarlen, pass.keys);
   CHECK(plan.buckets.empty());
   CHECK(plan.varlen.cu_q == std::vector<int64_t>{0, 5, 8});
   CHECK(plan.varlen.cu_k == std::vector<int64_t>{0, 12, 15});

@@ -24,6 +24,32 @@ std::vector<TokenId> Ids(int first, int n) {
 
 bool Live(int32_t) { return true; }
 
+// Segment s of a pass as one value: its geometry and the slots it sees
+// (model::PassKeys), its tokens and outputs (Segment).
+struct SegmentView {
+  int64_t start = 0, length = 0;
+  int32_t context = -1;
+  bool suffix = false;  // its tokens have blocks of their own
+  const TokenId* tokens = nullptr;
+  std::vector<int64_t> keys;  // every slot it sees, its own tokens' last
+  std::vector<int64_t> outputs;
+};
+
+SegmentView View(const Pass& pass, size_t s) {
+  const model::SegmentKeys& k = pass.keys.segments[s];
+  SegmentView v{k.start,
+                k.length,
+                k.context,
+                !k.own.empty(),
+                pass.segments[s].tokens,
+                {},
+                pass.segments[s].outputs};
+  for (int64_t j = 0; j < k.start + k.length; ++j) {
+    v.keys.push_back(pass.keys.VisibleSlot(k, j));
+  }
+  return v;
+}
+
 // Runs a planner to the end; checks each segment against the token
 // sequences it stands for, and returns outputs -> times planned.
 struct Outcome {
@@ -42,7 +68,9 @@ Outcome Drain(PassPlanner& planner, int64_t budget,
     ++outcome.passes;
     int64_t tokens = 0;
     std::set<int64_t> written;
-    for (const Segment& seg : pass->segments) {
+    REQUIRE(pass->keys.segments.size() == pass->segments.size());
+    for (size_t s = 0; s < pass->segments.size(); ++s) {
+      const SegmentView seg = View(*pass, s);
       REQUIRE(static_cast<int64_t>(seg.keys.size()) == seg.start + seg.length);
       tokens += seg.length;
       for (int64_t t = seg.start; t < seg.start + seg.length; ++t) {
@@ -156,12 +184,23 @@ TEST_CASE(
       chain.push_back(*blocks.Allocate());
       lease.Publish(-1, ids.data(), chain[0].id(), 3);
       lease.Publish(chain[0].id(), ids.data() + 2, chain[1].id(), 3);
-      lease.CopyInto(chain[1].id());
-      CHECK(lease.CopiesInto(chain[1].id()));
-      CHECK_FALSE(lease.CopiesInto(chain[0].id()));
+      // Another prompt continuing 0 1 with 2 9 copies the run "2" of
+      // chain[1] into a fresh block, held with the source by the lease.
+      const std::vector<TokenId> other{2, 9};
+      auto run = blocks.MatchPartial(chain[0].id(), other.data(), 2, 3,
+                                     [](BlockId) { return true; });
+      REQUIRE(run.has_value());
+      CHECK(run->tokens == 1);
+      std::optional<BlockRef> into = lease.CopyRun(std::move(*run));
+      REQUIRE(into.has_value());
+      CHECK(lease.CopiesInto(into->id()));
+      CHECK_FALSE(lease.CopiesInto(chain[1].id()));
+      CHECK(lease.copy_from() == std::vector<int64_t>{chain[1].id() * 2});
+      CHECK(lease.copy_to() == std::vector<int64_t>{into->id() * 2});
+      chain.push_back(std::move(*into));
       lease.Hold(chain);
       CHECK(chain.empty());
-      CHECK(blocks.referenced() == 2);
+      CHECK(blocks.referenced() == 3);
       if (settle == 0) lease.Commit();
       if (settle == 1) lease.Abort();
       if (settle < 2) CHECK(blocks.referenced() == 0);
@@ -182,15 +221,15 @@ TEST_CASE("PassPlanner: the tokens every suffix begins with join the prefix",
   auto pass = planner.Next(Live);
   REQUIRE(pass.ok());
   REQUIRE(pass->segments.size() == 4);
-  const Segment& prefix = pass->segments[0];
+  const SegmentView prefix = View(*pass, 0);
   CHECK(prefix.length == 12);
   CHECK(prefix.tokens[10] == 100);
   CHECK(prefix.tokens[11] == 101);
   const std::vector<std::vector<TokenId>> rest{{102}, {7}, {9, 103, 104, 105}};
   for (size_t s = 1; s < 4; ++s) {
-    const Segment& suffix = pass->segments[s];
+    const SegmentView suffix = View(*pass, s);
     CHECK(suffix.start == 12);
-    CHECK(suffix.shared_length == 12);
+    CHECK(suffix.context == prefix.context);
     CHECK(std::vector<TokenId>(suffix.tokens, suffix.tokens + suffix.length) ==
           rest[s - 1]);
     CHECK(suffix.outputs == std::vector<int64_t>{static_cast<int64_t>(s - 1)});
@@ -211,7 +250,7 @@ TEST_CASE(
     PassPlanner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
     auto pass = planner.Next(Live);
     REQUIRE(pass.ok());
-    CHECK(pass->segments[0].length == (empty ? 10 : 12));
+    CHECK(pass->keys.segments[0].length == (empty ? 10 : 12));
     CHECK(pass->tokens == (empty ? 10 + 3 + 5 : 12 + 1 + 3));
     planner.Finish(true);
   }
@@ -225,20 +264,23 @@ TEST_CASE("PassPlanner: a group's prefix and its suffixes in one pass",
   auto pass = planner.Next(Live);
   REQUIRE(pass.ok());
   REQUIRE(pass->segments.size() == 3);
-  const Segment& prefix = pass->segments[0];
+  const SegmentView prefix = View(*pass, 0);
   CHECK(prefix.start == 0);
   CHECK(prefix.length == 10);
   CHECK(prefix.outputs == std::vector<int64_t>{2});  // the empty suffix
   for (size_t s = 1; s < 3; ++s) {
-    const Segment& suffix = pass->segments[s];
+    const SegmentView suffix = View(*pass, s);
     CHECK(suffix.start == 10);
-    // The prefix's slots, then its own.
+    CHECK(suffix.suffix);
+    // The prefix's slots (one context for all), then its own.
     CHECK(std::equal(prefix.keys.begin(), prefix.keys.end(),
                      suffix.keys.begin()));
-    CHECK(suffix.shared_length == 10);
-    CHECK(suffix.shared_id == prefix.shared_id);
+    CHECK(suffix.context == prefix.context);
   }
-  CHECK(prefix.shared_length == 10);  // all its keys
+  // All its keys are the context's: one context in the pass.
+  CHECK_FALSE(prefix.suffix);
+  CHECK(pass->keys.contexts.size() == 1);
+  CHECK(pass->keys.contexts[0].size() == 10);
   CHECK(pass->tokens == 18);
   planner.Finish(true);
   REQUIRE(planner.Next(Live)->segments.empty());
@@ -319,9 +361,17 @@ TEST_CASE(
   }
   CHECK(blocks.referenced() == 0);
   KvBlocks tiny(3, 4, true);
-  const absl::Status status = PassPlanner::Check(plan, tiny);
+  std::optional<PoolShortfall> shortfall;
+  const absl::Status status = PassPlanner::Check(plan, tiny, &shortfall);
   CHECK(status.code() == absl::StatusCode::kResourceExhausted);
-  CHECK(status.message().find("engine.kv_pool_bytes") != std::string::npos);
+  // The sizes, and no configuration key: the backend names the setting.
+  CHECK(status.message() ==
+        "a prompt group of 16 tokens needs 4 KV blocks of 4 tokens; the pool "
+        "holds 3");
+  REQUIRE(shortfall.has_value());
+  CHECK(shortfall->Describe("the pool (engine.kv_pool_bytes)") ==
+        "a prompt group of 16 tokens needs 4 KV blocks of 4 tokens; the pool "
+        "(engine.kv_pool_bytes) holds 3");
 }
 
 TEST_CASE(
@@ -404,7 +454,7 @@ TEST_CASE(
     CHECK(pass->segments[0].outputs == std::vector<int64_t>{0});
     // The second time, three of the last block's tokens are copied from
     // the cached one: only the last token runs.
-    CHECK(pass->segments[0].start == (round == 0 ? 0 : 7));
+    CHECK(pass->keys.segments[0].start == (round == 0 ? 0 : 7));
     CHECK(pass->copy_from.size() == (round == 0 ? 0u : 3u));
     planner.Finish(true);
   }
@@ -448,8 +498,9 @@ TEST_CASE(
   REQUIRE(to.size() == 4);
   // Each copy lands in the block its prompt's first segment attends to.
   int prefixes = 0;
-  for (const Segment& seg : pass->segments) {
-    if (seg.shared_length == seg.start) continue;  // a suffix
+  for (size_t s = 0; s < pass->segments.size(); ++s) {
+    const SegmentView seg = View(*pass, s);
+    if (seg.suffix) continue;
     ++prefixes;
     CHECK(seg.start == 6);
     CHECK(std::find(to.begin(), to.end(), seg.keys[4]) != to.end());
@@ -461,15 +512,17 @@ TEST_CASE(
   REQUIRE(second.Next(Live)->segments.empty());
   CHECK(blocks.referenced() == 0);
 
-  // A caller dropped before its copy ran releases the copy's source: d
-  // matched 4 5 of a's block, but the pass had one token left for it.
+  // A copy runs in the pass its prompt started in, even when the prompt's
+  // first segment waits for the next pass; a caller dropped then releases
+  // everything: d matched 4 5 of a's block, but the pass had one token
+  // left for it.
   PromptGroup x{{}, {Ids(0, 3)}, {}};
   PromptGroup d{prompt({150, 151, 152}), {Ids(80, 1)}, {}};
   PassPlanner tiny(&blocks, {{&x, 0, 0}, {&d, 1, 1}}, 2, 4);
   auto one = tiny.Next(Live);
   REQUIRE(one.ok());
   CHECK(one->segments.size() == 1);
-  CHECK(one->copy_from.empty());
+  CHECK(one->copy_from.size() == 2);
   CHECK(tiny.stats().reused_tokens == 4 + 2);  // d started
   tiny.Finish(true);
   auto dropped = tiny.Next([](int32_t owner) { return owner != 1; });
@@ -498,7 +551,7 @@ TEST_CASE(
   REQUIRE(pass.ok());
   REQUIRE(pass->segments.size() == 1);
   CHECK(pass->copy_from.empty());
-  CHECK(pass->segments[0].start == 4);
+  CHECK(pass->keys.segments[0].start == 4);
   second.Finish(true);
   REQUIRE(second.Next(Live)->segments.empty());
   CHECK(blocks.referenced() == 0);

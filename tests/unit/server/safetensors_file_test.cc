@@ -1,5 +1,5 @@
 // SafetensorsFile against crafted files: every rule of the reference loader
-// and every loader bug in reliability-anchors.md 3.3 is a refused file with
+// and every bug other loaders have had is a refused file with
 // its own message; a control file loads with its exact bytes; a 1 GiB file
 // is mapped, not read.
 #include "server/model/safetensors_file.h"

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
+import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -14,11 +16,10 @@ from ._proto.mesa.anyjev.v1 import decisions_pb2_grpc
 from ._proto.mesa.anyjev.v1 import inference_pb2 as ipb
 from ._proto.mesa.anyjev.v1 import inference_pb2_grpc
 from .errors import NotFound, from_rpc_error
+from .pipeline import (DEFAULT_CONCURRENCY, DEFAULT_SPAN, DecideStream, Progress, RetryPolicy,
+                       State, StateItem, call_with_retries)
 from .types import Decision, Diagnostics, ModelInfo, PromptLogprobs, Question
 
-# A state: text (used verbatim) or a JSON value (rendered by the daemon as
-# json.dumps(value, indent=2, ensure_ascii=False)).
-State = Union[str, Mapping[str, Any], Sequence[Any]]
 PathLike = Union[str, "os.PathLike[str]"]
 
 _HEALTH = ("UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN")
@@ -26,6 +27,9 @@ _HEALTH = ("UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN")
 # first bytes of the call's first state, as the CLI sends it.
 _AFFINITY_HEADER = "mesa-anyjev-affinity"
 _AFFINITY_BYTES = 256
+# gRPC's reconnect backoff grows to 120 s by default: a run retrying across
+# a daemon's restart would keep failing long after the daemon is back.
+_CHANNEL_OPTIONS = [("grpc.max_reconnect_backoff_ms", 5000)]
 
 
 def _affinity(text: str) -> str:
@@ -58,9 +62,9 @@ class Client:
             (("authorization", f"Bearer {token}"),) if token else ())
         if tls_ca is not None:
             credentials = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes())
-            self._channel = grpc.secure_channel(address, credentials)
+            self._channel = grpc.secure_channel(address, credentials, options=_CHANNEL_OPTIONS)
         else:
-            self._channel = grpc.insecure_channel(address)
+            self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
         self._inference = inference_pb2_grpc.InferenceStub(self._channel)
         self._decisions = decisions_pb2_grpc.DecisionsStub(self._channel)
         self._health = self._channel.unary_unary("/grpc.health.v1.Health/Check")
@@ -162,7 +166,73 @@ class Client:
         reply = self._call(self._decisions.Decide, request, timeout, affinity=first)
         return [_decision(d) for d in reply.decisions]
 
-    def _resolve(self, questions: Sequence[Union[str, Question]]) -> List[dpb.Question]:
+    def decide_stream(self, states: Iterable[Union[State, StateItem]],
+                      questions: Sequence[Union[str, Question]], level: str = "auto",
+                      require: Optional[str] = None, *, exact_heads: bool = True,
+                      span: int = DEFAULT_SPAN, concurrency: int = DEFAULT_CONCURRENCY,
+                      start: int = 0, deadline: Optional[float] = None,
+                      retry: RetryPolicy = RetryPolicy(),
+                      progress: Optional[Callable[[Progress], None]] = None) -> DecideStream:
+        """Decides a dataset: each state's StateResult (its input index, the
+        id it came with, a Decision per question in question order, or the
+        error that refused it), yielded in input order.
+
+        `states` is any iterable (a list, a generator, read_states(path)) of
+        states (as for decide) or StateItem(state, id); it is read as calls
+        go out, never more than `concurrency` x `span` states ahead. The run
+        is cut by input position alone: span k is states [k*span,
+        (k+1)*span), its questions go in one Decide (or one per
+        limits.max_decide_questions, by position), and every call carries
+        its own batch prior (carry_priors, none sent), so a state's
+        decisions depend only on its span, the questions, the level and the
+        bundles served: a run retried, resumed or run with another
+        concurrency decides alike. `span` may not exceed the daemon's
+        limits.max_decide_states (read with GetModelInfo).
+
+        At most `concurrency` calls are in flight, so the daemon packs them
+        into full passes. A call that waiting can fix (UNAVAILABLE, a full
+        queue's RESOURCE_EXHAUSTED with the daemon's pushback, a call cut by
+        a drain, an attempt's own timeout) is sent again after a backoff
+        with full jitter (`retry`), within `deadline` seconds for the whole
+        run; any other failure raises its MesaAnyjevError with `.span`,
+        `.questions` and `.attempts` set, and so does a passed deadline
+        (DeadlineExceeded naming the `start` to resume with). A state the
+        daemon refuses (INVALID_ARGUMENT naming states[i]: too long, bad
+        JSON, over a limit) is yielded with that error, named by its input
+        index, and its call sent again without it. `start` resumes an
+        interrupted run: the span holding it is decided again whole and
+        only states from `start` on are yielded. `progress` is called with
+        the counts (Progress) after each span and each retry.
+        """
+        rng = random.Random()
+        end = None if deadline is None else time.monotonic() + deadline
+        info = call_with_retries(lambda t: self.info(timeout=t), retry, end, rng)
+        max_states = info.limits.get("max_decide_states", 0)
+        if max_states > 0 and span > max_states:
+            raise ValueError(f"span: {span} states exceed the daemon's "
+                             f"limits.max_decide_states={max_states}")
+        resolved = call_with_retries(lambda t: self._resolve(questions, timeout=t), retry, end,
+                                     rng)
+        options = dpb.DecideOptions(exact_heads=exact_heads)
+        metadata = list(self._metadata)
+
+        def send(messages: List[dpb.State], lo: int, hi: int, timeout: float) -> Any:
+            request = dpb.DecideRequest(states=messages, questions=resolved[lo:hi], level=level,
+                                        require=require or "", options=options,
+                                        carry_priors=True)
+            first = messages[0].text or messages[0].json
+            return self._decisions.Decide.future(
+                request, timeout=timeout,
+                metadata=[*metadata, (_AFFINITY_HEADER, _affinity(first))])
+
+        return DecideStream(
+            states, len(resolved), info.limits.get("max_decide_questions", 0), send=send,
+            convert=_decision, to_message=_state_message, span=span, concurrency=concurrency,
+            start=start, deadline=None if end is None else max(0.0, end - time.monotonic()),
+            retry=retry, on_progress=progress, rng=rng)
+
+    def _resolve(self, questions: Sequence[Union[str, Question]],
+                 timeout: Optional[float] = None) -> List[dpb.Question]:
         questions = _sequence("questions", questions)
         for i, q in enumerate(questions):
             if not isinstance(q, (str, Question)):
@@ -171,7 +241,7 @@ class Client:
                                      if isinstance(q, str) and q not in self._served))
         if missing:
             try:
-                self.questions(missing)
+                self.questions(missing, timeout=timeout)
             except NotFound as error:
                 # The daemon names ids[j] of the listing; name the caller's
                 # questions[i] instead.
@@ -196,6 +266,18 @@ def _state(value: State, index: int) -> dpb.State:
     if isinstance(value, (bytes, bytearray)):
         raise TypeError(f"states[{index}]: bytes; give str (decoded text) or a JSON value")
     return dpb.State(json=json.dumps(value, ensure_ascii=False, allow_nan=False))
+
+
+def _state_message(value: State) -> dpb.State:
+    """A run's state as its message; TypeError or ValueError (the state's
+    refusal) for bytes, a value JSON cannot hold, or text that is not UTF-8
+    (a lone surrogate)."""
+    if isinstance(value, (bytes, bytearray)):
+        raise TypeError("bytes; give str (decoded text) or a JSON value")
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                           allow_nan=False)
+    text.encode("utf-8")  # UnicodeEncodeError is a ValueError
+    return dpb.State(text=value) if isinstance(value, str) else dpb.State(json=text)
 
 
 def _question_message(q: Question) -> dpb.Question:

@@ -4,13 +4,18 @@ daemon's message starts with one, the request field it refuses."""
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Type
+from typing import Dict, Optional, Tuple, Type
 
 import grpc
 
-# "states[0].text: ...", "questions[1].options: ...", "ids: ...", and the
-# request parse's "request: states[0].text: invalid UTF-8 ...".
+# "states[0].text: ...", "questions[1].options: ...", "ids: ...", and an
+# older daemon's request parse "request: states[0].text: invalid UTF-8 ...".
 _FIELD = re.compile(r"^(?:request: )?([A-Za-z_]\w*(?:\[\d+\])?(?:\.[A-Za-z_]\w*(?:\[\d+\])?)*): ")
+
+
+# The trailer the daemon sets on a refusal that waiting can fix (docs/rpc.md,
+# "Retry pushback").
+PUSHBACK_KEY = "grpc-retry-pushback-ms"
 
 
 class MesaAnyjevError(Exception):
@@ -26,6 +31,15 @@ class MesaAnyjevError(Exception):
         self.code = code
         self.details = details
         self.field = field if field is not None else field_of(details)
+        # The daemon's grpc-retry-pushback-ms: set on a refusal that waiting
+        # can fix (a full queue, loading, draining), None otherwise.
+        self.pushback_ms: Optional[int] = None
+        # Set by Client.decide_stream on the failure that ends a run: the
+        # input positions [start, stop) and the questions [lo, hi) of the
+        # call that failed, and how many times it was sent.
+        self.span: Optional[Tuple[int, int]] = None
+        self.questions: Optional[Tuple[int, int]] = None
+        self.attempts: Optional[int] = None
 
 
 class InvalidArgument(MesaAnyjevError):
@@ -77,4 +91,15 @@ def from_rpc_error(error: grpc.RpcError) -> MesaAnyjevError:
     """The exception for a failed call (grpc.RpcError is also a grpc.Call)."""
     code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = (error.details() if isinstance(error, grpc.Call) else None) or str(error)
-    return _BY_CODE.get(code, MesaAnyjevError)(code.name, details)
+    out = error_for(code.name, details)
+    if isinstance(error, grpc.Call):
+        for key, value in error.trailing_metadata() or ():
+            if key == PUSHBACK_KEY and value.isdigit():
+                out.pushback_ms = int(value)
+    return out
+
+
+def error_for(code: str, details: str) -> MesaAnyjevError:
+    """The exception for status `code` (a grpc.StatusCode name)."""
+    status = getattr(grpc.StatusCode, code, grpc.StatusCode.UNKNOWN)
+    return _BY_CODE.get(status, MesaAnyjevError)(code, details)

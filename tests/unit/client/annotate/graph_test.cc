@@ -1,6 +1,7 @@
 // The annotate graph's rules on a scripted provider, where each test sets
 // which terms fit: specificity, the group-margin demotion, dedup, the
-// max_avus cap, value-kind records (spec 12.1 fixed), missing labels and the
+// max_avus cap, value-kind records (on the proposal's own column), missing
+// labels and the
 // planner audit.
 #include <catch2/catch.hpp>
 #include <map>

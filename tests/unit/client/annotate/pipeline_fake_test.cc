@@ -1,4 +1,4 @@
-// The reference's annotate tests (reference-system.md 7.5) on the fake
+// The reference's annotate tests (docs/annotate.md) on the fake
 // model and the sample cards, plus the level and capability paths.
 #include <catch2/catch.hpp>
 #include <set>

@@ -37,7 +37,7 @@ TEST_CASE("BuildAvu and its errors", "[cards]") {
         "could not build an AVU for PATO:0000125 with value '  '");
 }
 
-TEST_CASE("PreRuleValueKind (D12)", "[cards]") {
+TEST_CASE("PreRuleValueKind: the value kinds fixed by rule", "[cards]") {
   CHECK(PreRuleValueKind("taxon", "site") == "the site code");
   CHECK(PreRuleValueKind("environment", "dataset") == "the site code");
   CHECK(PreRuleValueKind("location", "avu") == "the site code");

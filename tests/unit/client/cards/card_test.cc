@@ -1,4 +1,4 @@
-// Dataset card parsing and the identifier rule: spec 6.4's reference tests
+// Dataset card parsing and the identifier rule: the reference's own tests
 // on the synthetic bird card, plus the parser's edge cases.
 #include "client/cards/card.h"
 

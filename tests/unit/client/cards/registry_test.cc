@@ -1,4 +1,4 @@
-// The registry and vocabularies (spec 6.3 reference tests).
+// The registry and vocabularies (the reference's own tests).
 #include "client/cards/registry.h"
 
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Question states (spec 6.5 reference tests): JSON-safe, the shared card
+// Question states (the reference's own tests): JSON-safe, the shared card
 // header, the cuts, site vs column variants and a key-order-free sha.
 #include "client/cards/states.h"
 

@@ -1,4 +1,4 @@
-// The static query rules and plan (spec 7.5 reference tests).
+// The static query rules and plan (the reference's own tests).
 #include "client/cards/static_rules.h"
 
 #include <catch2/catch.hpp>

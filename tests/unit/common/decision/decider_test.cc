@@ -1,9 +1,8 @@
-// The Decider on the fake model: levels, priors, the properties of
-// decision-method.md 16.4 and 16.6 (canonical order, noul flip, L1 keeps the
-// argmax), what is meaningful on the fake (raw's position bias flips
-// answers under reversal, L0 removes it; an L2 head reads classes planted in
-// the hidden state that no readout carries), refusals, concurrency and the
-// heads file.
+// The Decider on the fake model: levels, priors, the method's properties
+// (canonical order, noul flip, L1 keeps the argmax), what is meaningful on the
+// fake (raw's position bias flips answers under reversal, L0 removes it; an L2
+// head reads classes planted in the hidden state that no readout carries),
+// refusals, concurrency and the heads file.
 #include "common/decision/decider.h"
 
 #include <algorithm>
@@ -111,7 +110,7 @@ TEST_CASE("raw, L0 and what each decision carries", "[decision]") {
   CHECK((*l0)[0][0].diagnostics.prior_method == "none");  // 1 state < 8
 }
 
-TEST_CASE("the batch prior starts at 8 states (16.4.15)", "[decision]") {
+TEST_CASE("the batch prior starts at 8 states", "[decision]") {
   FakeBackend fake;
   Decider decider(&fake);
   const Question q = Topic();
@@ -161,8 +160,7 @@ TEST_CASE("canonical order makes L0 independent of the listing", "[decision]") {
   }
 }
 
-TEST_CASE("noul reads both phrasings; its L0 flip is 0 (16.4.17)",
-          "[decision]") {
+TEST_CASE("noul reads both phrasings; its L0 flip is 0", "[decision]") {
   FakeBackend fake;
   Decider decider(&fake);
   const auto d =
@@ -290,7 +288,7 @@ TEST_CASE("an L2 head beats L0 on classes planted in the hidden state",
   const auto l0_served = strict.Decide({test[0]}, {reworded}, Level::kAuto);
   REQUIRE(l0_served.ok());
   CHECK((*l0_served)[0][0].level == Level::kL0);
-  // A call asking for exact heads (the CLI's, A1) gets the same from the
+  // A call asking for exact heads (as the CLI's do) gets the same from the
   // routing decider: auto is L0 with L0's own numbers, L2 is refused by
   // name, and the exact key is still served at L2.
   DecideOptions exact_call;
@@ -328,6 +326,30 @@ TEST_CASE("refusals name what is wrong", "[decision]") {
   status = decider.Decide({"x"}, {labelled}, Level::kL0).status();
   CHECK(absl::IsInvalidArgument(status));
   CHECK(status.message().find("\"DD\"") != std::string::npos);
+}
+
+TEST_CASE("a prompt over the length limit names its state", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  std::vector<std::string> states = PlainStates(4);
+  states[2] = "Record " + std::string(4000, 'x');  // one token per x
+  CallControl control;
+  control.max_prompt_tokens = 1000;
+  // Every readout path: one call (raw, L0) and the adaptive waves.
+  for (const bool adaptive : {false, true}) {
+    for (const Level level : {Level::kRaw, Level::kL0}) {
+      DecideOptions options;
+      options.adaptive_shifts = adaptive;
+      const auto status =
+          decider.Decide(states, {Topic()}, level, options, control).status();
+      INFO(LevelName(level) << " adaptive " << adaptive);
+      CHECK(absl::IsInvalidArgument(status));
+      CHECK(absl::StartsWith(status.message(),
+                             "states[2]: a decision prompt of "));
+    }
+  }
+  states.erase(states.begin() + 2);
+  CHECK(decider.Decide(states, {Topic()}, Level::kL0, {}, control).ok());
 }
 
 TEST_CASE("concurrent callers each count once in the batch prior",
@@ -541,7 +563,7 @@ TEST_CASE("content-free probes are read in a call of their own, once",
   }
 }
 
-TEST_CASE("observe fits at 30, 60, 120 (16.7.32)", "[decision]") {
+TEST_CASE("observe fits at 30, 60, 120", "[decision]") {
   FakeBackend fake;
   Decider decider(&fake);
   const Question q = Topic();

@@ -1,4 +1,4 @@
-// L2 (decision-method.md 16.7): numpy's legacy permutations and folds,
+// L2 (docs/decision.md, L2: heads): numpy's legacy permutations and folds,
 // default candidate blocks, the LDA Woodbury solve against the direct one,
 // ridge, selection (a configuration that does not solve, ties), and the
 // heads-file arrays.
@@ -17,7 +17,7 @@ namespace {
 
 using Ints = std::vector<std::vector<int>>;
 
-TEST_CASE("numpy RandomState(0) listings (16.7.28)", "[decision]") {
+TEST_CASE("numpy RandomState(0) listings", "[decision]") {
   LegacyRandomState rng4(0);
   Ints perms4;
   for (int i = 0; i < 5; ++i) perms4.push_back(rng4.Permutation(4));
@@ -32,7 +32,7 @@ TEST_CASE("numpy RandomState(0) listings (16.7.28)", "[decision]") {
   CHECK(perms5 == Ints{{2, 0, 1, 3, 4}, {0, 2, 1, 4, 3}, {1, 3, 4, 0, 2}});
 }
 
-TEST_CASE("folds (16.7.29)", "[decision]") {
+TEST_CASE("folds", "[decision]") {
   CHECK(LegacyRandomState(0).Permutation(8) ==
         std::vector<int>{6, 2, 1, 7, 3, 0, 5, 4});
   CHECK(Folds(8, 5) == Ints{{2, 6}, {1, 7}, {0, 3}, {5}, {4}});
@@ -54,7 +54,7 @@ TEST_CASE("folds (16.7.29)", "[decision]") {
   CHECK(Folds(3, 5).size() == 3);
 }
 
-TEST_CASE("default candidate blocks (16.7.25)", "[decision]") {
+TEST_CASE("default candidate blocks", "[decision]") {
   CHECK(DefaultCandidateBlocks(36) == std::vector<int>{18, 22, 25, 31, 36});
   CHECK(DefaultCandidateBlocks(28) == std::vector<int>{14, 17, 20, 24, 28});
   CHECK(DefaultCandidateBlocks(48) == std::vector<int>{24, 29, 34, 41, 48});
@@ -190,7 +190,7 @@ TEST_CASE(
   CHECK(unknown.status().message() == "unknown head kind 'svm' (lda or ridge)");
 }
 
-TEST_CASE("heads-file arrays (16.7.33)", "[decision]") {
+TEST_CASE("heads-file arrays", "[decision]") {
   std::vector<double> w(2048 * 4);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.001 * static_cast<double>(i);
   const auto encoded = EncodeArray(w, {2048, 4});

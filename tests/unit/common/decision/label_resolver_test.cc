@@ -1,4 +1,4 @@
-// Label tokens (decision-method.md 16.2) on the real Qwen3 tokenizer and on
+// Label tokens (docs/decision.md, Labels) on the real Qwen3 tokenizer and on
 // the fake model's: bare first, then with a space, single tokens, no
 // collisions, score falling back to letters at K = 10.
 #include "common/decision/label_resolver.h"
@@ -20,7 +20,7 @@ const text::Tokenizer& Qwen3() {
   return *tokenizer;
 }
 
-TEST_CASE("Qwen3 label ids (16.2.9)", "[decision]") {
+TEST_CASE("Qwen3 label ids", "[decision]") {
   const auto noul = ResolveLabels(Qwen3(), Question::Noul("Q"));
   REQUIRE(noul.ok());
   CHECK(noul->ids == std::vector<text::TokenId>{9454, 2753});

@@ -1,4 +1,5 @@
-// Shift orders and the marginal (decision-method.md 16.3-16.4): cyclic
+// Shift orders and the marginal (docs/decision.md, L0: shifts and priors,
+// Rotation budget): cyclic
 // shifts, spread order, canonical order, and log-mean's exact cancellation
 // of an additive position bias.
 #include "common/decision/permute.h"
@@ -13,7 +14,7 @@ namespace {
 
 using Perms = std::vector<std::vector<int>>;
 
-TEST_CASE("cyclic shifts (16.3.10)", "[decision]") {
+TEST_CASE("cyclic shifts", "[decision]") {
   CHECK(CyclicShifts(4) ==
         Perms{{0, 1, 2, 3}, {1, 2, 3, 0}, {2, 3, 0, 1}, {3, 0, 1, 2}});
   CHECK(CyclicShifts(4, 2) == Perms{{0, 1, 2, 3}, {1, 2, 3, 0}});
@@ -21,7 +22,7 @@ TEST_CASE("cyclic shifts (16.3.10)", "[decision]") {
   CHECK(CyclicShifts(3, 9).size() == 3);
 }
 
-TEST_CASE("spread order (16.3.13)", "[decision]") {
+TEST_CASE("spread order", "[decision]") {
   CHECK(SpreadOrder(18) == std::vector<int>{0, 9, 4, 13, 2, 6, 11, 15, 1, 3, 5,
                                             7, 10, 12, 14, 16, 8, 17});
   CHECK(SpreadOrder(6) == std::vector<int>{0, 3, 1, 4, 2, 5});
@@ -41,7 +42,7 @@ TEST_CASE("spread order (16.3.13)", "[decision]") {
   }
 }
 
-TEST_CASE("canonical order sorts by code point (16.3.12)", "[decision]") {
+TEST_CASE("canonical order sorts by code point", "[decision]") {
   CHECK(CanonicalOrder({"b", "A", "a"}) == std::vector<int>{1, 2, 0});
   CHECK(CanonicalOrder({"a", "b", "A"}) == std::vector<int>{2, 0, 1});
 }
@@ -59,8 +60,7 @@ Matrix Readouts(const std::vector<double>& c, const std::vector<double>& b,
   return p;
 }
 
-TEST_CASE("log-mean cancels an additive position bias (16.4.16)",
-          "[decision]") {
+TEST_CASE("log-mean cancels an additive position bias", "[decision]") {
   const std::vector<double> c = {0.3, -1.2, 2.0, 0.0, 0.7};
   const std::vector<double> want = Softmax(c);
   for (const std::vector<double>& b : {std::vector<double>{0, 0, 0, 0, 0},
@@ -90,7 +90,7 @@ TEST_CASE("flip rate across shifts", "[decision]") {
   CHECK(FlipRateAcrossPerms(q, perms) == 0.0);
 }
 
-TEST_CASE("priors clip at 1e-8 and renormalise (16.4.15)", "[decision]") {
+TEST_CASE("priors clip at 1e-8 and renormalise", "[decision]") {
   Matrix mean(1, 3);
   mean << 0.5, 0.5, 0.0;
   const Matrix prior = BatchPrior(mean);

@@ -1,4 +1,4 @@
-// Prompts (decision-method.md 16.1): the system line, the user template of
+// Prompts (docs/decision.md, Prompts): the system line, the user template of
 // each kind, "(empty)", permuted option lines, the Qwen3 and fallback
 // renders, and the prefix/suffix cut.
 #include "common/decision/prompt_builder.h"
@@ -22,7 +22,7 @@ TEST_CASE("system line", "[decision]") {
         "punctuation, no explanation.");
 }
 
-TEST_CASE("noul user text and phrasing swap (16.1.2)", "[decision]") {
+TEST_CASE("noul user text and phrasing swap", "[decision]") {
   const Question q = Question::Noul("Is the sky blue?");
   CHECK(User("The sky is blue today.", q, {0, 1}) ==
         "State:\nThe sky is blue today.\n\nQuestion: Is the sky blue?\n"
@@ -32,12 +32,12 @@ TEST_CASE("noul user text and phrasing swap (16.1.2)", "[decision]") {
         "Answer No or Yes.");
 }
 
-TEST_CASE("empty state prints (empty) (16.1.3)", "[decision]") {
+TEST_CASE("empty state prints (empty)", "[decision]") {
   const Question q = Question::Noul("Q?");
   CHECK(User("", q, {0, 1}).rfind("State:\n(empty)\n\nQuestion: Q?", 0) == 0);
 }
 
-TEST_CASE("choice at shift 1 (16.1.4) and the split", "[decision]") {
+TEST_CASE("choice at shift 1 and the split", "[decision]") {
   const auto q = Question::Choice("Which?", {"o0", "o1", "o2", "o3"});
   const PromptSpec spec =
       BuildPrompt("s", *q, {1, 2, 3, 0}, kDefaultSystem, AnswerLabels(*q));
@@ -62,7 +62,7 @@ TEST_CASE("score headers and the number/letter line", "[decision]") {
         "are ordered):\nA. low\nB. high\nAnswer with the letter only.");
 }
 
-TEST_CASE("renders: fallback, Qwen3, and the cut (16.1.5-7)", "[decision]") {
+TEST_CASE("renders: fallback, Qwen3, and the cut", "[decision]") {
   const Question q = Question::Noul("Q?");
   const PromptSpec spec =
       BuildPrompt("s", q, {0, 1}, kDefaultSystem, AnswerLabels(q));

@@ -161,6 +161,10 @@ TEST_CASE("prompt limits: each prompt's length and the round's tokens",
           absl::StrCat("a decision prompt of ", prefix + suffix,
                        " tokens exceeds limits.max_prompt_tokens=",
                        prefix + suffix - 1, " (shorten the state)"));
+    // Told which state each prompt renders, the refusal names it.
+    const auto named = scorer.Logprobs(prompts, no_labels, control, {4, 4, -1});
+    CHECK(named.status().message() ==
+          absl::StrCat("states[4]: ", over.status().message()));
   }
   SECTION("a cancelled call stops while its prompts are built") {
     std::atomic<bool> cancelled{true};

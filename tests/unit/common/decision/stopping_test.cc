@@ -1,5 +1,5 @@
-// The certificate (decision-method.md 16.5): Clopper-Pearson bounds, the
-// zero-failure floors, and the threshold scan.
+// The certificate (docs/decision.md, Rotation budget): Clopper-Pearson bounds,
+// the zero-failure floors, and the threshold scan.
 #include "common/decision/stopping.h"
 
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 namespace mesa_anyjev::decision {
 namespace {
 
-TEST_CASE("cp_upper special cases and floors (16.5.18-20)", "[decision]") {
+TEST_CASE("cp_upper special cases and floors", "[decision]") {
   CHECK(CpUpper(5, 5) == 1.0);
   CHECK(CpUpper(0, 0) == 1.0);
   CHECK(CpUpper(0, 24) == Approx(0.117346).margin(1e-6));

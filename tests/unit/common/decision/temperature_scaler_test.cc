@@ -1,5 +1,5 @@
-// L1's temperature (decision-method.md 16.6): range, edge cases, argmax
-// preservation and the artifact JSON.
+// L1's temperature (docs/decision.md, L1: temperature): range, edge cases,
+// argmax preservation and the artifact JSON.
 #include "common/decision/temperature_scaler.h"
 
 #include <catch2/catch.hpp>
@@ -18,7 +18,7 @@ Matrix Rows(std::initializer_list<std::vector<double>> rows) {
   return m;
 }
 
-TEST_CASE("temperature edge cases (16.6.23)", "[decision]") {
+TEST_CASE("temperature edge cases", "[decision]") {
   CHECK(TemperatureScaler::Fit(Rows({{0.5, 0.5}}), {0}).temperature ==
         Approx(std::exp(3.0)).epsilon(1e-9));
   CHECK(TemperatureScaler::Fit(Rows({{0.7, 0.3}}), {0}).temperature ==
@@ -33,7 +33,7 @@ TEST_CASE("temperature edge cases (16.6.23)", "[decision]") {
   CHECK(t == Approx(1.0).margin(1e-6));
 }
 
-TEST_CASE("L1 never changes the argmax (16.6.24)", "[decision]") {
+TEST_CASE("L1 never changes the argmax", "[decision]") {
   const Matrix probs = Rows({{0.2, 0.5, 0.3},
                              {0.9, 0.05, 0.05},
                              {0.34, 0.33, 0.33},

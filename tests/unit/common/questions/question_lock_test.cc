@@ -1,5 +1,5 @@
 // questions.lock.json: lock_sha against the published values, the file text,
-// hosted SQL and drift lines (reference-system.md 6.1).
+// hosted SQL and drift lines.
 #include "common/questions/question_lock.h"
 
 #include <algorithm>

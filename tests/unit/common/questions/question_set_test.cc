@@ -1,5 +1,5 @@
 // The reference's question set: ids, wording, options, twins and the keys the
-// published questions.lock.json pins (reference-system.md 6.1-6.3).
+// reference's published questions.lock.json pins.
 #include "common/questions/question_set.h"
 
 #include <catch2/catch.hpp>
@@ -37,7 +37,8 @@ TEST_CASE("the set holds the reference's 17 questions in its order",
 
 TEST_CASE("the eight published keys match anyjev's key function",
           "[questions]") {
-  // questions.lock.json as published (6.2): the pre-M5 questions.
+  // The reference's questions.lock.json as published: the eight questions
+  // of its earlier releases.
   const std::map<std::string, std::string> published = {
       {"column.annotate", "8b8c7f14be35925d"},
       {"column.aspect", "982e2baa2c1c7762"},

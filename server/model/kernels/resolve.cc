@@ -1,0 +1,19 @@
+#include "server/model/kernels/resolve.h"
+
+#include "server/model/kernels/cuda_launch.h"
+
+namespace mesa_anyjev::model::kernels {
+
+namespace cuda {
+// MESA_ANYJEV_CUDA_KERNELS: 1 where server/model/CMakeLists.txt compiled
+// the .cu files.
+bool KernelsBuilt() { return MESA_ANYJEV_CUDA_KERNELS != 0; }
+}  // namespace cuda
+
+config::KernelSet ResolveKernels(const config::KernelSet& asked,
+                                 const c10::Device& device, std::string* note) {
+  return config::ResolveKernelSet(asked, device.is_cuda(), cuda::KernelsBuilt(),
+                                  note);
+}
+
+}  // namespace mesa_anyjev::model::kernels
