@@ -15,6 +15,7 @@ bool RetryRule::Retryable(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kDeadlineExceeded:
       return true;
     case absl::StatusCode::kResourceExhausted:
       // Without the pushback it is a limit (a message or a prompt group too
@@ -59,6 +60,12 @@ absl::Status RetryRule::AtDeadline(const absl::Status& failed, int attempts) {
       absl::StrCat(failed.message(), " (the run's deadline, --deadline, ",
                    "left no time after ", attempts,
                    attempts == 1 ? " attempt)" : " attempts)"));
+}
+
+absl::Status RetryRule::AfterAttempts(const absl::Status& failed,
+                                      int attempts) {
+  return absl::Status(failed.code(), absl::StrCat(failed.message(), " (",
+                                                  attempts, " attempts)"));
 }
 
 }  // namespace mesa_anyjev::client

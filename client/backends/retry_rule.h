@@ -1,11 +1,12 @@
 // The one rule by which the CLI's runs (decide --out, annotate, bench run,
-// learn fit) send a daemon call again (docs/cli.md "What is retried"):
-// UNAVAILABLE (a daemon restarting, draining or gone from a pool),
-// RESOURCE_EXHAUSTED that carries the daemon's pushback (a full queue), and
-// CANCELLED (the CLI never cancels its own calls: a drain cut it) are sent
-// again after exponential backoff with full jitter, never sooner than the
-// pushback, until the run's deadline; every other code is final. Nothing
-// here knows gRPC: DaemonClient turns a call's status and its
+// learn fit) send a daemon call again, the Python client's rule
+// (docs/rpc.md "Pipelines"): UNAVAILABLE (a daemon restarting, draining or
+// gone from a pool), RESOURCE_EXHAUSTED that carries the daemon's pushback
+// (a full queue), CANCELLED (the CLI never cancels its own calls: a drain
+// cut it) and an attempt's own DEADLINE_EXCEEDED are sent again after
+// exponential backoff with full jitter, never sooner than the pushback, up
+// to 30 attempts a call and within the run's deadline; every other code is
+// final. Nothing here knows gRPC: DaemonClient turns a call's status and its
 // grpc-retry-pushback-ms trailer into an absl::Status (retry_after.h).
 #pragma once
 
@@ -27,7 +28,9 @@ struct RetryOptions {
   // that would wait past it.
   absl::Time deadline = absl::InfiniteFuture();
   absl::Duration first_backoff = absl::Milliseconds(100);
-  absl::Duration max_backoff = absl::Seconds(5);
+  absl::Duration max_backoff = absl::Seconds(10);
+  // Attempts of one call, the first included (0: only the deadline bounds).
+  int max_attempts = 30;
   // Each retry as it is decided: the failure, the attempt that failed
   // (1 = the first) and the wait before the next.
   std::function<void(const absl::Status&, int attempt, absl::Duration wait)>
@@ -42,7 +45,9 @@ class RetryRule {
  public:
   explicit RetryRule(RetryOptions options);
 
-  // Whether a call that failed with `status` may succeed when sent again.
+  // Whether a call that failed with `status` may succeed when sent again
+  // (DEADLINE_EXCEEDED: its attempt's own timeout; Run ends a run whose
+  // deadline cut the attempt instead).
   static bool Retryable(const absl::Status& status);
 
   // The wait after failed attempt `attempt` (1-based): `unit` (in [0, 1))
@@ -52,8 +57,9 @@ class RetryRule {
                          double unit) const;
 
   // `attempt` (handed its deadline: now + `attempt_timeout`, cut to the
-  // run's) until it succeeds, fails for good, or the run's deadline leaves
-  // no room for another try; then its last status, saying so.
+  // run's) until it succeeds, fails for good, has made max_attempts, or the
+  // run's deadline leaves no room for another try; then its last status,
+  // saying which.
   template <typename T>
   absl::StatusOr<T> Run(
       absl::Duration attempt_timeout,
@@ -70,6 +76,9 @@ class RetryRule {
           deadline == options_.deadline && absl::IsDeadlineExceeded(failed);
       if (cut_by_run) return AtDeadline(failed, n);
       if (!Retryable(failed)) return out;
+      if (options_.max_attempts > 0 && n >= options_.max_attempts) {
+        return AfterAttempts(failed, n);
+      }
       const absl::Duration wait = Backoff(n, failed, Draw());
       if (Now() + wait >= options_.deadline) return AtDeadline(failed, n);
       retries_.fetch_add(1, std::memory_order_relaxed);
@@ -87,6 +96,8 @@ class RetryRule {
   double Draw() const;
   // `failed` as the run's deadline left it: same code, the message says so.
   static absl::Status AtDeadline(const absl::Status& failed, int attempts);
+  // `failed` when the last allowed attempt failed: the message says so.
+  static absl::Status AfterAttempts(const absl::Status& failed, int attempts);
 
   RetryOptions options_;
   mutable std::atomic<int64_t> retries_{0};

@@ -2,6 +2,7 @@
 #include "client/pipeline/spans.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -79,47 +80,45 @@ std::optional<size_t> RefusedState(const absl::Status& status) {
 absl::StatusOr<std::vector<StateResult>> DecideSpan(
     const std::vector<std::string>& texts, int64_t first, size_t n_questions,
     int32_t max_questions, const SpanCall& call) {
-  const auto slices = QuestionSlices(n_questions, max_questions);
-  std::map<size_t, absl::Status> refused;  // span position -> refusal
-  for (;;) {
-    std::vector<size_t> live;
-    std::vector<std::string> sent;
-    for (size_t s = 0; s < texts.size(); ++s) {
-      if (refused.count(s) == 0) {
-        live.push_back(s);
-        sent.push_back(texts[s]);
-      }
-    }
-    std::vector<std::vector<decision::Decision>> rows(live.size());
-    bool again = false;
-    for (const auto& [begin, end] : slices) {
-      if (live.empty()) break;
+  std::vector<StateResult> out(texts.size());
+  std::map<size_t, absl::Status> refused;  // span position -> first refusal
+  for (const auto& [begin, end] : QuestionSlices(n_questions, max_questions)) {
+    std::vector<size_t> live(texts.size());
+    for (size_t s = 0; s < live.size(); ++s) live[s] = s;
+    while (!live.empty()) {
+      std::vector<std::string> sent;
+      sent.reserve(live.size());
+      for (const size_t s : live) sent.push_back(texts[s]);
       auto decided = call(sent, begin, end);
       if (!decided.ok()) {
         const auto named = RefusedState(decided.status());
         if (!named.has_value() || *named >= live.size()) {
           return decided.status();
         }
+        // Out of this slice's call only, as the Python client does: the
+        // other slices' calls keep it, and each call's batch prior comes
+        // from the states it decided.
         const size_t s = live[*named];
-        refused[s] = Renamed(decided.status(), first + static_cast<int64_t>(s));
-        again = true;
-        break;
+        refused.emplace(s,
+                        Renamed(decided.status(), first + static_cast<int64_t>(s)));
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(*named));
+        continue;
       }
       if (decided->size() != live.size()) {
         return absl::InternalError("a call answered another number of states");
       }
       for (size_t i = 0; i < live.size(); ++i) {
-        for (auto& d : (*decided)[i]) rows[i].push_back(std::move(d));
+        for (auto& d : (*decided)[i]) out[live[i]].decisions.push_back(std::move(d));
       }
+      break;
     }
-    if (again) continue;
-    std::vector<StateResult> out(texts.size());
-    for (size_t i = 0; i < live.size(); ++i) {
-      out[live[i]].decisions = std::move(rows[i]);
-    }
-    for (auto& [s, status] : refused) out[s].refused = std::move(status);
-    return out;
   }
+  // A state any slice refused is that refusal alone.
+  for (auto& [s, status] : refused) {
+    out[s].decisions.clear();
+    out[s].refused = std::move(status);
+  }
+  return out;
 }
 
 }  // namespace mesa_anyjev::client::pipeline

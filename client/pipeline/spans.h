@@ -51,9 +51,11 @@ using SpanCall =
 
 // Decides one span whose first state is input position `first`: each slice
 // of `n_questions` (at most `max_questions` a call) over its states. A state
-// a call refuses is taken out and the whole span decided again without it,
-// so every question of the span sees the same states (the same input gives
-// the same calls). Any other failure is the span's.
+// a call refuses (INVALID_ARGUMENT naming states[i]) is taken out of that
+// call, which goes again without it; the other slices' calls keep it. Its
+// result is the first refusal alone, renamed to its input position. Each
+// call's batch prior thus comes from the states it decided, and the same
+// span gives the same calls in every run. Any other failure is the span's.
 absl::StatusOr<std::vector<StateResult>> DecideSpan(
     const std::vector<std::string>& texts, int64_t first, size_t n_questions,
     int32_t max_questions, const SpanCall& call);

@@ -130,6 +130,34 @@ TEST_CASE("A refused state is taken out and the span decided without it",
         (*out)[4].decisions[1].question_id);
 }
 
+TEST_CASE(
+    "A state refused by one slice's call is that refusal alone; the other "
+    "slices' calls keep it",
+    "[pipeline]") {
+  // Refuses a text holding "long" only in calls of questions 2 and on (a
+  // prompt too long for those questions only).
+  auto fake = [](const std::vector<std::string>& texts, size_t begin,
+                 size_t end) -> absl::StatusOr<Rows> {
+    for (size_t i = 0; begin >= 2 && i < texts.size(); ++i) {
+      if (absl::StrContains(texts[i], "long")) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Decide: states[", i, "].text: prompt exceeds the limit"));
+      }
+    }
+    return FakeCalls()(texts, begin, end);
+  };
+  auto out = DecideSpan({"a", "long", "c"}, 64, 3, 2, fake);
+  REQUIRE(out.ok());
+  CHECK((*out)[1].decisions.empty());
+  CHECK((*out)[1].refused.message() ==
+        "states[65].text: prompt exceeds the limit");
+  for (const size_t s : {size_t{0}, size_t{2}}) {
+    REQUIRE((*out)[s].decisions.size() == 3);
+    CHECK((*out)[s].decisions[0].question_id == "0|a,long,c");
+    CHECK((*out)[s].decisions[2].question_id == "2|a,c");
+  }
+}
+
 TEST_CASE("Other failures are the span's", "[pipeline]") {
   auto failing = [](const std::vector<std::string>&, size_t,
                     size_t) -> absl::StatusOr<Rows> {

@@ -40,20 +40,21 @@ TEST_CASE("What the rule sends again, and what never", "[retry]") {
   CHECK(RetryRule::Retryable(absl::UnavailableError("draining")));
   CHECK(RetryRule::Retryable(absl::CancelledError("cut by the drain")));
   CHECK(RetryRule::Retryable(QueueFull()));
+  // An attempt's own timeout (Run ends a run whose deadline cut it).
+  CHECK(RetryRule::Retryable(absl::DeadlineExceededError("no answer")));
   // Without the pushback RESOURCE_EXHAUSTED is a size limit.
   CHECK_FALSE(RetryRule::Retryable(absl::ResourceExhaustedError("too large")));
   for (const absl::Status& final :
        {absl::InvalidArgumentError("x"), absl::PermissionDeniedError("x"),
         absl::UnauthenticatedError("x"), absl::FailedPreconditionError("x"),
-        absl::NotFoundError("x"), absl::DeadlineExceededError("x"),
-        absl::InternalError("x"), absl::UnimplementedError("x")}) {
+        absl::NotFoundError("x"), absl::InternalError("x"), absl::UnimplementedError("x")}) {
     CHECK_FALSE(RetryRule::Retryable(final));
   }
 }
 
 TEST_CASE("Backoff: exponential, full jitter, never below the pushback",
           "[retry]") {
-  RetryOptions options;  // 100 ms first, 5 s at most
+  RetryOptions options;  // 100 ms first, 10 s at most
   const RetryRule rule(options);
   const absl::Status gone = absl::UnavailableError("gone");
   CHECK(rule.Backoff(1, gone, 1.0) == Milliseconds(100));
@@ -61,11 +62,11 @@ TEST_CASE("Backoff: exponential, full jitter, never below the pushback",
   CHECK(rule.Backoff(4, gone, 1.0) == Milliseconds(800));
   CHECK(rule.Backoff(4, gone, 0.5) == Milliseconds(400));
   CHECK(rule.Backoff(4, gone, 0.0) == absl::ZeroDuration());
-  CHECK(rule.Backoff(30, gone, 1.0) == Seconds(5));
-  CHECK(rule.Backoff(1000, gone, 1.0) == Seconds(5));
+  CHECK(rule.Backoff(30, gone, 1.0) == Seconds(10));
+  CHECK(rule.Backoff(1000, gone, 1.0) == Seconds(10));
   // The daemon's pushback is the least wait, whatever the draw.
   CHECK(rule.Backoff(1, QueueFull(), 0.0) == Milliseconds(300));
-  CHECK(rule.Backoff(8, QueueFull(), 1.0) == Seconds(5));
+  CHECK(rule.Backoff(8, QueueFull(), 1.0) == Seconds(10));
 }
 
 TEST_CASE("A retried call ends at its first success", "[retry]") {
@@ -138,6 +139,20 @@ TEST_CASE("The run's deadline bounds attempts and retries", "[retry]") {
   CHECK(absl::IsDeadlineExceeded(timed_out.status()));
   CHECK(absl::StrContains(timed_out.status().message(), "--deadline"));
   CHECK(attempts == 1);
+}
+
+TEST_CASE("A call is tried at most max_attempts times", "[retry]") {
+  FakeTime time;
+  const RetryRule rule(time.Options());  // 30 attempts, no deadline
+  int attempts = 0;
+  auto out = rule.Run<int>(Seconds(30), [&](absl::Time) {
+    ++attempts;
+    return absl::StatusOr<int>(absl::DeadlineExceededError("no answer"));
+  });
+  CHECK(absl::IsDeadlineExceeded(out.status()));
+  CHECK(out.status().message() == "no answer (30 attempts)");
+  CHECK(attempts == 30);
+  CHECK(rule.retries() == 29);
 }
 
 }  // namespace
