@@ -359,3 +359,98 @@ def test_a_qwen3_daemon_killed_mid_run_gives_the_uninterrupted_decisions(
                 for a, b in zip(pg, pw))
     assert worst <= 1e-6, worst
     assert run.retries() > 0
+
+
+def cli_decide(address, states_path, out, questions, *extra):
+    """`decide --states-file --out` at level auto, as decide_stream decides."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
+    env["HOME"] = CLI_HOME
+    q = [a for qid in questions for a in ("--question", qid)]
+    r = subprocess.run([str(Path(CLI).resolve()), "decide", "--backend", "hf", "--address",
+                        address, "--level", "auto", *q, "--states-file", str(states_path),
+                        "--out", str(out), *extra], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in complete_lines(out)]
+
+
+def same_outcomes(cli_lines, results):
+    """The CLI's OUT lines against decide_stream's StateResults, state for
+    state: index, id, and each decision (question, key, level, options,
+    probabilities, answer) or the refusal (code and message)."""
+    assert [line["index"] for line in cli_lines] == [r.index for r in results]
+    for line, r in zip(cli_lines, results):
+        assert line.get("id") == r.id
+        if r.error is not None:
+            assert "decisions" not in line
+            assert line["error"] == {"code": r.error.code, "message": r.error.details}
+            continue
+        assert "error" not in line, (line, r)
+        assert [(d["question_id"], d["question_key"], d["level"], d["options"], d["probs"],
+                 d["answer"]) for d in line["decisions"]] == \
+            [(d.question_id, d.question_key, d.level, list(d.probs), list(d.probs.values()),
+              d.answer) for d in r.decisions], r.index
+
+
+def test_the_cli_and_the_python_client_decide_alike(start_daemon, tmp_path):
+    """The two halves of issue 33 cut, refuse and carry priors by one rule:
+    on the same daemon, input and span, the CLI's OUT equals decide_stream's
+    results, decision for decision. Once with test_pipeline's dataset (JSON
+    states, ids, three states too long for every question), once with one
+    question a call and a state too long for one of the two questions only:
+    that state is that one refusal, and the other question's call decided
+    it with the rest (its batch prior counts it)."""
+    import test_pipeline as tp
+    from mesa_anyjev_client import StateItem
+    mac = tp.mac
+
+    def write(items, path):
+        path.write_text("".join(json.dumps(
+            {"id": it.id, "text": it.state} if isinstance(it.state, str)
+            else {"id": it.id, "json": it.state}) + "\n" for it in items))
+        return path
+
+    daemon = start_daemon()
+    items = list(tp.dataset())
+    with mac.Client(daemon.address) as client:
+        results = list(client.decide_stream(items, tp.QUESTIONS, span=tp.SPAN))
+    assert sum(not r.ok for r in results) == len(tp.TOO_LONG)
+    lines = cli_decide(daemon.address, write(items, tmp_path / "states.jsonl"),
+                       tmp_path / "out.jsonl", tp.QUESTIONS, "--span", str(tp.SPAN))
+    same_outcomes(lines, results)
+
+    one = start_daemon("--set", "limits.max_decide_questions=1", "--set",
+                       "limits.max_prompt_tokens=1500", name="one")
+    with mac.Client(one.address) as client:
+        def longest(question):
+            # The longest run of "x" this question's prompts still take.
+            lo, hi = 1, 1500
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                try:
+                    client.decide(["x" * mid], [question])
+                    lo = mid
+                except mac.InvalidArgument:
+                    hi = mid - 1
+            return lo
+        fits = {q: longest(q) for q in tp.QUESTIONS}
+        assert len(set(fits.values())) == 2, fits
+        short = min(fits, key=fits.get)  # its prompts are the longer ones
+        items = [StateItem(f"Column {i}: soil depth at plot {i % 9}", id=i) for i in range(150)]
+        items[70] = StateItem("x" * (fits[short] + 1), id="one question too long")
+        results = list(client.decide_stream(items, tp.QUESTIONS, span=32))
+    refused = [r for r in results if not r.ok]
+    assert [r.index for r in refused] == [70]
+    assert refused[0].error.details.startswith("states[70]")
+    def calls():
+        text = one.metrics()
+        return [metric(text, "mesa_anyjev_requests_total", method="Decide", code=code)
+                for code in ("OK", "INVALID_ARGUMENT")]
+    before = calls()
+    lines = cli_decide(one.address, write(items, tmp_path / "one.jsonl"),
+                       tmp_path / "one-out.jsonl", tp.QUESTIONS, "--span", "32")
+    same_outcomes(lines, results)
+    # 5 spans x 2 questions answered, one of them after its refusal (sent
+    # again without state 70); the other question's call of that span went
+    # once, state 70 in it.
+    assert [a - b for a, b in zip(calls(), before)] == [10, 1]
