@@ -40,14 +40,14 @@ class Run:
     unless `states_file` is given."""
 
     def __init__(self, tmp, address, out, *extra, states_file=None, name="cli",
-                 backend=("--backend", "hf")):
+                 backend=("--backend", "hf"), level="L0"):
         self.writer = None
         self.err_path = tmp / f"{name}.err"
         self.err = open(self.err_path, "w")
         env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
         env["HOME"] = CLI_HOME
         address_args = ["--address", address] if address else []
-        args = [str(Path(CLI).resolve()), "decide", *backend, *address_args, "--level", "L0",
+        args = [str(Path(CLI).resolve()), "decide", *backend, *address_args, "--level", level,
                 *QUESTIONS, "--states-file", str(states_file or "-"), "--out", str(out), *extra]
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL if states_file
                                      else subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -162,6 +162,36 @@ def test_the_daemon_is_killed_and_restarted(start_daemon, tmp_path, states, refe
     assert run.retries() > 0
 
 
+def test_through_the_balancer_with_a_daemon_draining(start_daemon, tmp_path, states,
+                                                     reference):
+    """deploy/'s nginx over three daemons; the one that has answered most
+    drains once OUT holds 800 lines: the calls it refuses or cuts go to the
+    others, and OUT equals the run on one daemon."""
+    from test_balancer import Nginx
+    lines, _ = states
+    daemons = [start_daemon("--set", "model.fake_delay_s=0.01", name=f"lb{i}")
+               for i in range(3)]
+    (tmp_path / "nginx").mkdir()
+    lb = Nginx(tmp_path / "nginx", daemons)
+    try:
+        out = tmp_path / "out.jsonl"
+        run = Run(tmp_path, lb.address, out)
+        run.feed(lines[:1200])
+        wait_lines(out, 800, run)
+        victim = max(daemons, key=lambda d: metric(
+            d.metrics(), "mesa_anyjev_requests_total", method="Decide", code="OK"))
+        victim.signal(signal.SIGTERM)
+        assert victim.wait(timeout=120) == 0, victim.output()
+        run.feed(lines[1200:], close=True)
+        assert run.wait() == 0, run.stderr()
+        assert out.read_text() == reference
+        after = [d for d in daemons if d is not victim]
+        assert sum(metric(d.metrics(), "mesa_anyjev_requests_total", method="Decide",
+                          code="OK") for d in after) > 0
+    finally:
+        lb.stop()
+
+
 def test_a_full_queue_refuses_calls_and_they_are_sent_again(start_daemon, tmp_path, states,
                                                             reference):
     # One decision worker and room for one call waiting: two CLIs with 8
@@ -218,7 +248,14 @@ def test_the_cli_is_killed_and_resumed(daemon, tmp_path, states, reference):
     assert "\n" not in said and "--span 64; this run has 32" in said
     r = Run(tmp_path, daemon.address, out, "--resume", "--question", "avu.keep",
             states_file=path, name="questions")
-    assert r.wait() == 2 and "written for questions" in r.stderr()
+    assert r.wait() == 2 and r.stderr().strip() == (
+        f"mesa-anyjev decide: --resume: {out} line 1 was written for questions "
+        "[term.fits, column.aspect]; this run asks [term.fits, column.aspect, avu.keep]")
+    r = Run(tmp_path, daemon.address, out, "--resume", states_file=path, name="level",
+            level="auto")
+    assert r.wait() == 2 and r.stderr().strip() == (
+        f"mesa-anyjev decide: --resume: {out} line 1 was written at --level L0; this run "
+        "asks auto")
     assert out.read_text() == reference
 
 
