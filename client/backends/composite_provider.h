@@ -38,9 +38,6 @@ class CompositeProvider : public Provider {
       const std::vector<std::string>& states,
       const std::vector<decision::Question>& questions,
       decision::Level level) override;
-  void EnableRetries(std::shared_ptr<const RetryRule> rule) override {
-    daemon_->EnableRetries(std::move(rule));
-  }
   absl::Status ResetRunningPriors() override;
   // L2 fits and decides on the daemon (hidden states), L1 on the gateway.
   absl::StatusOr<nlohmann::ordered_json> FitArtifact(

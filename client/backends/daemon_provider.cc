@@ -9,8 +9,9 @@
 namespace mesa_anyjev::client {
 
 absl::StatusOr<std::unique_ptr<DaemonProvider>> DaemonProvider::Create(
-    const config::Config& config) {
+    const config::Config& config, std::shared_ptr<const RetryRule> retries) {
   ASSIGN_OR_RETURN(auto client, DaemonClient::Create(config.client));
+  if (retries != nullptr) client->EnableRetries(std::move(retries));
   absl::StatusOr<DaemonInfo> daemon = client->Info();
   if (!daemon.ok()) return daemon.status();
   if (!config.backend.hf_model.empty() &&

@@ -19,9 +19,10 @@ namespace mesa_anyjev::client {
 class DaemonProvider : public Provider {
  public:
   // Connects and reads the daemon's model info (UNAVAILABLE naming the
-  // address when it does not answer).
+  // address when it does not answer); `retries`: MakeProvider's.
   static absl::StatusOr<std::unique_ptr<DaemonProvider>> Create(
-      const config::Config& config);
+      const config::Config& config,
+      std::shared_ptr<const RetryRule> retries = nullptr);
 
   const ProviderInfo& info() const override { return info_; }
   absl::StatusOr<std::vector<decision::Decision>> DecideBatch(
@@ -44,9 +45,6 @@ class DaemonProvider : public Provider {
                       const std::vector<decision::Question>& questions,
                       decision::Level level,
                       std::optional<decision::Level> require);
-  void EnableRetries(std::shared_ptr<const RetryRule> rule) override {
-    client_->EnableRetries(std::move(rule));
-  }
   absl::Status ResetRunningPriors() override;
   // Fit with dry_run and Decide with artifacts_json (docs/rpc.md): the
   // daemon's serving decider is not touched.

@@ -60,11 +60,6 @@ class Provider {
              const std::vector<decision::Question>& questions,
              decision::Level level);
 
-  // Daemon calls from now on are sent again by `rule` (retry_rule.h); a
-  // provider without a daemon has nothing to retry.
-  virtual void EnableRetries(std::shared_ptr<const RetryRule> rule) {
-    (void)rule;
-  }
 
   // Clears running batch priors, so that a run depends only on its input
   // and the loaded artifacts: two runs on one card give the same decisions.
@@ -100,8 +95,12 @@ class Provider {
   virtual int64_t missing_label_events() const = 0;
 };
 
-// The provider of `kind` ("" = backend.kind) built from `config`.
+// The provider of `kind` ("" = backend.kind) built from `config`. With
+// `retries`, every daemon call it makes, from the first, is sent again by
+// that rule (retry_rule.h); without, each is one attempt, as a lone command
+// makes.
 absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
-    const config::Config& config, const std::string& kind = "");
+    const config::Config& config, const std::string& kind = "",
+    std::shared_ptr<const RetryRule> retries = nullptr);
 
 }  // namespace mesa_anyjev::client

@@ -244,14 +244,14 @@ int RunAnnotate(const config::Config& config,
                 const AnnotateCommandOptions& options) {
   auto in = ReadInputs(config, options);
   if (!in.ok()) return Fail(2, in.status().message());
-  auto provider = MakeProvider(config, options.backend);
+  const RunRetries retries("annotate");
+  auto provider = MakeProvider(config, options.backend, retries.rule());
   if (!provider.ok()) {
     return Fail(
         provider.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
         provider.status().message());
   }
   LoadPromotedBundle(config, (*provider)->info().kind, provider->get());
-  RetryDaemonCalls(**provider, "annotate");
   return AnnotateCards(*in, config, **provider, options);
 }
 

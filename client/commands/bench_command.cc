@@ -233,14 +233,14 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options) {
     return 1;
   }
 
-  auto provider = MakeProvider(config, options.backend);
+  const RunRetries retries("bench run");
+  auto provider = MakeProvider(config, options.backend, retries.rule());
   if (!provider.ok()) {
     return Fail("run", provider.status().message(),
                 absl::IsInvalidArgument(provider.status()) ? 2 : 1);
   }
   const ProviderInfo& info = (*provider)->info();
   LoadPromotedBundle(config, info.kind, provider->get());
-  RetryDaemonCalls(**provider, "bench run");
 
   std::vector<bench::CellCurves> curves;
   const Json tasks = RunTasks(**provider, *chosen, *run, &curves);

@@ -13,11 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "client/backends/provider.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/commands/decide_run.h"
 #include "client/commands/missing_labels.h"
+#include "client/commands/run_retries.h"
 #include "client/policy/decision_record.h"
 #include "client/ui/table.h"
 #include "client/ui/terminal.h"
@@ -328,7 +330,16 @@ int RunDecide(const config::Config& config,
     return UsageError(absl::StrCat("--level: '", level_name,
                                    "' is not raw, L0, L1, L2 or auto"));
   }
-  auto provider = MakeProvider(config, options.backend);
+  // A pipeline run's calls, from the first, go by the retry rule; a lone
+  // decide's are one attempt each.
+  std::optional<RunRetries> retries;
+  if (!options.out.empty()) {
+    retries.emplace("decide", options.deadline_s > 0
+                                  ? absl::Now() + absl::Seconds(options.deadline_s)
+                                  : absl::InfiniteFuture());
+  }
+  auto provider = MakeProvider(config, options.backend,
+                               retries ? retries->rule() : nullptr);
   if (!provider.ok()) {
     std::cerr << "mesa-anyjev decide: " << provider.status().message() << "\n";
     return provider.status().code() == absl::StatusCode::kInvalidArgument ? 2
@@ -337,7 +348,7 @@ int RunDecide(const config::Config& config,
   const ProviderInfo& info = (*provider)->info();
   LoadPromotedBundle(config, info.kind, provider->get());
   DecideRun run(options, **provider, *questions, *level);
-  if (!options.out.empty()) return RunDecidePipeline(options, **provider, run);
+  if (retries) return RunDecidePipeline(options, **provider, run, *retries);
   if (!state.has_value()) return DecideStream(options, **provider, run);
 
   std::vector<std::vector<policy::DecisionRecord>> records;

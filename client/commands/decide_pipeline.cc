@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "client/commands/decide_run.h"
 #include "client/commands/missing_labels.h"
+#include "client/commands/run_retries.h"
 #include "client/pipeline/ordered_window.h"
 #include "client/pipeline/out_lines.h"
 #include "client/pipeline/spans.h"
@@ -100,10 +101,11 @@ struct Span {
 class Pipeline {
  public:
   Pipeline(const DecideCommandOptions& options, Provider& provider,
-           const DecideRun& run)
+           const DecideRun& run, RunRetries& retries)
       : options_(options),
         provider_(provider),
         run_(run),
+        retries_(retries),
         reader_(options.states_file),
         span_(options.span > 0 ? options.span : kDefaultSpan),
         window_(options.concurrency > 0 ? options.concurrency
@@ -128,7 +130,7 @@ class Pipeline {
   const int64_t span_;
   int window_;
   pipeline::RunKey key_;
-  std::shared_ptr<const RetryRule> retries_;
+  RunRetries& retries_;
   std::ofstream out_;
   std::unique_ptr<ui::Progress> progress_;
   std::vector<ReadState> carry_;  // resumed: the kept states of the span
@@ -264,7 +266,7 @@ absl::Status Pipeline::Emit(Span& span) {
 }
 
 std::string Pipeline::Label() const {
-  return absl::StrCat("retries ", retries_->retries(), "  refused ", refused_);
+  return absl::StrCat("retries ", retries_.rule()->retries(), "  refused ", refused_);
 }
 
 void Pipeline::Summary(bool finished) const {
@@ -274,7 +276,7 @@ void Pipeline::Summary(bool finished) const {
             << written_ << " this run, " << kept_ << " kept), " << decisions_
             << " decisions in " << absl::StrFormat("%.1f", seconds) << " s ("
             << absl::StrFormat("%.1f", seconds > 0 ? decisions_ / seconds : 0)
-            << " decisions/s), " << retries_->retries() << " retries, "
+            << " decisions/s), " << retries_.rule()->retries() << " retries, "
             << refused_ << " refused states\n";
 }
 
@@ -303,12 +305,9 @@ int Pipeline::Run() {
   if (!out_)
     return UsageError(absl::StrCat("--out: cannot write ", options_.out));
 
-  RetryOptions retry;
-  if (options_.deadline_s > 0) {
-    retry.deadline = start_ + absl::Seconds(options_.deadline_s);
-  }
-  retries_ = std::make_shared<const RetryRule>(std::move(retry));
-  provider_.EnableRetries(retries_);
+  // From here the progress line (on a terminal) and the summary count the
+  // retries: a line each would flood a long run's log.
+  retries_.Quiet();
   const bool tty = ui::StderrIsTty();
   int total =
       tty ? CountStates(options_.states_file) : ui::Progress::kUnknownTotal;
@@ -337,8 +336,8 @@ int Pipeline::Run() {
 }  // namespace
 
 int RunDecidePipeline(const DecideCommandOptions& options, Provider& provider,
-                      const DecideRun& run) {
-  Pipeline pipeline(options, provider, run);
+                      const DecideRun& run, RunRetries& retries) {
+  Pipeline pipeline(options, provider, run, retries);
   return pipeline.Run();
 }
 

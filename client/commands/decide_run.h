@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "client/backends/provider.h"
 #include "client/commands/commands.h"
+#include "client/commands/run_retries.h"
 #include "client/policy/decision_record.h"
 #include "common/decision/decision.h"
 #include "common/decision/level.h"
@@ -83,8 +84,10 @@ class DecideRun {
   const decision::Level level_;
 };
 
-// --states-file with --out: the pipeline run (docs/cli.md "Pipelines").
+// --states-file with --out: the pipeline run (docs/cli.md "Pipelines"),
+// its daemon calls sent again by `retries` (the rule `provider` was made
+// with).
 int RunDecidePipeline(const DecideCommandOptions& options, Provider& provider,
-                      const DecideRun& run);
+                      const DecideRun& run, RunRetries& retries);
 
 }  // namespace mesa_anyjev::client

@@ -272,12 +272,12 @@ int RunLearnFit(const config::Config& config, const LearnOptions& options) {
     return Fail("fit", absl::StrCat(writable.message(), "; nothing was fitted"),
                 1);
   }
-  auto provider = MakeProvider(config, options.backend);
+  const RunRetries retries("learn fit");
+  auto provider = MakeProvider(config, options.backend, retries.rule());
   if (!provider.ok()) {
     return Fail("fit", std::string(provider.status().message()),
                 absl::IsInvalidArgument(provider.status()) ? 2 : 1);
   }
-  RetryDaemonCalls(**provider, "learn fit");
   // One step per leave-one-card-out fold and one for the final fit.
   ui::Progress bar("folds", 1, ui::StderrIsTty(), std::cerr);
   learn::FitOptions fit;

@@ -1,21 +1,24 @@
 #include "client/commands/run_retries.h"
 
 #include <iostream>
-#include <memory>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 
 namespace mesa_anyjev::client {
 
-void RetryDaemonCalls(Provider& provider, const std::string& command) {
+RunRetries::RunRetries(const std::string& command, absl::Time deadline) {
   RetryOptions options;
-  options.on_retry = [command](const absl::Status& failed, int attempt,
-                               absl::Duration wait) {
+  options.deadline = deadline;
+  options.on_retry = [command, quiet = quiet_](const absl::Status& failed,
+                                               int attempt,
+                                               absl::Duration wait) {
+    if (quiet->load()) return;
     std::cerr << absl::StrFormat("mesa-anyjev %s: %s; try %d again in %.1f s\n",
                                  command, failed.message(), attempt + 1,
                                  absl::ToDoubleSeconds(wait));
   };
-  provider.EnableRetries(std::make_shared<const RetryRule>(std::move(options)));
+  rule_ = std::make_shared<const RetryRule>(std::move(options));
 }
 
 }  // namespace mesa_anyjev::client
