@@ -118,11 +118,12 @@ absl::StatusOr<LoadedModel> LoadModel(
   spdlog::info("Qwen3 on {} in {}, {} attention, projections by {}",
                backend->identity().device, backend->identity().dtype,
                backend->identity().attention, backend->gemm());
+  spdlog::info("forward: {}", backend->paths());
   if (!backend->cpu_paths().empty()) {
     spdlog::info("CPU paths: {}", backend->cpu_paths());
   }
   if (!backend->attention_note().empty()) {
-    spdlog::info("sdpa uses the masked kernel: {}", backend->attention_note());
+    spdlog::info("attention: {}", backend->attention_note());
   }
   if (faults.has_value()) {
     spdlog::warn("fault injection armed (--inject-faults, tests only): {}",

@@ -22,6 +22,7 @@
 #include "server/engine/pass_failure.h"
 #include "server/engine/pass_planner.h"
 #include "server/model/device_probe.h"
+#include "server/model/kernels/resolve.h"
 #include "server/model/memory_fit.h"
 #include "server/model/pass_graphs.h"
 #include "server/model/pass_upload.h"
@@ -506,6 +507,11 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
   ASSIGN_OR_RETURN(const model::Attention attention,
                    model::ParseAttention(config.attention));
   ASSIGN_OR_RETURN(options.gemm, model::ParseCpuGemm(config.cpu_gemm));
+  ASSIGN_OR_RETURN(const config::KernelSet kernels,
+                   config::ParseKernelSet(config.kernels));
+  std::string kernels_note;
+  options.kernels = model::kernels::ResolveKernels(
+      kernels, c10::Device(config.device), &kernels_note);
   // config.json first, then the memory check, then the weights: a model that
   // cannot fit is refused before a byte of it is read.
   ASSIGN_OR_RETURN(model::OpenedQwen3 opened,
@@ -534,12 +540,27 @@ absl::StatusOr<std::unique_ptr<Qwen3Backend>> Qwen3Backend::LoadUnguarded(
   backend->attention_note_ = varlen_why;
   backend->device_ = device;
   backend->gemm_ = GemmLine(options.gemm, m);
+  backend->paths_ = PathsLine(m.kernels(), kernels_note, *backend->state_);
   if (m.device().is_cpu()) {
     backend->cpu_paths_ = DescribeCpuPaths(ChooseCpuPaths(
         at::TensorOptions(m.dtype()).device(m.device()), attention,
         m.config().head_dim, heap_kept, engine.host_cache_bytes));
   }
   return backend;
+}
+
+std::string Qwen3Backend::PathsLine(const config::KernelSet& kernels,
+                                    const std::string& kernels_note,
+                                    const State& state) {
+  std::string line = absl::StrCat("kernels ", kernels.ToString());
+  if (!kernels_note.empty()) absl::StrAppend(&line, " (", kernels_note, ")");
+  absl::StrAppend(&line, ", attention route ",
+                  model::AttentionRouteName(state.route));
+  if (state.graphs != nullptr) {
+    absl::StrAppend(&line, ", CUDA graphs for passes up to ",
+                    state.graphs->max_tokens(), " tokens");
+  }
+  return line;
 }
 
 Qwen3Backend::Qwen3Backend(std::unique_ptr<State> state)

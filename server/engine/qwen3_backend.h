@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/backend.h"
 #include "common/config/config.h"
+#include "common/config/kernel_set.h"
 #include "server/engine/engine_observer.h"
 #include "server/engine/fault_plan.h"
 #include "server/engine/forward_call.h"
@@ -60,6 +61,10 @@ class Qwen3Backend final : public Backend, public ForwardModel {
   // How the block projections multiply, for the load log: "onednn",
   // "aten", or "aten" with why oneDNN was not used where it was asked for.
   const std::string& gemm() const { return gemm_; }
+  // The forward's paths, for the load log: which stages run as our fused
+  // kernels (and why some asked for do not), the attention route, and the
+  // CUDA graphs' reach.
+  const std::string& paths() const { return paths_; }
   // Why sdpa on CUDA fell back to the masked kernel (empty otherwise).
   const std::string& attention_note() const { return attention_note_; }
   // A CPU model's other CPU-specific paths, for the load log: "norms fused
@@ -76,6 +81,9 @@ class Qwen3Backend final : public Backend, public ForwardModel {
       const config::ModelConfig& model, const config::EngineConfig& engine,
       EngineObserver* observer);
   struct State;
+  static std::string PathsLine(const config::KernelSet& kernels,
+                               const std::string& kernels_note,
+                               const State& state);
   explicit Qwen3Backend(std::unique_ptr<State> state);
   absl::StatusOr<GroupLogprobs> RunLogprobs(const ForwardCall& call,
                                             int32_t top_k);
@@ -90,6 +98,7 @@ class Qwen3Backend final : public Backend, public ForwardModel {
   Capabilities capabilities_;
   int64_t weight_bytes_ = 0;
   std::string gemm_;
+  std::string paths_;
   std::string attention_note_;
   std::string cpu_paths_;
   model::DeviceFacts device_;

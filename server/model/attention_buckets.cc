@@ -136,6 +136,22 @@ const char* AttentionName(Attention attention) {
   return attention == Attention::kSdpa ? "sdpa" : "eager";
 }
 
+const char* AttentionRouteName(AttentionRoute route) {
+  switch (route) {
+    case AttentionRoute::kEager:
+      return "eager";
+    case AttentionRoute::kSdpa:
+      return "sdpa";
+    case AttentionRoute::kCpuFlash:
+      return "cpu flash";
+    case AttentionRoute::kVarlen:
+      return "varlen";
+    case AttentionRoute::kCascade:
+      return "cascade";
+  }
+  return "?";
+}
+
 AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen,
                            bool cascade) {
   if (varlen)

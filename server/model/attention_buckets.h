@@ -45,6 +45,9 @@ enum class AttentionRoute {
               // the two merged by log-sum-exp (no buckets, no mask)
 };
 
+// "eager", "sdpa", "cpu flash", "varlen", "cascade".
+const char* AttentionRouteName(AttentionRoute route);
+
 // `varlen`: the load-time probe found the CUDA variable-length kernel works
 // (it is asked only for sdpa on CUDA); it wins over the other flags.
 // `cascade`: with varlen, attend each shared context once (probed too).

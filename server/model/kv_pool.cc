@@ -17,6 +17,11 @@ void KvPool::Update(int32_t layer, const KvWrites& writes, const at::Tensor& k,
   const size_t i = static_cast<size_t>(layer);
   keys_[i].index_copy_(0, writes.slots, k);
   values_[i].index_copy_(0, writes.slots, v);
+  ApplyCopies(layer, writes);
+}
+
+void KvPool::ApplyCopies(int32_t layer, const KvWrites& writes) {
+  const size_t i = static_cast<size_t>(layer);
   if (!writes.copy_from.defined()) return;
   for (at::Tensor* pool : {&keys_[i], &values_[i]}) {
     pool->index_copy_(0, writes.copy_to,

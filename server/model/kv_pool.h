@@ -33,6 +33,9 @@ class KvPool {
   // any of its segments attends, so a segment may follow another.
   void Update(int32_t layer, const KvWrites& writes, const at::Tensor& k,
               const at::Tensor& v);
+  // Only the pass's copies, for a layer whose keys and values a kernel
+  // wrote itself.
+  void ApplyCopies(int32_t layer, const KvWrites& writes);
   const at::Tensor& keys(int32_t layer) const {
     return keys_[static_cast<size_t>(layer)];
   }

@@ -42,6 +42,7 @@ class PassGraphs {
   std::optional<Outputs> Run(const PassArrays& pass,
                              const VarlenLayout& attention, int32_t top_k);
 
+  int64_t max_tokens() const { return max_tokens_; }
   // Shapes captured so far (CUDA), or bodies run (CPU).
   int64_t captured() const { return static_cast<int64_t>(entries_.size()); }
 

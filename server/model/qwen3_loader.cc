@@ -186,7 +186,7 @@ absl::StatusOr<LoadedQwen3> LoadQwen3(OpenedQwen3 opened,
   LoadedQwen3 loaded;
   loaded.fingerprint = checkpoint->Fingerprint();
   loaded.model = std::make_unique<Qwen3Model>(std::move(config), std::move(w),
-                                              options.gemm);
+                                              options.gemm, options.kernels);
   loaded.weight_bytes = reader.bytes() + loaded.model->extra_weight_bytes();
   return loaded;  // the checkpoint's mappings go with it
 }

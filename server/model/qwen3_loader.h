@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/config/kernel_set.h"
 #include "server/model/checkpoint.h"
 #include "server/model/qwen3_config.h"
 #include "server/model/qwen3_model.h"
@@ -21,6 +22,9 @@ struct Qwen3LoadOptions {
   std::string dtype = "float32";    // float32 | bfloat16
   std::string device = "cpu";       // cpu | cuda | cuda:N
   CpuGemm gemm = CpuGemm::kOneDnn;  // CPU float32 only (packed_linear.h)
+  // Stages run as our fused CUDA kernels, already resolved for the device
+  // (kernels/resolve.h).
+  config::KernelSet kernels;
 };
 
 // A checkpoint opened (its safetensors headers read and checked) with its

@@ -7,34 +7,18 @@
 #include <cmath>
 #include <limits>
 
-#include "server/model/row_norm.h"
+#include "server/model/kernels/qk_norm_rope.h"
+#include "server/model/kernels/rms_norm.h"
+#include "server/model/kernels/silu_mul.h"
 #include "server/model/stages.h"
 
 namespace mesa_anyjev::model {
-namespace {
 
-// transformers' Qwen3RMSNorm: float32 statistics, weight applied in the
-// input's dtype.  x: [..., d], weight: [d].
-at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  if (x.dim() == 2 && RowNormApplies(x.unsqueeze(1))) {
-    return RowNorm(x.unsqueeze(1), weight, eps, {}, {}).squeeze(1);
-  }
-  const at::Tensor x32 = x.to(at::kFloat);
-  const at::Tensor variance = x32.pow(2).mean(-1, /*keepdim=*/true);
-  // In place on the fresh product: the same values, one [N, d] less.
-  return (x32 * at::rsqrt(variance + eps)).to(x.scalar_type()).mul_(weight);
-}
-
-// [..., D] -> [..., D] with halves swapped and the first negated.
-at::Tensor RotateHalf(const at::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-}
-
-}  // namespace
-
-Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights, CpuGemm gemm)
-    : config_(std::move(config)), weights_(std::move(weights)) {
+Qwen3Model::Qwen3Model(Qwen3Config config, Qwen3Weights weights, CpuGemm gemm,
+                       config::KernelSet kernels)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      kernels_(kernels) {
   c10::InferenceMode guard;
   const at::Tensor& embed = weights_.embed_tokens;
   if (gemm == CpuGemm::kAuto) {
@@ -92,25 +76,24 @@ at::Tensor Qwen3Model::SelfAttention(int32_t index, const at::Tensor& x,
   // normalised per head, then rotated at each token's position.
   const LayerLinears& linear = linears_[static_cast<size_t>(index)];
   Stages stage("mesa.qkv_proj");
-  const auto qkv = linear.qkv_proj(x).split({heads * d, kv * d, kv * d}, -1);
-  at::Tensor q = qkv[0].reshape({n, heads, d});
-  at::Tensor k = qkv[1].reshape({n, kv, d});
-  const at::Tensor v = qkv[2].reshape({n, kv, d});
-  if (RowNormApplies(q) && RowNormApplies(k)) {
-    stage.Next("mesa.qk_norm_rotary");
-    q = RowNorm(q, w.q_norm, eps, context.cos, context.sin);
-    k = RowNorm(k, w.k_norm, eps, context.cos, context.sin);
-  } else {
-    stage.Next("mesa.qk_norm");
-    q = RmsNorm(q, w.q_norm, eps);
-    k = RmsNorm(k, w.k_norm, eps);
-    stage.Next("mesa.rotary");
-    q = q * context.cos + RotateHalf(q) * context.sin;
-    k = k * context.cos + RotateHalf(k) * context.sin;
-  }
+  const at::Tensor qkv = linear.qkv_proj(x);
   KvPool& pool = *context.pool;
+  stage.Next("mesa.qk_norm_rotary");
+  // Our kernel writes k and v into the pool as it rotates them; the ATen
+  // path leaves that to the pool's Update.
+  const kernels::KvTarget target{context.pass->writes.slots, pool.keys(index),
+                                 pool.values(index)};
+  const bool fused = kernels_.qk_norm_rope;
+  const kernels::QkvHeads heads_of =
+      kernels::QkNormRope(qkv, heads, kv, w.q_norm, w.k_norm, eps,
+                          context.rotary, fused ? &target : nullptr, fused);
   stage.Next("mesa.kv_write");
-  pool.Update(index, context.pass->writes, k, v);
+  if (fused) {
+    pool.ApplyCopies(index, context.pass->writes);
+  } else {
+    pool.Update(index, context.pass->writes, heads_of.k, heads_of.v);
+  }
+  const at::Tensor& q = heads_of.q;
   stage.Next("mesa.attention");
   const at::Tensor out =
       (*context.pass->attention)(q, pool.keys(index), pool.values(index),
@@ -127,17 +110,20 @@ at::Tensor Qwen3Model::Layer(int32_t index, const at::Tensor& x,
   // The residual adds and the gate land in place in fresh outputs: the
   // same values, and a pass allocates (and touches) a third less.
   Stages stage("mesa.input_norm");
-  const at::Tensor normed = RmsNorm(x, w.input_layernorm, eps);
+  const at::Tensor normed =
+      kernels::RmsNorm(x, w.input_layernorm, eps, kernels_.add_rms_norm);
   const at::Tensor attended = SelfAttention(index, normed, context);
-  stage.Next("mesa.residual_add");
-  const at::Tensor h = attended.add_(x);
+  // x += attended, in place (x is this pass's, no one else's), then its
+  // norm: one kernel when fused.
   stage.Next("mesa.post_norm");
-  const at::Tensor n = RmsNorm(h, w.post_attention_layernorm, eps);
+  const at::Tensor n = kernels::AddRmsNorm(
+      attended, x, w.post_attention_layernorm, eps, kernels_.add_rms_norm);
+  const at::Tensor& h = x;
   const LayerLinears& linear = linears_[static_cast<size_t>(index)];
   stage.Next("mesa.gate_up_proj");
-  const auto gate_up = linear.gate_up_proj(n).chunk(2, -1);
+  const at::Tensor gate_up = linear.gate_up_proj(n);
   stage.Next("mesa.activation");
-  const at::Tensor activated = at::silu(gate_up[0]).mul_(gate_up[1]);
+  const at::Tensor activated = kernels::SiluMul(gate_up, kernels_.silu_mul);
   stage.Next("mesa.down_proj");
   const at::Tensor down = linear.down_proj(activated);
   stage.Next("mesa.residual_add");
@@ -154,11 +140,8 @@ ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {
   // model's dtype.
   Context context;
   Stages stage("mesa.rotary_tables");
-  const at::Tensor freqs =
-      pass.positions.to(at::kFloat).unsqueeze(-1) * inv_freq_;
-  const at::Tensor emb = at::cat({freqs, freqs}, -1).unsqueeze(1);
-  context.cos = emb.cos().to(dtype());
-  context.sin = emb.sin().to(dtype());
+  context.rotary = kernels::MakeRotary(pass.positions, inv_freq_, dtype(),
+                                       /*tables=*/!kernels_.qk_norm_rope);
   context.pass = &pass;
   context.pool = &pool;
 
@@ -183,7 +166,8 @@ ForwardResult Qwen3Model::Forward(const PackedPass& pass, KvPool& pool) const {
   if (deepest == n) {
     const at::Tensor rows = x.index_select(0, pass.outputs);
     stage.Next("mesa.final_norm");
-    result.final = RmsNorm(rows, weights_.norm, config_.rms_norm_eps);
+    result.final = kernels::RmsNorm(rows, weights_.norm, config_.rms_norm_eps,
+                                    kernels_.add_rms_norm);
     capture(n, result.final);
   }
   stage.Next("mesa.gather_outputs");

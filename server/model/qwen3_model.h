@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "common/config/kernel_set.h"
 #include "server/model/attention.h"
+#include "server/model/kernels/qk_norm_rope.h"
 #include "server/model/kv_pool.h"
 #include "server/model/packed_linear.h"
 #include "server/model/qwen3_config.h"
@@ -60,13 +62,17 @@ class Qwen3Model {
  public:
   // The projections are packed for `gemm` (packed_linear.h); the model's
   // weights are released as they are packed.
+  // `kernels`: which stages run as our fused CUDA kernels (resolved for
+  // the device at load: server/model/kernels/resolve.h); the rest, and all
+  // of them off CUDA, run the ATen composition.
   Qwen3Model(Qwen3Config config, Qwen3Weights weights,
-             CpuGemm gemm = CpuGemm::kOneDnn);
+             CpuGemm gemm = CpuGemm::kOneDnn, config::KernelSet kernels = {});
 
   const Qwen3Config& config() const { return config_; }
   // What the layers' projections actually use: kOneDnn only where packing
   // applied (CPU, float32, the probe passed; with kAuto, measured faster).
   CpuGemm gemm() const { return gemm_; }
+  const config::KernelSet& kernels() const { return kernels_; }
   // How kAuto chose (the two timings), or why oneDNN was not used.
   const std::string& gemm_note() const { return gemm_note_; }
   // Bytes held beside the checkpoint's weights: a packed copy of a tied
@@ -91,7 +97,7 @@ class Qwen3Model {
  private:
   // Per-pass tables every layer reads.
   struct Context {
-    at::Tensor cos, sin;  // [N, 1, D] rotary tables at each token's position
+    kernels::Rotary rotary;  // positions, inv_freq, and tables if needed
     const PackedPass* pass = nullptr;
     KvPool* pool = nullptr;
   };
@@ -116,6 +122,7 @@ class Qwen3Model {
   // [V, H] matrix on each call (docs/model.md has the figures).
   PackedLinear lm_head_;
   CpuGemm gemm_ = CpuGemm::kAten;
+  config::KernelSet kernels_;
   std::string gemm_note_;
   int64_t extra_weight_bytes_ = 0;
   at::Tensor inv_freq_;  // [D/2] float32

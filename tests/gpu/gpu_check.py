@@ -9,24 +9,31 @@ it ends (a run cut short still brings back what it measured):
   the daemon reads of the device.
 - kernels: our fused CUDA kernels (server/model/kernels/) against their CPU
   reference, and timed against the ATen path (tests/tools/kernel_check).
+- variant_parity: the engine paths of the parity section again (sdpa) for
+  each engine switch of tests/gpu/variants.py (fused kernels, CUDA graphs,
+  cascade attention, all together); a variant that fails is not timed.
 - the device's two ceilings (tests/gpu/ceilings.py), the bf16 GEMM rate and
   the device-to-device copy rate, measured in this run; every figure the
   check reports is held against them (the `ceilings` verdict): one that
   implies more FLOP/s than the GEMM rate, or a pass shorter than reading its
   weights once, fails the run by name.
-- per variant (tests/gpu/variants.py: the baseline, then each engine switch),
-  on a Qwen3-8B-shaped random checkpoint: prefill of new tokens only (fresh
-  ids every repeat, the prefix cache's reuse counted and required to be 0)
-  for a pass of 8,192 tokens, one of 64, and single prompts of 2,048, 512 and
+- per variant (the baseline, then each switch that passed its parity), on a
+  Qwen3-8B-shaped random checkpoint: prefill of new tokens only (fresh ids
+  every repeat, the prefix cache's reuse counted and required to be 0) for
+  a pass of 8,192 tokens, one of 64, and single prompts of 2,048, 512 and
   128; and the anatomy of a pass of about 8k new tokens and of one of 64
-  (tests/tools/pass_anatomy.h), as JSON and markdown in $OUT.
-- make bench-engine's table (transformers' sdpa as the peer, uncached).
+  (tests/tools/pass_anatomy.h), in gpu_check.json and, every variant's, in
+  $OUT/anatomy.md.
+- the annotation workload (32 states x 17 questions at L0 through Decide)
+  on the variant whose timed shapes took the least time in all
+  (`annotation_variant`), against anyjev's HFBackend on the same GPU and
+  against our own prefill limit, and the daemon's own pass of 8,192 new
+  tokens.
+- make bench-engine's table (transformers' sdpa as the peer, uncached) on
+  that variant.
 - a real out-of-memory: a pass larger than the device memory left beside the
   daemon's weights and pool must fail its call with RESOURCE_EXHAUSTED naming
   its size and engine.batch_tokens, and the next call must be served.
-- the annotation workload (32 states x 17 questions at L0 through Decide)
-  against anyjev's HFBackend on the same GPU and against our own prefill
-  limit, and the daemon's own pass of 8,192 new tokens.
 
 `targets` gathers the rows of the engine issue's target table, each with
 measurement / ours / peer / ratio / target (the 8k pass's row also
@@ -36,11 +43,13 @@ anatomy check or the out-of-memory check fails, or any section errs.
 
 GPU_BUDGET_S (400 on the GPU) bounds the whole check: a section that needs
 more than is left (ESTIMATE_S) is skipped and named in the report. The order
-below is the priority, so what is skipped first is the last: the variants
-after the baseline (the last first), anyjev's side of the annotation, the
-annotation, the out-of-memory provocation, the engine table, the baseline's
-timings and anatomy; parity, the device section, the checkpoint and the
-ceilings always run.
+above is the priority, so what is skipped first is the last: the
+out-of-memory provocation, the engine table, anyjev's side of the
+annotation, the annotation, then the variants from the last (a variant
+after the baseline starts only with room left for the annotation after
+it); parity, the device section, the kernels, the checkpoint, the ceilings
+and the baseline's timings always run. What one run settles first is each
+switch beside the baseline.
 
 GPU_SMOKE=1 runs the same code on the CPU with small shapes, in float32
 where the GPU runs bf16 (bf16 GEMMs on this CPU are emulated and slow), so
@@ -91,9 +100,10 @@ LOGPROB_BOUND, HIDDEN_BOUND, REFERENCE_SLACK = 0.05, 0.03, 1.5
 FLOAT32_BOUND = 1e-3
 
 
-def dump(directory, request, dtype=DTYPE, attention="eager", device=DEVICE):
-    out = subprocess.run([DUMP, str(directory), dtype, attention, device], input=json.dumps(request),
-                         capture_output=True, text=True, timeout=1800)
+def dump(directory, request, dtype=DTYPE, attention="eager", device=DEVICE, overrides=()):
+    sets = [a for kv in overrides for a in ("--set", kv)]
+    out = subprocess.run([DUMP, str(directory), dtype, attention, device, *sets],
+                         input=json.dumps(request), capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout)
@@ -182,25 +192,31 @@ def row_prompts(request):
     return [g["prefix"] + s for c in calls for g in c["groups"] for s in g["suffixes"]]
 
 
-def engine_parity():
-    """Every engine path on DEVICE in DTYPE against the CPU in float32; the
-    CPU float32 rows against transformers' whole prompts in float32."""
+def engine_parity(attentions=("eager", "sdpa"), overrides=(), cpu_cache=None):
+    """Every engine path on DEVICE in DTYPE (with `overrides`, a variant's
+    settings) against the CPU in float32; the CPU float32 rows against
+    transformers' whole prompts in float32. `cpu_cache` keeps the CPU's
+    answers between calls (they do not depend on the variant)."""
     directory = make(WORK / "tiny-engine", heads=8, kv_heads=2, head_dim=16, layers=3)
     labels = list(range(0, 151936, 4999))
     fields = {"label_ids": labels, "top_k": 1, "layers": [0, 2, 3]}
     exact_model = load_hf(directory, "float32", "cpu", "eager")
+    cpu_cache = {} if cpu_cache is None else cpu_cache
     result = {}
-    for attention in ("eager", "sdpa"):
+    for attention in attentions:
         hf_model = load_hf(directory, DTYPE, DEVICE, attention)
         got_all, want_all, hf_all, exact_all = [], [], [], []
         worst_hidden = worst_f32 = 0.0
-        for request in engine_requests(np.random.default_rng(1)):
+        for i, request in enumerate(engine_requests(np.random.default_rng(1))):
             if "calls" in request:
                 request = {**request, "calls": [{**c, **fields} for c in request["calls"]]}
             else:
                 request = {**request, **fields}
-            want = rows_of(dump(directory, request, "float32", attention, "cpu"))
-            got = rows_of(dump(directory, request, DTYPE, attention, DEVICE))
+            key = (attention, i)
+            if key not in cpu_cache:
+                cpu_cache[key] = rows_of(dump(directory, request, "float32", attention, "cpu"))
+            want = cpu_cache[key]
+            got = rows_of(dump(directory, request, DTYPE, attention, DEVICE, overrides))
             prompts = row_prompts(request)
             exact = hf_logprobs(exact_model, prompts)[:, labels]
             worst_f32 = max(worst_f32, float(np.abs(np.array(want["label_logprobs"]) - exact).max()))
@@ -217,6 +233,14 @@ def engine_parity():
                              "ok": verdict["ok"] and worst_hidden < HIDDEN_BOUND and
                              worst_f32 < FLOAT32_BOUND}
     return result
+
+
+def variant_parity(todo, cpu_cache):
+    """engine_parity (sdpa) for each variant after the baseline: a switch
+    that changes what the engine computes beyond bf16's noise fails here,
+    before its timings are trusted."""
+    return {v["name"]: engine_parity(("sdpa",), v["overrides"], cpu_cache)["sdpa"]
+            for v in todo if v["overrides"]}
 
 
 def device_report():
@@ -273,7 +297,7 @@ DUMP_SETTINGS = [] if SMOKE else [f"engine.kv_pool_bytes={4 << 30}"]
 # Seconds each section takes on the GPU (an H200, 2026-12-04 runs 1, 4 and 5
 # for the sections they had; the others counted from their 8B loads, about
 # 15 s each, and their work). A section starts only with this much left.
-ESTIMATE_S = {"kernels": 20, "checkpoint": 35, "ceilings": 10, "reference": 25, "variant": 40,
+ESTIMATE_S = {"kernels": 20, "variant_parity": 15, "checkpoint": 35, "ceilings": 10, "reference": 25, "variant": 40,
               "engine": 70, "oom": 45, "annotation": 70, "annotation_peer": 45}
 # The rows of the engine issue's target table, in its order.
 TARGETS = (
@@ -430,10 +454,11 @@ def variant_timings(variant, directory, report):
                              counted(theirs, tokens) if theirs else None)
     checks = []
     for key, anatomy in zip(PROFILED, anatomies):
-        slug = f"{variant['name'].replace(' ', '-')}-{key}"
-        (OUT / f"anatomy-{slug}.json").write_text(json.dumps(anatomy, indent=1))
-        (OUT / f"anatomy-{slug}.md").write_text(variants.anatomy_markdown(
-            anatomy, f"{variant['name']}: {key} on {DEVICE} ({DTYPE})"))
+        # One markdown file for every variant ($OUT brings back 8 files at
+        # most); the anatomies themselves are in gpu_check.json.
+        with open(OUT / "anatomy.md", "a") as md:
+            md.write(variants.anatomy_markdown(
+                anatomy, f"{variant['name']}: {key} on {DEVICE} ({DTYPE})") + "\n")
         checks.append({"shape": key, **variants.anatomy_checks(anatomy)})
     out = {"name": variant["name"], "overrides": variant["overrides"], "rows": rows,
            "anatomy": dict(zip(PROFILED, anatomies)), "anatomy_checks": checks,
@@ -684,6 +709,26 @@ def print_summary(run):
     print("gpu check: " + ("passed" if not failures else "FAILED: " + "; ".join(failures)))
 
 
+def v_is_extra(variant, baseline):
+    """A variant after the baseline keeps room for the annotation workload:
+    the workload on the baseline beats more variants without it."""
+    return variant is not baseline
+
+
+def fastest(timed):
+    """The timed variant (parity passed, anatomy or not) with the shortest
+    total time over its timed shapes, as {"name", "overrides"}; None when
+    none was timed."""
+    def total(v):
+        return sum(r["counted"]["ours"]["seconds"] for r in v["rows"].values()
+                   if r.get("counted", {}).get("ours"))
+    timed = [v for v in timed if v.get("rows")]
+    if not timed:
+        return None
+    best = min(timed, key=total)
+    return {"name": best["name"], "overrides": best["overrides"]}
+
+
 def main():
     if SMOKE:
         keep_freed_memory()
@@ -692,15 +737,24 @@ def main():
     layers = int(os.environ.get("GPU_LAYERS", "2" if SMOKE else "36"))
     run = Run()
     run.report["layers"] = layers
-    todo, refused = variants.check_settings(DAEMON, variants.chosen())
+    todo, refused = variants.check_settings(DAEMON, variants.chosen(SMOKE))
     run.report["variants_refused"] = refused
     for name, why in refused.items():
         run.report["errors"][f"variant {name}"] = why
     run.section("parity", parity)
-    run.section("engine_parity", engine_parity)
+    cpu_cache = {}
+    run.section("engine_parity", lambda: engine_parity(cpu_cache=cpu_cache))
     run.section("device", device_report)
     run.section("kernels", kernels, needs_s=ESTIMATE_S["kernels"])
     e = ESTIMATE_S
+    switched = [v for v in todo if v["overrides"]]
+    parity_of = run.section("variant_parity", lambda: variant_parity(todo, cpu_cache),
+                            needs_s=e["variant_parity"] * len(switched)) or {}
+    for name, verdict in parity_of.items():
+        if not verdict["ok"]:
+            run.report["errors"][f"variant {name}"] = "parity: a bound failed (variant_parity)"
+    todo = [v for v in todo if not v["overrides"] or parity_of.get(v["name"], {}).get("ok")]
+    (OUT / "anatomy.md").unlink(missing_ok=True)
     directory = run.section("checkpoint", lambda: str(eight_b_shaped(layers)),
                             needs_s=e["checkpoint"] + e["ceilings"] + e["reference"] + e["variant"])
     if directory is None:
@@ -724,22 +778,27 @@ def main():
         run.report["variants"] = timed
         return None
 
+    # What one run must settle first: each switch's timings beside the
+    # baseline's (the variants, in VARIANTS' order, the last skipped first);
+    # then the annotation workload on the fastest variant that passed its
+    # parity, then the rest.
     if reference is not None:
-        run.section("variant baseline", lambda: time_variant(baseline), needs_s=e["variant"])
+        for variant in [baseline, *[v for v in todo if v is not baseline]]:
+            run.section(f"variant {variant['name']}", lambda v=variant: time_variant(v),
+                        needs_s=e["variant"] + (e["annotation"] if v_is_extra(variant, baseline)
+                                                else 0))
+    best = fastest(timed) or baseline
+    run.report["annotation_variant"] = best["name"]
+    if "block_params" in run.report:
+        run.section("annotation", lambda: annotation(
+            directory, run.report, run.left() > e["annotation"] + e["annotation_peer"],
+            best["overrides"]), needs_s=e["annotation"])
+    if reference is not None:
         peak = run.report.get("ceilings", {}).get("gemm_flops", float("nan"))
         run.section("engine", lambda: engine_table(reference, directory, layers, peak,
-                                                   baseline["overrides"]), needs_s=e["engine"])
+                                                   best["overrides"]), needs_s=e["engine"])
         reference.release()
     run.section("oom", lambda: oom(directory, baseline["overrides"]), needs_s=e["oom"])
-    if "block_params" in run.report:
-        later = sum(e["variant"] for v in todo if v is not baseline)
-        run.section("annotation", lambda: annotation(
-            directory, run.report, run.left() > e["annotation"] + e["annotation_peer"] + later,
-            baseline["overrides"]), needs_s=e["annotation"])
-        for variant in todo:
-            if variant is not baseline:
-                run.section(f"variant {variant['name']}", lambda v=variant: time_variant(v),
-                            needs_s=e["variant"])
     run.save()
     print(json.dumps({k: v for k, v in run.report.items() if k != "variants"}, indent=2))
     print_summary(run)

@@ -9,24 +9,31 @@ import json
 import os
 import subprocess
 
-# The baseline first: the defaults. The engine's switches go below as they
-# land, each on and off against the baseline, for example
-#   ("fused norms", ["model.kernels=fused"]),
-#   ("cuda graphs", ["engine.cuda_graphs=true"]),
-#   ("paged attention", ["model.attention_kv=paged"]),
-# and GPU_VARIANTS='[["name", ["key=value", ...]], ...]' adds some for one run
+# The baseline first: the defaults (sdpa, which on CUDA is the
+# variable-length kernel, as the daemon serves). Then each engine switch of
+# the engine issue on its own, and all of them together; their parity is
+# checked on the device (the variant_parity section) before they are timed.
+# GPU_VARIANTS='[["name", ["key=value", ...]], ...]' adds some for one run
 # without an edit. Every variant costs about ESTIMATE_S["variant"] on the GPU
 # (one 8B load, the timings and two profiled passes): the budget skips the
 # last ones first.
+ALL = ["model.kernels=fused", "engine.cuda_graph_tokens=512", "model.cascade_attention=true"]
 VARIANTS = [
     ("baseline", []),
+    ("all switches", ALL),
+    ("fused kernels", ["model.kernels=fused"]),
+    ("cuda graphs", ["engine.cuda_graph_tokens=512"]),
+    ("cascade attention", ["model.cascade_attention=true"]),
 ]
 
 
-def chosen():
+def chosen(smoke=False):
+    """The variants to run; on the CPU (smoke) the baseline and all switches
+    together only: every path of the check, at a third of the time."""
     extra = json.loads(os.environ.get("GPU_VARIANTS", "[]"))
+    base = VARIANTS[:2] if smoke else VARIANTS
     return [{"name": name, "overrides": list(overrides)}
-            for name, overrides in [*VARIANTS, *extra]]
+            for name, overrides in [*base, *extra]]
 
 
 def check_settings(daemon, variants):
