@@ -60,7 +60,6 @@ class Provider {
              const std::vector<decision::Question>& questions,
              decision::Level level);
 
-
   // Clears running batch priors, so that a run depends only on its input
   // and the loaded artifacts: two runs on one card give the same decisions.
   virtual absl::Status ResetRunningPriors() = 0;

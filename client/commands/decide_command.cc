@@ -334,9 +334,10 @@ int RunDecide(const config::Config& config,
   // decide's are one attempt each.
   std::optional<RunRetries> retries;
   if (!options.out.empty()) {
-    retries.emplace("decide", options.deadline_s > 0
-                                  ? absl::Now() + absl::Seconds(options.deadline_s)
-                                  : absl::InfiniteFuture());
+    retries.emplace("decide",
+                    options.deadline_s > 0
+                        ? absl::Now() + absl::Seconds(options.deadline_s)
+                        : absl::InfiniteFuture());
   }
   auto provider = MakeProvider(config, options.backend,
                                retries ? retries->rule() : nullptr);

@@ -126,11 +126,11 @@ class Pipeline {
   const DecideCommandOptions& options_;
   Provider& provider_;
   const DecideRun& run_;
+  RunRetries& retries_;
   StateReader reader_;
   const int64_t span_;
   int window_;
   pipeline::RunKey key_;
-  RunRetries& retries_;
   std::ofstream out_;
   std::unique_ptr<ui::Progress> progress_;
   std::vector<ReadState> carry_;  // resumed: the kept states of the span
@@ -266,7 +266,8 @@ absl::Status Pipeline::Emit(Span& span) {
 }
 
 std::string Pipeline::Label() const {
-  return absl::StrCat("retries ", retries_.rule()->retries(), "  refused ", refused_);
+  return absl::StrCat("retries ", retries_.rule()->retries(), "  refused ",
+                      refused_);
 }
 
 void Pipeline::Summary(bool finished) const {

@@ -256,7 +256,8 @@ std::string Line(int64_t index, const RunKey& key = Key()) {
   return line.dump();
 }
 
-TEST_CASE("--resume drops a torn last line and nothing else", "[pipeline]") {
+TEST_CASE("decide --resume drops a torn last line and nothing else",
+          "[pipeline]") {
   testing::TempDir dir;
   const std::string whole = Line(0) + "\n" + Line(1) + "\n";
   const std::string path =
@@ -274,7 +275,8 @@ TEST_CASE("--resume drops a torn last line and nothing else", "[pipeline]") {
   CHECK(*DropTornLine(dir.Path("absent.jsonl")) == 0);
 }
 
-TEST_CASE("--resume checks each kept line against the run", "[pipeline]") {
+TEST_CASE("decide --resume checks each kept line against the run",
+          "[pipeline]") {
   auto check = [](const std::string& line, int64_t n, const RunKey& key) {
     return CheckKeptLine(line, n, key, "out.jsonl");
   };
