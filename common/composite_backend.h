@@ -3,8 +3,14 @@
 // decider on top. Prompts are built with the logprobs side's tokenizer and
 // chat template; the hidden side receives them as text and tokenizes them
 // itself, so only the label ids have to agree (checked at start by
-// LabelDisagreements). Bundles are keyed by the hidden side's model, as the
+// CheckLabelAgreement of common/backend.h, the check the CLI's composite
+// runs too). Bundles are keyed by the hidden side's model, as the
 // reference's composite is named after hf_model.
+//
+// Why a second composite beside client/backends' CompositeProvider: that
+// one joins two deciders (the CLI's below L2, the daemon's at L2, with the
+// daemon's heads); this one joins two models under one decider, so the
+// router fits and serves its own heads on the remote hidden states.
 #pragma once
 
 #include <cstdint>

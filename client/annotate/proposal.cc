@@ -1,13 +1,11 @@
 #include "client/annotate/proposal.h"
 
+#include "common/text/json_null.h"
+
 namespace mesa_anyjev::annotate {
 namespace {
 
-template <typename T>
-nlohmann::ordered_json OrNull(const std::optional<T>& value) {
-  return value.has_value() ? nlohmann::ordered_json(*value)
-                           : nlohmann::ordered_json(nullptr);
-}
+using text::OrNull;
 
 nlohmann::ordered_json AvuJson(const std::optional<cards::Avu>& avu) {
   if (!avu.has_value()) return nullptr;

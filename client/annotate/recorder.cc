@@ -5,14 +5,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/text/json_null.h"
+
 namespace mesa_anyjev::annotate {
 namespace {
 
-template <typename T>
-nlohmann::ordered_json OrNull(const std::optional<T>& value) {
-  return value.has_value() ? nlohmann::ordered_json(*value)
-                           : nlohmann::ordered_json(nullptr);
-}
+using text::OrNull;
 
 // The sidecar's option rows: a choice with probs gets one row per option
 // (rank in descending-prob order, first among equals first); a candidate

@@ -3,6 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "client/annotate/py_repr.h"
 #include "common/questions/question_lock.h"
+#include "common/text/json_null.h"
 #include "common/util/build_info.h"
 
 namespace mesa_anyjev::annotate {
@@ -21,11 +22,6 @@ nlohmann::ordered_json AuditJson(const RunResult& run) {
           {"agree", run.audit->agree},
           {"planner_only", run.audit->planner_only},
           {"model_only", run.audit->model_only}};
-}
-
-nlohmann::ordered_json OrNull(const std::string& text) {
-  return text.empty() ? nlohmann::ordered_json(nullptr)
-                      : nlohmann::ordered_json(text);
 }
 
 }  // namespace
@@ -115,7 +111,7 @@ nlohmann::ordered_json RunRecord(const RunResult& run) {
           {"planner_fallback", false},
           {"backend_kind", run.provider.kind},
           {"canonical_model", run.provider.model},
-          {"served_model", OrNull(run.provider.served_model)},
+          {"served_model", text::NullIfEmpty(run.provider.served_model)},
           {"level", run.requested_level},
           {"mesa_anyjev_version", util::kVersion},
           {"questions_lock_sha",

@@ -9,17 +9,17 @@ namespace mesa_anyjev::client {
 
 using decision::Level;
 
-absl::Status CheckLabelAgreement(const text::Tokenizer& local,
-                                 DaemonClient& daemon) {
+absl::Status CheckDaemonLabels(const text::Tokenizer& local,
+                               DaemonClient& daemon) {
   ASSIGN_OR_RETURN(const auto remote, daemon.Tokenize(CheckedLabels()));
-  return mesa_anyjev::CheckLabelAgreement(local, remote);
+  return CheckLabelAgreement(local, remote);
 }
 
 absl::StatusOr<std::unique_ptr<CompositeProvider>> CompositeProvider::Create(
     std::unique_ptr<LocalProvider> gateway,
     std::unique_ptr<DaemonProvider> daemon) {
   RETURN_IF_ERROR(
-      CheckLabelAgreement(gateway->backend().tokenizer(), daemon->client()));
+      CheckDaemonLabels(gateway->backend().tokenizer(), daemon->client()));
   return std::unique_ptr<CompositeProvider>(
       new CompositeProvider(std::move(gateway), std::move(daemon)));
 }

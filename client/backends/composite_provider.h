@@ -3,7 +3,14 @@
 // whose heads read its local model's hidden states. auto serves L2 where
 // the daemon has a head for the question, else the gateway's best of L1
 // and L0. Both sides must give the same ids for every label, or the
-// composite refuses to start.
+// composite refuses to start (CheckLabelAgreement of common/backend.h, the
+// check the daemon's router runs too).
+//
+// Why a second composite beside common/composite_backend.h's
+// CompositeBackend: that one joins two models under one decider (the
+// router's, whose heads and bundles are its own); this one joins two
+// deciders, so L2 is served by the daemon's decider with the daemon's own
+// promoted heads, and hidden states never cross the wire to the CLI.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +24,11 @@
 
 namespace mesa_anyjev::client {
 
-// The composite's start check: `local` against the daemon's tokenizer
-// (FAILED_PRECONDITION naming the labels that differ).
-absl::Status CheckLabelAgreement(const text::Tokenizer& local,
-                                 DaemonClient& daemon);
+// The composite's start check: the daemon's ids for CheckedLabels() through
+// the shared CheckLabelAgreement against `local` (FAILED_PRECONDITION naming
+// the labels that differ).
+absl::Status CheckDaemonLabels(const text::Tokenizer& local,
+                               DaemonClient& daemon);
 
 class CompositeProvider : public Provider {
  public:

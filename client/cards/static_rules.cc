@@ -8,6 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "client/cards/card.h"
 #include "client/cards/registry.h"
+#include "common/text/json_null.h"
 #include "common/text/py_text.h"
 
 namespace mesa_anyjev::cards {
@@ -73,11 +74,6 @@ bool IsLowerOrDigit(char c) {
 bool IsUpper(char c) { return c >= 'A' && c <= 'Z'; }
 bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
 
-nlohmann::ordered_json OptionalJson(const std::optional<std::string>& value) {
-  return value.has_value() ? nlohmann::ordered_json(*value)
-                           : nlohmann::ordered_json();
-}
-
 }  // namespace
 
 std::string SplitCamel(std::string_view name) {
@@ -139,8 +135,8 @@ nlohmann::ordered_json StaticPlan::ToJson() const {
     entry["annotate"] = hint.annotate.has_value()
                             ? nlohmann::ordered_json(*hint.annotate)
                             : nlohmann::ordered_json();
-    entry["aspect"] = OptionalJson(hint.aspect);
-    entry["ontology"] = OptionalJson(hint.ontology);
+    entry["aspect"] = text::OrNull(hint.aspect);
+    entry["ontology"] = text::OrNull(hint.ontology);
     entry["queries"] = hint.queries;
     column_hints[name] = std::move(entry);
   }

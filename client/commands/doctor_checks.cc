@@ -307,7 +307,7 @@ class Doctor {
       return;
     }
     const absl::Status agree =
-        CheckLabelAgreement(gateway->tokenizer(), daemon->client());
+        CheckDaemonLabels(gateway->tokenizer(), daemon->client());
     Add("tokenizer agreement", agree.ok(),
         agree.ok() ? "the gateway's and the daemon's tokenizers give the same "
                      "ids for A..Z, Yes, No and 1..9"

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/decision/py_json.h"
 #include "common/status/status_macros.h"
+#include "common/text/json_null.h"
 #include "common/text/json_numbers.h"
 #include "common/text/strict_json.h"
 #include "common/util/files.h"
@@ -23,10 +24,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr char kFileName[] = "labels.jsonl";
-
-Json NullIfEmpty(const std::string& text) {
-  return text.empty() ? Json(nullptr) : Json(text);
-}
 
 std::string StringOrEmpty(const Json& json, const char* key) {
   const auto it = json.find(key);
@@ -64,10 +61,10 @@ Json RowToJson(const LabelRow& row) {
   j["label_index"] = row.label_index;
   j["label_source"] = row.label_source;
   j["weight"] = row.weight;
-  j["source_ref"] = NullIfEmpty(row.source_ref);
-  j["card"] = NullIfEmpty(row.card);
-  j["decision_id"] = NullIfEmpty(row.decision_id);
-  j["batch_id"] = NullIfEmpty(row.batch_id);
+  j["source_ref"] = text::NullIfEmpty(row.source_ref);
+  j["card"] = text::NullIfEmpty(row.card);
+  j["decision_id"] = text::NullIfEmpty(row.decision_id);
+  j["batch_id"] = text::NullIfEmpty(row.batch_id);
   j["consumed_in_bundle"] = row.consumed_in_bundle.has_value()
                                 ? Json(*row.consumed_in_bundle)
                                 : Json(nullptr);

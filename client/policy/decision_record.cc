@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/decision/py_json.h"
+#include "common/text/json_null.h"
+#include "common/util/enum_names.h"
 #include "common/util/hash.h"
 
 namespace mesa_anyjev::policy {
@@ -29,10 +31,6 @@ constexpr std::array<const char*, 7> kMethods = {"anyjev",
 
 constexpr double kSumTolerance = 1e-3;
 
-Json Optional(const std::optional<double>& x) {
-  return x ? Json(*x) : Json(nullptr);
-}
-
 // The provider's diagnostics subset, in its key order, holding only the keys
 // the anyjev Decider sets at the decision's level: raw has answer_mass and
 // permutations; L0 and L1 add the prior and order-flip entries (L1 also the
@@ -48,15 +46,15 @@ Json DiagnosticsSubset(const decision::Decision& d) {
   if (l0_or_l1) {
     out["prior_method"] = g.prior_method;
     out["prior_strength"] = g.prior_strength;
-    out["order_flip_raw"] = Optional(g.order_flip_raw);
-    out["order_flip_l0"] = Optional(g.order_flip_l0);
+    out["order_flip_raw"] = text::OrNull(g.order_flip_raw);
+    out["order_flip_l0"] = text::OrNull(g.order_flip_l0);
   }
   out["permutations"] = static_cast<int64_t>(g.perms.size());
   if (g.adaptive && !l2) {
     out["shifts_used"] = static_cast<int64_t>(g.perms.size());
   }
   if (d.level == decision::Level::kL1 || l2) {
-    out["temperature"] = Optional(g.temperature);
+    out["temperature"] = text::OrNull(g.temperature);
   }
   if (l2) {
     out["n_calib"] = g.n_calib;
@@ -78,6 +76,12 @@ absl::StatusOr<RecordLevel> FromDecisionLevel(decision::Level level) {
   }
   return level;
 }
+
+constexpr util::EnumName<Calibration> kCalibrationNames[] = {
+    {Calibration::kAnyjev, "anyjev"},
+    {Calibration::kTypesafe, "typesafe"},
+    {Calibration::kNone, "none"}};
+static_assert(util::NamesEvery(kCalibrationNames, Calibration::kNone));
 
 }  // namespace
 
@@ -101,25 +105,16 @@ int LevelRank(RecordLevel level) {
 }
 
 const char* CalibrationName(Calibration calibration) {
-  switch (calibration) {
-    case Calibration::kAnyjev:
-      return "anyjev";
-    case Calibration::kTypesafe:
-      return "typesafe";
-    case Calibration::kNone:
-      return "none";
-  }
-  return "?";
+  return util::NameIn(kCalibrationNames, calibration);
 }
 
 absl::StatusOr<Calibration> ParseCalibration(std::string_view name) {
-  for (Calibration c :
-       {Calibration::kAnyjev, Calibration::kTypesafe, Calibration::kNone}) {
-    if (name == CalibrationName(c)) return c;
+  if (auto calibration = util::ValueIn(kCalibrationNames, name)) {
+    return *calibration;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("calibration must be one of anyjev, typesafe, none; got \"",
-                   std::string(name), "\""));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "calibration must be one of ", util::NamesIn(kCalibrationNames, ", "),
+      "; got \"", std::string(name), "\""));
 }
 
 absl::StatusOr<RankedProbs> RankProbs(const std::vector<double>& probs) {
@@ -299,9 +294,6 @@ absl::Status DecisionRecord::Validate() const {
 }
 
 nlohmann::ordered_json DecisionRecord::ToJson() const {
-  const auto text_or_null = [](const std::optional<std::string>& s) {
-    return s ? Json(*s) : Json(nullptr);
-  };
   return Json{
       {"question_id", question_id},
       {"question_key", question_key},
@@ -309,20 +301,20 @@ nlohmann::ordered_json DecisionRecord::ToJson() const {
       {"options", options},
       {"state", state},
       {"state_sha256", state_sha256},
-      {"prompt_sha256", text_or_null(prompt_sha256)},
+      {"prompt_sha256", text::OrNull(prompt_sha256)},
       {"provider", provider},
       {"method", method},
       {"model", model},
-      {"served_model", text_or_null(served_model)},
+      {"served_model", text::OrNull(served_model)},
       {"level", RecordLevelName(level)},
       {"calibration", CalibrationName(calibration)},
       {"probs", probs ? Json(*probs) : Json(nullptr)},
       {"answer_index", answer_index},
       {"answer", answer},
-      {"confidence", Optional(confidence)},
-      {"p_true", Optional(p_true)},
-      {"margin", Optional(margin)},
-      {"score_value", Optional(score_value)},
+      {"confidence", text::OrNull(confidence)},
+      {"p_true", text::OrNull(p_true)},
+      {"margin", text::OrNull(margin)},
+      {"score_value", text::OrNull(score_value)},
       {"diagnostics", diagnostics},
   };
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/decision/numpy_ops.h"
+#include "common/util/enum_names.h"
 
 namespace mesa_anyjev::policy {
 namespace {
@@ -71,44 +72,36 @@ std::map<std::string, Profile> DefaultProfiles() {
   return profiles;
 }
 
+constexpr util::EnumName<Outcome> kOutcomeNames[] = {
+    {Outcome::kAuto, "auto"},
+    {Outcome::kProposed, "proposed"},
+    {Outcome::kHuman, "human"},
+    {Outcome::kEscalated, "escalated"},
+    {Outcome::kAbstain, "abstain"},
+    {Outcome::kRejected, "rejected"},
+    {Outcome::kRule, "rule"},
+    {Outcome::kDeciderUnavailable, "decider_unavailable"}};
+static_assert(util::NamesEvery(kOutcomeNames, Outcome::kDeciderUnavailable));
+
+constexpr util::EnumName<Stat> kStatNames[] = {
+    {Stat::kPTrue, "p_true"}, {Stat::kConfidence, "confidence"}};
+static_assert(util::NamesEvery(kStatNames, Stat::kConfidence));
+
 }  // namespace
 
 const char* OutcomeName(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kAuto:
-      return "auto";
-    case Outcome::kProposed:
-      return "proposed";
-    case Outcome::kHuman:
-      return "human";
-    case Outcome::kEscalated:
-      return "escalated";
-    case Outcome::kAbstain:
-      return "abstain";
-    case Outcome::kRejected:
-      return "rejected";
-    case Outcome::kRule:
-      return "rule";
-    case Outcome::kDeciderUnavailable:
-      return "decider_unavailable";
-  }
-  return "?";
+  return util::NameIn(kOutcomeNames, outcome);
 }
 
 absl::StatusOr<Outcome> ParseOutcome(std::string_view name) {
-  for (Outcome o : {Outcome::kAuto, Outcome::kProposed, Outcome::kHuman,
-                    Outcome::kEscalated, Outcome::kAbstain, Outcome::kRejected,
-                    Outcome::kRule, Outcome::kDeciderUnavailable}) {
-    if (name == OutcomeName(o)) return o;
-  }
+  if (auto outcome = util::ValueIn(kOutcomeNames, name)) return *outcome;
   return absl::InvalidArgumentError(absl::StrCat(
-      "outcome must be one of auto, proposed, human, escalated, abstain, "
-      "rejected, rule, decider_unavailable; got \"",
+      "outcome must be one of ", util::NamesIn(kOutcomeNames, ", "), "; got \"",
       std::string(name), "\""));
 }
 
 const char* StatName(Stat stat) {
-  return stat == Stat::kPTrue ? "p_true" : "confidence";
+  return util::NameIn(kStatNames, stat, "confidence");
 }
 
 const Policy& Policy::Defaults() {

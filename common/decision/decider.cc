@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/decision/decider_internal.h"
 #include "common/status/status_macros.h"
+#include "common/util/enum_names.h"
 
 namespace mesa_anyjev::decision {
 
@@ -72,35 +73,34 @@ bool Rotates(const Question& question, Level level, bool adaptive_shifts) {
          question.k() >= 3;
 }
 
+constexpr util::EnumName<PriorMode> kPriorModeNames[] = {
+    {PriorMode::kBatch, "batch"},
+    {PriorMode::kContentFree, "content_free"},
+    {PriorMode::kNone, "none"}};
+static_assert(util::NamesEvery(kPriorModeNames, PriorMode::kNone));
+
+constexpr util::EnumName<Combine> kCombineNames[] = {
+    {Combine::kLogMean, "logmean"}, {Combine::kMean, "mean"}};
+static_assert(util::NamesEvery(kCombineNames, Combine::kMean));
+
 }  // namespace
 
 const char* PriorModeName(PriorMode mode) {
-  switch (mode) {
-    case PriorMode::kBatch:
-      return "batch";
-    case PriorMode::kContentFree:
-      return "content_free";
-    case PriorMode::kNone:
-      return "none";
-  }
-  return "?";
+  return util::NameIn(kPriorModeNames, mode);
 }
 
 absl::StatusOr<PriorMode> ParsePriorMode(std::string_view name) {
-  for (PriorMode mode :
-       {PriorMode::kBatch, PriorMode::kContentFree, PriorMode::kNone}) {
-    if (name == PriorModeName(mode)) return mode;
-  }
+  if (auto mode = util::ValueIn(kPriorModeNames, name)) return *mode;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown prior '", std::string(name),
-                   "' (expected batch, content_free or none)"));
+      absl::StrCat("unknown prior '", std::string(name), "' (expected ",
+                   util::NamesIn(kPriorModeNames), ")"));
 }
 
 absl::StatusOr<Combine> ParseCombine(std::string_view name) {
-  if (name == "logmean") return Combine::kLogMean;
-  if (name == "mean") return Combine::kMean;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown combine '", std::string(name), "' (expected logmean or mean)"));
+  if (auto combine = util::ValueIn(kCombineNames, name)) return *combine;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown combine '", std::string(name), "' (expected ",
+                   util::NamesIn(kCombineNames), ")"));
 }
 
 Decider::Decider(Backend* backend, DeciderOptions options)

@@ -4,33 +4,28 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/enum_names.h"
 
 namespace mesa_anyjev::decision {
 
-const char* LevelName(Level level) {
-  switch (level) {
-    case Level::kRaw:
-      return "raw";
-    case Level::kL0:
-      return "L0";
-    case Level::kL1:
-      return "L1";
-    case Level::kL2:
-      return "L2";
-    case Level::kAuto:
-      return "auto";
-  }
-  return "?";
-}
+namespace {
+
+constexpr util::EnumName<Level> kLevelNames[] = {{Level::kRaw, "raw"},
+                                                 {Level::kL0, "L0"},
+                                                 {Level::kL1, "L1"},
+                                                 {Level::kL2, "L2"},
+                                                 {Level::kAuto, "auto"}};
+static_assert(util::NamesEvery(kLevelNames, Level::kAuto));
+
+}  // namespace
+
+const char* LevelName(Level level) { return util::NameIn(kLevelNames, level); }
 
 absl::StatusOr<Level> ParseLevel(std::string_view name) {
-  for (Level level :
-       {Level::kRaw, Level::kL0, Level::kL1, Level::kL2, Level::kAuto}) {
-    if (name == LevelName(level)) return level;
-  }
+  if (auto level = util::ValueIn(kLevelNames, name)) return *level;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown level '", std::string(name),
-                   "' (expected raw, L0, L1, L2 or auto)"));
+      absl::StrCat("unknown level '", std::string(name), "' (expected ",
+                   util::NamesIn(kLevelNames), ")"));
 }
 
 int LevelRank(Level level) {

@@ -10,29 +10,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/decision/py_format.h"
+#include "common/util/enum_names.h"
 #include "common/util/hash.h"
 
 namespace mesa_anyjev::decision {
 
+namespace {
+
+constexpr util::EnumName<QuestionKind> kQuestionKindNames[] = {
+    {QuestionKind::kChoice, "choice"},
+    {QuestionKind::kNoul, "noul"},
+    {QuestionKind::kScore, "score"}};
+static_assert(util::NamesEvery(kQuestionKindNames, QuestionKind::kScore));
+
+}  // namespace
+
 const char* QuestionKindName(QuestionKind kind) {
-  switch (kind) {
-    case QuestionKind::kChoice:
-      return "choice";
-    case QuestionKind::kNoul:
-      return "noul";
-    case QuestionKind::kScore:
-      return "score";
-  }
-  return "?";
+  return util::NameIn(kQuestionKindNames, kind);
 }
 
 absl::StatusOr<QuestionKind> ParseQuestionKind(std::string_view name) {
-  if (name == "choice") return QuestionKind::kChoice;
-  if (name == "noul") return QuestionKind::kNoul;
-  if (name == "score") return QuestionKind::kScore;
+  if (auto kind = util::ValueIn(kQuestionKindNames, name)) return *kind;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown question kind '", std::string(name),
-                   "' (expected choice, noul or score)"));
+      absl::StrCat("unknown question kind '", std::string(name), "' (expected ",
+                   util::NamesIn(kQuestionKindNames), ")"));
 }
 
 Question::Question(QuestionKind kind, std::string text,

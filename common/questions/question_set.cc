@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/text/utf8.h"
+#include "common/util/enum_names.h"
 #include "common/util/suggest.h"
 
 namespace mesa_anyjev::questions {
@@ -101,21 +102,15 @@ std::vector<QuestionEntry> ReferenceEntries() {
   return q;
 }
 
+constexpr util::EnumName<Scope> kScopeNames[] = {{Scope::kDataset, "dataset"},
+                                                 {Scope::kColumn, "column"},
+                                                 {Scope::kSite, "site"},
+                                                 {Scope::kAvu, "avu"}};
+static_assert(util::NamesEvery(kScopeNames, Scope::kAvu));
+
 }  // namespace
 
-const char* ScopeName(Scope scope) {
-  switch (scope) {
-    case Scope::kDataset:
-      return "dataset";
-    case Scope::kColumn:
-      return "column";
-    case Scope::kSite:
-      return "site";
-    case Scope::kAvu:
-      return "avu";
-  }
-  return "?";
-}
+const char* ScopeName(Scope scope) { return util::NameIn(kScopeNames, scope); }
 
 const QuestionSet& QuestionSet::Reference() {
   static const QuestionSet* const kSet = [] {

@@ -21,6 +21,8 @@
 #include "server/engine/kv_blocks.h"
 #include "server/engine/pass_failure.h"
 #include "server/engine/pass_planner.h"
+#include "server/model/attention_buckets.h"
+#include "server/model/cpu_gemm.h"
 #include "server/model/device_probe.h"
 #include "server/model/kernels/resolve.h"
 #include "server/model/memory_fit.h"

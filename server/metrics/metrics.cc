@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/enum_names.h"
 #include "common/util/meminfo.h"
 
 namespace mesa_anyjev::metrics {
@@ -26,44 +27,29 @@ std::string CodeName(int code) {
   return name.empty() ? "UNKNOWN" : name;
 }
 
+constexpr util::EnumName<Method> kMethodNames[] = {
+    {Method::kGetModelInfo, "GetModelInfo"},
+    {Method::kTokenize, "Tokenize"},
+    {Method::kLogprobs, "Logprobs"},
+    {Method::kHiddenStates, "HiddenStates"},
+    {Method::kDecide, "Decide"},
+    {Method::kFit, "Fit"},
+    {Method::kExportArtifacts, "ExportArtifacts"},
+    {Method::kLoadArtifacts, "LoadArtifacts"},
+    {Method::kResetPriors, "ResetPriors"},
+    {Method::kListQuestions, "ListQuestions"},
+    {Method::kListBundles, "Bundles.List"},
+    {Method::kGetBundle, "Bundles.Get"},
+    {Method::kPutBundle, "Bundles.Put"},
+    {Method::kPromoteBundle, "Bundles.Promote"},
+    {Method::kRollbackBundle, "Bundles.Rollback"}};
+static_assert(util::NamesEvery(
+    kMethodNames, static_cast<Method>(static_cast<int>(Method::kCount) - 1)));
+
 }  // namespace
 
 const char* MethodName(Method method) {
-  switch (method) {
-    case Method::kGetModelInfo:
-      return "GetModelInfo";
-    case Method::kTokenize:
-      return "Tokenize";
-    case Method::kLogprobs:
-      return "Logprobs";
-    case Method::kHiddenStates:
-      return "HiddenStates";
-    case Method::kDecide:
-      return "Decide";
-    case Method::kFit:
-      return "Fit";
-    case Method::kExportArtifacts:
-      return "ExportArtifacts";
-    case Method::kLoadArtifacts:
-      return "LoadArtifacts";
-    case Method::kResetPriors:
-      return "ResetPriors";
-    case Method::kListQuestions:
-      return "ListQuestions";
-    case Method::kListBundles:
-      return "Bundles.List";
-    case Method::kGetBundle:
-      return "Bundles.Get";
-    case Method::kPutBundle:
-      return "Bundles.Put";
-    case Method::kPromoteBundle:
-      return "Bundles.Promote";
-    case Method::kRollbackBundle:
-      return "Bundles.Rollback";
-    case Method::kCount:
-      break;
-  }
-  return "unknown";
+  return util::NameIn(kMethodNames, method, "unknown");
 }
 
 ServerMetrics::ServerMetrics(const std::string& version,

@@ -3,8 +3,23 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/util/enum_names.h"
+
 namespace mesa_anyjev::model {
 namespace {
+
+constexpr util::EnumName<Attention> kAttentionNames[] = {
+    {Attention::kEager, "eager"}, {Attention::kSdpa, "sdpa"}};
+static_assert(util::NamesEvery(kAttentionNames, Attention::kSdpa));
+
+constexpr util::EnumName<AttentionRoute> kAttentionRouteNames[] = {
+    {AttentionRoute::kEager, "eager"},
+    {AttentionRoute::kSdpa, "sdpa"},
+    {AttentionRoute::kCpuFlash, "cpu flash"},
+    {AttentionRoute::kVarlen, "varlen"},
+    {AttentionRoute::kCascade, "cascade"}};
+static_assert(util::NamesEvery(kAttentionRouteNames, AttentionRoute::kCascade));
 
 // How many of its context's keys a segment sees: all of its own lie in
 // the context when it is a prefix's chunk.
@@ -133,23 +148,17 @@ CascadeLayout MakeCascade(const PassKeys& keys) {
 }  // namespace
 
 const char* AttentionName(Attention attention) {
-  return attention == Attention::kSdpa ? "sdpa" : "eager";
+  return util::NameIn(kAttentionNames, attention, "eager");
+}
+
+absl::StatusOr<Attention> ParseAttention(const std::string& name) {
+  if (auto attention = util::ValueIn(kAttentionNames, name)) return *attention;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model.attention: '", name, "' is not ", util::NamesIn(kAttentionNames)));
 }
 
 const char* AttentionRouteName(AttentionRoute route) {
-  switch (route) {
-    case AttentionRoute::kEager:
-      return "eager";
-    case AttentionRoute::kSdpa:
-      return "sdpa";
-    case AttentionRoute::kCpuFlash:
-      return "cpu flash";
-    case AttentionRoute::kVarlen:
-      return "varlen";
-    case AttentionRoute::kCascade:
-      return "cascade";
-  }
-  return "?";
+  return util::NameIn(kAttentionRouteNames, route);
 }
 
 AttentionRoute ChooseRoute(Attention kind, bool on_cpu, bool varlen,

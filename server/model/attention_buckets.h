@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "server/model/pass_keys.h"
 
 namespace mesa_anyjev::model {
@@ -31,7 +33,10 @@ inline constexpr double kCausalPadSlack = 1.5;
 inline constexpr int64_t kMaxBucketElements = int64_t{1} << 21;
 
 enum class Attention { kEager, kSdpa };
+// "eager", "sdpa".
 const char* AttentionName(Attention attention);
+// The names above -> Attention; anything else is INVALID_ARGUMENT.
+absl::StatusOr<Attention> ParseAttention(const std::string& name);
 
 // How a pass's attention runs.
 enum class AttentionRoute {

@@ -90,18 +90,6 @@ Probe RunProbe() {
 
 }  // namespace
 
-const char* CpuGemmName(CpuGemm gemm) {
-  switch (gemm) {
-    case CpuGemm::kOneDnn:
-      return "onednn";
-    case CpuGemm::kAten:
-      return "aten";
-    case CpuGemm::kAuto:
-      return "auto";
-  }
-  return "aten";
-}
-
 CpuGemm ChooseCpuGemm(const at::Tensor& weight, std::string* why) {
   std::string broken;
   if (!OneDnnLinearWorks(&broken)) {

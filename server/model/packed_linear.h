@@ -11,14 +11,9 @@
 #include <cstdint>
 #include <string>
 
-namespace mesa_anyjev::model {
+#include "server/model/cpu_gemm.h"
 
-// How a CPU float32 linear layer multiplies: kOneDnn packs weights for
-// oneDNN's matmul (when the probe below passes); kAten is at::linear, as
-// transformers computes it; kAuto is whichever of the two ChooseCpuGemm
-// measures faster on the model's own weights.
-enum class CpuGemm { kOneDnn, kAten, kAuto };
-const char* CpuGemmName(CpuGemm gemm);
+namespace mesa_anyjev::model {
 
 class PackedLinear {
  public:

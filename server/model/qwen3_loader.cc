@@ -132,21 +132,6 @@ absl::StatusOr<Qwen3LayerWeights> ReadLayer(WeightReader& reader,
 
 }  // namespace
 
-absl::StatusOr<CpuGemm> ParseCpuGemm(const std::string& name) {
-  if (name == "onednn") return CpuGemm::kOneDnn;
-  if (name == "aten") return CpuGemm::kAten;
-  if (name == "auto") return CpuGemm::kAuto;
-  return absl::InvalidArgumentError(
-      absl::StrCat("model.cpu_gemm: '", name, "' is not auto, onednn or aten"));
-}
-
-absl::StatusOr<Attention> ParseAttention(const std::string& name) {
-  if (name == "eager") return Attention::kEager;
-  if (name == "sdpa") return Attention::kSdpa;
-  return absl::InvalidArgumentError(
-      absl::StrCat("model.attention: '", name, "' is not eager or sdpa"));
-}
-
 absl::StatusOr<OpenedQwen3> OpenQwen3(const std::string& dir,
                                       const Qwen3LoadOptions& options) {
   RETURN_IF_ERROR(TargetDtype(options.dtype).status());

@@ -49,9 +49,4 @@ absl::StatusOr<OpenedQwen3> OpenQwen3(const std::string& dir,
 absl::StatusOr<LoadedQwen3> LoadQwen3(OpenedQwen3 opened,
                                       const Qwen3LoadOptions& options);
 
-// "eager" | "sdpa" -> Attention; anything else is INVALID_ARGUMENT.
-absl::StatusOr<Attention> ParseAttention(const std::string& name);
-// "onednn" | "aten" -> CpuGemm; anything else is INVALID_ARGUMENT.
-absl::StatusOr<CpuGemm> ParseCpuGemm(const std::string& name);
-
 }  // namespace mesa_anyjev::model
