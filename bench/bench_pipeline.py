@@ -98,12 +98,14 @@ def cli(daemon, work, concurrency=4):
         out = tmp / "out.jsonl"
         env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
         env["HOME"] = str(tmp)
+        env["MESA_ANYJEV_CLIENT__TIMEOUT_S"] = "3600"  # the Python contender's attempt_timeout
         r = subprocess.run([str(binary.resolve()), "decide", "--backend", "hf", "--address",
                             daemon.address, "--level", work.level, "--questions-file",
                             str(questions), "--states-file", str(states), "--out", str(out),
                             "--span", str(work.span), "--concurrency", str(concurrency)],
                            capture_output=True, text=True, env=env)
         assert r.returncode == 0, r.stderr
+        print(f"    {r.stderr.strip().splitlines()[-1]}", flush=True)  # its summary line
         lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [line["index"] for line in lines] == list(range(len(work.texts)))
     return [d["probs"] for line in lines for d in line["decisions"]]

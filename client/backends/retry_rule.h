@@ -31,6 +31,10 @@ struct RetryOptions {
   absl::Duration max_backoff = absl::Seconds(10);
   // Attempts of one call, the first included (0: only the deadline bounds).
   int max_attempts = 30;
+  // No attempt is given less time than this (the Python client's
+  // attempt_timeout): a long run's call may wait behind its own other calls
+  // in the daemon's queue, and an attempt cut short is computed again.
+  absl::Duration min_attempt_timeout = absl::ZeroDuration();
   // Each retry as it is decided: the failure, the attempt that failed
   // (1 = the first) and the wait before the next.
   std::function<void(const absl::Status&, int attempt, absl::Duration wait)>
@@ -56,15 +60,16 @@ class RetryRule {
   absl::Duration Backoff(int attempt, const absl::Status& status,
                          double unit) const;
 
-  // `attempt` (handed its deadline: now + `attempt_timeout`, cut to the
-  // run's) until it succeeds, fails for good, has made max_attempts, or the
-  // run's deadline leaves no room for another try; then its last status,
-  // saying which.
+  // `attempt` (handed its deadline: now + `attempt_timeout`, at least
+  // min_attempt_timeout, cut to the run's) until it succeeds, fails for good,
+  // has made max_attempts, or the run's deadline leaves no room for another
+  // try; then its last status, saying which.
   template <typename T>
   absl::StatusOr<T> Run(
       absl::Duration attempt_timeout,
       const std::function<absl::StatusOr<T>(absl::Time deadline)>& attempt)
       const {
+    attempt_timeout = std::max(attempt_timeout, options_.min_attempt_timeout);
     for (int n = 1;; ++n) {
       const absl::Time start = Now();
       const absl::Time deadline =

@@ -10,6 +10,9 @@ namespace mesa_anyjev::client {
 RunRetries::RunRetries(const std::string& command, absl::Time deadline) {
   RetryOptions options;
   options.deadline = deadline;
+  // As the Python client's RetryPolicy: client.timeout_s (30 s) suits one
+  // interactive call, not one of several a run keeps queued.
+  options.min_attempt_timeout = absl::Seconds(120);
   options.on_retry = [command, quiet = quiet_](const absl::Status& failed,
                                                int attempt,
                                                absl::Duration wait) {

@@ -47,7 +47,8 @@ TEST_CASE("What the rule sends again, and what never", "[retry]") {
   for (const absl::Status& final :
        {absl::InvalidArgumentError("x"), absl::PermissionDeniedError("x"),
         absl::UnauthenticatedError("x"), absl::FailedPreconditionError("x"),
-        absl::NotFoundError("x"), absl::InternalError("x"), absl::UnimplementedError("x")}) {
+        absl::NotFoundError("x"), absl::InternalError("x"),
+        absl::UnimplementedError("x")}) {
     CHECK_FALSE(RetryRule::Retryable(final));
   }
 }
@@ -139,6 +140,22 @@ TEST_CASE("The run's deadline bounds attempts and retries", "[retry]") {
   CHECK(absl::IsDeadlineExceeded(timed_out.status()));
   CHECK(absl::StrContains(timed_out.status().message(), "--deadline"));
   CHECK(attempts == 1);
+}
+
+TEST_CASE("An attempt gets at least min_attempt_timeout", "[retry]") {
+  FakeTime time;
+  RetryOptions options = time.Options();
+  options.min_attempt_timeout = Seconds(120);
+  std::vector<absl::Time> deadlines;
+  auto attempt = [&](absl::Time deadline) {
+    deadlines.push_back(deadline);
+    return absl::StatusOr<int>(7);
+  };
+  const RetryRule rule(options);
+  REQUIRE(rule.Run<int>(Seconds(30), attempt).ok());   // raised to 120 s
+  REQUIRE(rule.Run<int>(Seconds(300), attempt).ok());  // a longer one kept
+  CHECK(deadlines == std::vector<absl::Time>{time.now + Seconds(120),
+                                             time.now + Seconds(300)});
 }
 
 TEST_CASE("A call is tried at most max_attempts times", "[retry]") {
