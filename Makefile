@@ -102,13 +102,15 @@ bench-gateway: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd
 	@MESA_ANYJEVD=$(BUILD_DIR)/server/mesa-anyjevd $(PYTHON) bench/bench_gateway.py $(BENCH_ARGS)
 
-# A dataset-scale run through the Python client's decide_stream against the
-# same work sent as ideal full calls at once, side by side in one run on the
-# bench model: decisions/s and the passes' fill (docs/benchmarks.md).
+# A dataset-scale run through the Python client's decide_stream and the
+# CLI's decide --out against the same work sent as ideal full calls at once,
+# side by side in one run on the bench model: decisions/s and the passes'
+# fill (docs/benchmarks.md).
 .PHONY: bench-pipeline
 bench-pipeline: configure
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd
-	@MESA_ANYJEVD=$(BUILD_DIR)/server/mesa-anyjevd $(PYTHON) bench/bench_pipeline.py $(BENCH_ARGS)
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd mesa-anyjev
+	@MESA_ANYJEVD=$(BUILD_DIR)/server/mesa-anyjevd MESA_ANYJEV_CLI=$(BUILD_DIR)/client/mesa-anyjev \
+	  $(PYTHON) bench/bench_pipeline.py $(BENCH_ARGS)
 
 # Not in CI: the reliability plan's long runs (tests/stress: sustained load,
 # overload, a 16-call drain, a 10-minute soak, memcheck, connection abuse,

@@ -18,10 +18,14 @@ one call of other states, and the rounds alternate. Per contender: seconds,
 decisions/s, the ratio to ideal (target >= 0.9), and the passes' fill from
 the daemon's Prometheus metrics (new tokens a pass / engine.batch_tokens,
 and segments a pass). A contender is one function (daemon, work) ->
-decisions: the CLI's `decide --states-file --out` is one more."""
+decisions; the third is the CLI's `decide --states-file --out` (a process
+of its own, its states read from a file and its OUT written and read back),
+with the same span and calls in flight."""
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -79,8 +83,37 @@ def python_client(daemon, work, concurrency=4):
     return out
 
 
+def cli(daemon, work, concurrency=4):
+    """mesa-anyjev decide --states-file --out as a pipeline runs it: its own
+    process, a fresh HOME (the default config), OUT read back at the end."""
+    binary = Path(os.environ.get("MESA_ANYJEV_CLI", ROOT / "build" / "client" / "mesa-anyjev"))
+    with tempfile.TemporaryDirectory(prefix="mesa-anyjev-bench-cli-") as tmp:
+        tmp = Path(tmp)
+        states = tmp / "states.jsonl"
+        states.write_text("".join(json.dumps(t) + "\n" for t in work.texts))
+        questions = tmp / "questions.json"
+        questions.write_text(json.dumps([{"id": f"q{i}", "kind": "choice", "text": q,
+                                          "options": list(o)}
+                                         for i, (q, o) in enumerate(work.questions)]))
+        out = tmp / "out.jsonl"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_ANYJEV_")}
+        env["HOME"] = str(tmp)
+        env["MESA_ANYJEV_CLIENT__TIMEOUT_S"] = "3600"  # the Python contender's attempt_timeout
+        r = subprocess.run([str(binary.resolve()), "decide", "--backend", "hf", "--address",
+                            daemon.address, "--level", work.level, "--questions-file",
+                            str(questions), "--states-file", str(states), "--out", str(out),
+                            "--span", str(work.span), "--concurrency", str(concurrency)],
+                           capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        print(f"    {r.stderr.strip().splitlines()[-1]}", flush=True)  # its summary line
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["index"] for line in lines] == list(range(len(work.texts)))
+    return [d["probs"] for line in lines for d in line["decisions"]]
+
+
 CONTENDERS = {"ideal full calls, all at once": ideal,
-              "Python client decide_stream": python_client}
+              "Python client decide_stream": python_client,
+              "CLI decide --states-file --out": cli}
 
 
 def pass_counters(daemon):

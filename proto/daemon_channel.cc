@@ -37,6 +37,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenDaemonChannel(
                    util::ParseDaemonTarget(client.address));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
+  // A daemon that restarts (a rolling update, a crash) is reached again
+  // within seconds of coming back: gRPC's reconnect backoff would otherwise
+  // grow to two minutes while a run retries against the closed port.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   args.SetServiceConfigJSON(target.service_config);
   return grpc::CreateCustomChannel(target.target, credentials, args);
 }

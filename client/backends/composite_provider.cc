@@ -34,6 +34,8 @@ CompositeProvider::CompositeProvider(std::unique_ptr<LocalProvider> gateway,
   info_.max_choice_k = gateway_->info().max_choice_k;
   info_.hidden_states = daemon_->info().hidden_states;
   info_.logprob_top_k = gateway_->info().logprob_top_k;
+  info_.max_call_states = daemon_->info().max_call_states;
+  info_.max_call_questions = daemon_->info().max_call_questions;
 }
 
 absl::StatusOr<std::vector<decision::Decision>> CompositeProvider::DecideBatch(
@@ -50,6 +52,32 @@ absl::StatusOr<std::vector<decision::Decision>> CompositeProvider::DecideBatch(
     return l2;
   }
   return gateway_->DecideBatch(states, question, Level::kAuto);
+}
+
+absl::StatusOr<std::vector<std::vector<decision::Decision>>>
+CompositeProvider::DecideCall(const std::vector<std::string>& states,
+                              const std::vector<decision::Question>& questions,
+                              Level level) {
+  std::vector<std::vector<decision::Decision>> out(states.size());
+  for (const decision::Question& question : questions) {
+    absl::StatusOr<std::vector<std::vector<decision::Decision>>> column;
+    if (level == Level::kL2) {
+      column = daemon_->DecideCall(states, {question}, level);
+    } else if (level != Level::kAuto) {
+      column = gateway_->DecideCall(states, {question}, level);
+    } else {
+      column = daemon_->DecideCallRequiring(states, {question}, Level::kAuto,
+                                            Level::kL2);
+      if (absl::IsFailedPrecondition(column.status())) {
+        column = gateway_->DecideCall(states, {question}, Level::kAuto);
+      }
+    }
+    if (!column.ok()) return column.status();
+    for (size_t s = 0; s < states.size(); ++s) {
+      out[s].push_back(std::move((*column)[s].front()));
+    }
+  }
+  return out;
 }
 
 absl::Status CompositeProvider::ResetRunningPriors() {

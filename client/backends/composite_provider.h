@@ -41,6 +41,11 @@ class CompositeProvider : public Provider {
   absl::StatusOr<std::vector<decision::Decision>> DecideBatch(
       const std::vector<std::string>& states,
       const decision::Question& question, decision::Level level) override;
+  // Question by question, each routed as DecideBatch routes it.
+  absl::StatusOr<std::vector<std::vector<decision::Decision>>> DecideCall(
+      const std::vector<std::string>& states,
+      const std::vector<decision::Question>& questions,
+      decision::Level level) override;
   absl::Status ResetRunningPriors() override;
   // L2 fits and decides on the daemon (hidden states), L1 on the gateway.
   absl::StatusOr<nlohmann::ordered_json> FitArtifact(

@@ -24,13 +24,14 @@ bundles::PointerMove Moved(const Response& response) {
 absl::StatusOr<RemoteBundles> DaemonClient::ListBundles(
     const std::string& lock_sha) {
   auto stub = v1::Bundles::NewStub(channel_);
-  grpc::ClientContext context;
-  Prepare(context);
   v1::ListBundlesRequest request;
   request.set_lock_sha(lock_sha);
   v1::ListBundlesResponse response;
-  grpc::Status status = stub->List(&context, request, &response);
-  if (!status.ok()) return Failed(status, "");
+  const absl::Status listed = Call("", [&](grpc::ClientContext& context) {
+    const grpc::Status status = stub->List(&context, request, &response);
+    return status.ok() ? absl::OkStatus() : Failed(status, "", &context);
+  });
+  if (!listed.ok()) return listed;
   RemoteBundles out;
   out.model = response.model();
   out.dir = response.dir();

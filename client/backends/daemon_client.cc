@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "client/backends/daemon_errors.h"
 #include "client/backends/decision_proto.h"
+#include "common/status/retry_after.h"
 #include "common/status/status_macros.h"
 #include "common/text/strict_json.h"
 #include "common/util/daemon_target.h"
@@ -108,20 +110,47 @@ DaemonClient::DaemonClient(std::shared_ptr<grpc::Channel> channel,
       affinity_bytes_(affinity_bytes) {}
 
 absl::Status DaemonClient::Failed(const grpc::Status& status,
-                                  std::string_view what) const {
-  return ExplainDaemonError(static_cast<absl::StatusCode>(status.error_code()),
-                            status.error_message(), what, endpoint_);
+                                  std::string_view what,
+                                  const grpc::ClientContext* context) const {
+  absl::Status out =
+      ExplainDaemonError(static_cast<absl::StatusCode>(status.error_code()),
+                         status.error_message(), what, endpoint_);
+  if (context == nullptr) return out;
+  const auto& trailers = context->GetServerTrailingMetadata();
+  int64_t ms = 0;
+  if (const auto it = trailers.find("grpc-retry-pushback-ms");
+      it != trailers.end() &&
+      absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()),
+                       &ms)) {
+    out = WithRetryAfter(std::move(out), absl::Milliseconds(ms));
+  }
+  return out;
 }
 
 void DaemonClient::Prepare(grpc::ClientContext& context,
-                           std::string_view first_text) const {
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+                           std::string_view first_text,
+                           std::optional<absl::Time> deadline) const {
+  context.set_deadline(
+      absl::ToChronoTime(deadline.value_or(absl::Now() + timeout_)));
   if (token_.has_value())
     context.AddMetadata("authorization", "Bearer " + *token_);
   if (const std::string key = util::AffinityKey(first_text, affinity_bytes_);
       !key.empty()) {
     context.AddMetadata(util::kAffinityMetadata, key);
   }
+}
+
+absl::Status DaemonClient::Call(
+    std::string_view first_text,
+    const std::function<absl::Status(grpc::ClientContext&)>& attempt) const {
+  auto once = [&](absl::Time deadline) -> absl::StatusOr<bool> {
+    grpc::ClientContext context;
+    Prepare(context, first_text, deadline);
+    RETURN_IF_ERROR(attempt(context));
+    return true;
+  };
+  if (retry_ == nullptr) return once(absl::Now() + timeout_).status();
+  return retry_->Run<bool>(timeout_, once).status();
 }
 
 absl::StatusOr<std::string> DaemonClient::Health(const std::string& service) {
@@ -145,12 +174,13 @@ absl::StatusOr<std::string> DaemonClient::Health(const std::string& service) {
 
 absl::StatusOr<DaemonInfo> DaemonClient::Info() {
   auto stub = v1::Inference::NewStub(channel_);
-  grpc::ClientContext context;
-  Prepare(context);
   v1::ModelInfo info;
-  grpc::Status status =
-      stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
-  if (!status.ok()) return Failed(status, "GetModelInfo");
+  RETURN_IF_ERROR(Call("", [&](grpc::ClientContext& context) {
+    const grpc::Status status =
+        stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
+    return status.ok() ? absl::OkStatus()
+                       : Failed(status, "GetModelInfo", &context);
+  }));
   DaemonInfo out;
   out.identity = {info.name(), info.identity(), info.dtype(), info.device(),
                   info.attention()};
@@ -191,13 +221,16 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
 absl::StatusOr<std::vector<std::vector<TokenId>>> DaemonClient::Tokenize(
     const std::vector<std::string>& texts) {
   auto stub = v1::Inference::NewStub(channel_);
-  grpc::ClientContext context;
-  Prepare(context, texts.empty() ? "" : texts.front());
   v1::TokenizeRequest request;
   for (const std::string& text : texts) request.add_texts(text);
   v1::TokenizeResponse response;
-  grpc::Status status = stub->Tokenize(&context, request, &response);
-  if (!status.ok()) return Failed(status, "Tokenize");
+  RETURN_IF_ERROR(Call(
+      texts.empty() ? "" : texts.front(), [&](grpc::ClientContext& context) {
+        const grpc::Status status =
+            stub->Tokenize(&context, request, &response);
+        return status.ok() ? absl::OkStatus()
+                           : Failed(status, "Tokenize", &context);
+      }));
   if (response.items_size() != static_cast<int>(texts.size())) {
     return absl::InternalError("Tokenize: one item per text expected");
   }
@@ -216,8 +249,6 @@ DaemonClient::Decide(const std::vector<std::string>& states,
                      const nlohmann::ordered_json* scratch_artifacts,
                      decision::PriorTable* carried) {
   auto stub = v1::Decisions::NewStub(channel_);
-  grpc::ClientContext context;
-  Prepare(context, states.empty() ? "" : states.front());
   v1::DecideRequest request;
   for (const std::string& state : states) {
     request.add_states()->set_text(state);
@@ -238,8 +269,12 @@ DaemonClient::Decide(const std::vector<std::string>& states,
     ToProto(*carried, questions, &request);
   }
   v1::DecideResponse response;
-  grpc::Status status = stub->Decide(&context, request, &response);
-  if (!status.ok()) return Failed(status, "Decide");
+  RETURN_IF_ERROR(Call(
+      states.empty() ? "" : states.front(), [&](grpc::ClientContext& context) {
+        const grpc::Status status = stub->Decide(&context, request, &response);
+        return status.ok() ? absl::OkStatus()
+                           : Failed(status, "Decide", &context);
+      }));
   if (carried != nullptr) RETURN_IF_ERROR(FromProto(response, carried));
   return FromProto(response, states.size(), questions);
 }
@@ -248,8 +283,6 @@ absl::StatusOr<nlohmann::ordered_json> DaemonClient::FitDryRun(
     const decision::Question& question, const std::vector<std::string>& states,
     const std::vector<int>& labels, decision::Level level) {
   auto stub = v1::Decisions::NewStub(channel_);
-  grpc::ClientContext context;
-  Prepare(context, states.empty() ? "" : states.front());
   v1::FitRequest request;
   ToProto(question, request.mutable_question());
   for (const std::string& state : states) {
@@ -259,8 +292,11 @@ absl::StatusOr<nlohmann::ordered_json> DaemonClient::FitDryRun(
   request.set_level(decision::LevelName(level));
   request.set_dry_run(true);
   v1::FitResponse response;
-  grpc::Status status = stub->Fit(&context, request, &response);
-  if (!status.ok()) return Failed(status, "Fit");
+  RETURN_IF_ERROR(Call(
+      states.empty() ? "" : states.front(), [&](grpc::ClientContext& context) {
+        const grpc::Status status = stub->Fit(&context, request, &response);
+        return status.ok() ? absl::OkStatus() : Failed(status, "Fit", &context);
+      }));
   auto parsed = text::ParseStrictOrderedJson(response.artifacts_json(), {});
   if (!parsed.ok()) {
     return absl::InternalError(
@@ -272,14 +308,14 @@ absl::StatusOr<nlohmann::ordered_json> DaemonClient::FitDryRun(
 
 absl::Status DaemonClient::ResetPriors(const std::vector<std::string>& keys) {
   auto stub = v1::Decisions::NewStub(channel_);
-  grpc::ClientContext context;
-  Prepare(context);
   v1::ResetPriorsRequest request;
   for (const std::string& key : keys) request.add_question_keys(key);
   v1::ResetPriorsResponse response;
-  grpc::Status status = stub->ResetPriors(&context, request, &response);
-  if (!status.ok()) return Failed(status, "ResetPriors");
-  return absl::OkStatus();
+  return Call("", [&](grpc::ClientContext& context) {
+    const grpc::Status status = stub->ResetPriors(&context, request, &response);
+    return status.ok() ? absl::OkStatus()
+                       : Failed(status, "ResetPriors", &context);
+  });
 }
 
 }  // namespace mesa_anyjev::client

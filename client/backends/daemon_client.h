@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/backends/daemon_errors.h"
+#include "client/backends/retry_rule.h"
 #include "common/backend.h"
 #include "common/bundles/bundle_store.h"
 #include "common/config/config.h"
@@ -55,6 +57,15 @@ class DaemonClient {
   // does not connect yet.
   static absl::StatusOr<std::unique_ptr<DaemonClient>> Create(
       const config::ClientConfig& config);
+
+  // From now on the calls that change nothing on the daemon (Info,
+  // Tokenize, Decide, FitDryRun, ResetPriors, ListBundles) are sent again
+  // by `rule` (retry_rule.h); without one, each is one attempt, as a lone
+  // command makes. Health (a probe) and the Bundles writes (a write sent
+  // twice could store twice) are never retried.
+  void EnableRetries(std::shared_ptr<const RetryRule> rule) {
+    retry_ = std::move(rule);
+  }
 
   // grpc.health.v1 Check of `service` ("" = the whole server): "SERVING",
   // "NOT_SERVING", ...; transport failures are errors.
@@ -107,18 +118,28 @@ class DaemonClient {
                DaemonEndpoint endpoint, int32_t affinity_bytes);
 
   // A failed call in the user's terms (daemon_errors.h); `what` names the
-  // call, "" keeps the daemon's message as it is.
-  absl::Status Failed(const grpc::Status& status, std::string_view what) const;
+  // call, "" keeps the daemon's message as it is. With `context`, the
+  // daemon's retry pushback (its trailer) travels with the status.
+  absl::Status Failed(const grpc::Status& status, std::string_view what,
+                      const grpc::ClientContext* context = nullptr) const;
 
-  // Deadline, token, and the affinity key of the call's first text.
-  void Prepare(grpc::ClientContext& context,
-               std::string_view first_text = "") const;
+  // Deadline (now + client.timeout_s unless given), token, and the affinity
+  // key of the call's first text.
+  void Prepare(grpc::ClientContext& context, std::string_view first_text = "",
+               std::optional<absl::Time> deadline = std::nullopt) const;
+
+  // `attempt` on a fresh prepared context, sent again by the retry rule
+  // when one is set; `attempt` stores its own result.
+  absl::Status Call(
+      std::string_view first_text,
+      const std::function<absl::Status(grpc::ClientContext&)>& attempt) const;
 
   std::shared_ptr<grpc::Channel> channel_;
   std::optional<std::string> token_;
   absl::Duration timeout_;
   DaemonEndpoint endpoint_;
   int32_t affinity_bytes_;
+  std::shared_ptr<const RetryRule> retry_;
 };
 
 }  // namespace mesa_anyjev::client

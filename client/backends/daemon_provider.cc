@@ -9,8 +9,9 @@
 namespace mesa_anyjev::client {
 
 absl::StatusOr<std::unique_ptr<DaemonProvider>> DaemonProvider::Create(
-    const config::Config& config) {
+    const config::Config& config, std::shared_ptr<const RetryRule> retries) {
   ASSIGN_OR_RETURN(auto client, DaemonClient::Create(config.client));
+  if (retries != nullptr) client->EnableRetries(std::move(retries));
   absl::StatusOr<DaemonInfo> daemon = client->Info();
   if (!daemon.ok()) return daemon.status();
   if (!config.backend.hf_model.empty() &&
@@ -27,6 +28,9 @@ absl::StatusOr<std::unique_ptr<DaemonProvider>> DaemonProvider::Create(
   info.model = daemon->identity.name;
   info.max_choice_k = daemon->capabilities.max_choice_k;
   info.hidden_states = daemon->capabilities.hidden_states;
+  info.max_call_states = daemon->limits.max_decide_states;
+  info.max_call_questions = daemon->limits.max_decide_questions;
+  info.concurrent_calls = true;
   // The daemon refuses more states per Decide than its limit: split under
   // the limit it reports.
   const int32_t max_states = daemon->limits.max_decide_states;
@@ -81,6 +85,29 @@ absl::StatusOr<std::vector<decision::Decision>> DaemonProvider::Run(
     }
   }
   return out;
+}
+
+absl::StatusOr<std::vector<std::vector<decision::Decision>>>
+DaemonProvider::DecideCall(const std::vector<std::string>& states,
+                           const std::vector<decision::Question>& questions,
+                           decision::Level level) {
+  return DecideCallRequiring(states, questions, level, std::nullopt);
+}
+
+absl::StatusOr<std::vector<std::vector<decision::Decision>>>
+DaemonProvider::DecideCallRequiring(
+    const std::vector<std::string>& states,
+    const std::vector<decision::Question>& questions, decision::Level level,
+    std::optional<decision::Level> require) {
+  decision::PriorTable own;  // none in: the prior is these states'
+  ASSIGN_OR_RETURN(auto decided, client_->Decide(states, questions, level,
+                                                 require, nullptr, &own));
+  for (const auto& row : decided) {
+    for (const decision::Decision& d : row) {
+      prompts_.fetch_add(d.diagnostics.prompts);
+    }
+  }
+  return decided;
 }
 
 absl::StatusOr<nlohmann::ordered_json> DaemonProvider::FitArtifact(

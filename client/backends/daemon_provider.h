@@ -19,9 +19,10 @@ namespace mesa_anyjev::client {
 class DaemonProvider : public Provider {
  public:
   // Connects and reads the daemon's model info (UNAVAILABLE naming the
-  // address when it does not answer).
+  // address when it does not answer); `retries`: MakeProvider's.
   static absl::StatusOr<std::unique_ptr<DaemonProvider>> Create(
-      const config::Config& config);
+      const config::Config& config,
+      std::shared_ptr<const RetryRule> retries = nullptr);
 
   const ProviderInfo& info() const override { return info_; }
   absl::StatusOr<std::vector<decision::Decision>> DecideBatch(
@@ -33,6 +34,17 @@ class DaemonProvider : public Provider {
       const std::vector<std::string>& states,
       const decision::Question& question, decision::Level level,
       decision::Level require);
+  // One Decide, carry_priors with none in (docs/rpc.md "Carried priors").
+  absl::StatusOr<std::vector<std::vector<decision::Decision>>> DecideCall(
+      const std::vector<std::string>& states,
+      const std::vector<decision::Question>& questions,
+      decision::Level level) override;
+  // As DecideCall, refused (FAILED_PRECONDITION) below `require`.
+  absl::StatusOr<std::vector<std::vector<decision::Decision>>>
+  DecideCallRequiring(const std::vector<std::string>& states,
+                      const std::vector<decision::Question>& questions,
+                      decision::Level level,
+                      std::optional<decision::Level> require);
   absl::Status ResetRunningPriors() override;
   // Fit with dry_run and Decide with artifacts_json (docs/rpc.md): the
   // daemon's serving decider is not touched.

@@ -44,6 +44,18 @@ absl::StatusOr<std::vector<decision::Decision>> LocalProvider::DecideBatch(
   return DecideOne(decider_, states, question, level);
 }
 
+absl::StatusOr<std::vector<std::vector<decision::Decision>>>
+LocalProvider::DecideCall(const std::vector<std::string>& states,
+                          const std::vector<decision::Question>& questions,
+                          decision::Level level) {
+  if (states.empty()) return std::vector<std::vector<decision::Decision>>{};
+  decision::PriorTable own;  // none in: the prior is these states'
+  decision::DecideOptions options;
+  options.carried_priors = &own;
+  options.exact_heads = true;  // keyed as the daemon's are for the CLI
+  return decider_.Decide(states, questions, level, options);
+}
+
 absl::Status LocalProvider::ResetRunningPriors() {
   decider_.ResetAllPriors();
   return absl::OkStatus();

@@ -30,6 +30,10 @@ class LocalProvider : public Provider {
   absl::StatusOr<std::vector<decision::Decision>> DecideBatch(
       const std::vector<std::string>& states,
       const decision::Question& question, decision::Level level) override;
+  absl::StatusOr<std::vector<std::vector<decision::Decision>>> DecideCall(
+      const std::vector<std::string>& states,
+      const std::vector<decision::Question>& questions,
+      decision::Level level) override;
   absl::Status ResetRunningPriors() override;
   absl::StatusOr<int> LoadArtifacts(
       const nlohmann::ordered_json& file) override;

@@ -5,6 +5,13 @@
 
 namespace mesa_anyjev::client {
 
+absl::StatusOr<std::vector<std::vector<decision::Decision>>>
+Provider::DecideCall(const std::vector<std::string>&,
+                     const std::vector<decision::Question>&, decision::Level) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", info().kind, " provider cannot decide a span"));
+}
+
 absl::StatusOr<int> Provider::LoadArtifacts(const nlohmann::ordered_json&) {
   return absl::FailedPreconditionError(
       "this backend's bundles are loaded by the daemon (learn promote "

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/backends/retry_rule.h"
 #include "common/backend.h"
 #include "common/config/config.h"
 #include "common/decision/decision.h"
@@ -27,6 +28,13 @@ struct ProviderInfo {
   int32_t max_choice_k = kMaxChoiceOptions;
   bool hidden_states = false;  // L2 can be served
   int32_t logprob_top_k = 0;   // 0: the full vocabulary
+  // What one DecideCall may carry (the daemon's limits; 0: no limit, the
+  // decider runs here) and whether calls may run side by side (the
+  // daemon's engine packs concurrent calls; a decider here runs them one at
+  // a time).
+  int32_t max_call_states = 0;
+  int32_t max_call_questions = 0;
+  bool concurrent_calls = false;
 };
 
 class Provider {
@@ -41,6 +49,16 @@ class Provider {
   virtual absl::StatusOr<std::vector<decision::Decision>> DecideBatch(
       const std::vector<std::string>& states,
       const decision::Question& question, decision::Level level) = 0;
+
+  // One call of a pipeline run (decide --out): every question over
+  // `states` at `level`, result[state][question], with batch priors from
+  // these states alone (none carried in, none kept), so the decisions are a
+  // function of this call's input whatever ran before or beside it. At most
+  // info().max_call_states states and max_call_questions questions.
+  virtual absl::StatusOr<std::vector<std::vector<decision::Decision>>>
+  DecideCall(const std::vector<std::string>& states,
+             const std::vector<decision::Question>& questions,
+             decision::Level level);
 
   // Clears running batch priors, so that a run depends only on its input
   // and the loaded artifacts: two runs on one card give the same decisions.
@@ -76,8 +94,12 @@ class Provider {
   virtual int64_t missing_label_events() const = 0;
 };
 
-// The provider of `kind` ("" = backend.kind) built from `config`.
+// The provider of `kind` ("" = backend.kind) built from `config`. With
+// `retries`, every daemon call it makes, from the first, is sent again by
+// that rule (retry_rule.h); without, each is one attempt, as a lone command
+// makes.
 absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
-    const config::Config& config, const std::string& kind = "");
+    const config::Config& config, const std::string& kind = "",
+    std::shared_ptr<const RetryRule> retries = nullptr);
 
 }  // namespace mesa_anyjev::client

@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<LocalProvider>> MakeGateway(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
-    const config::Config& config, const std::string& kind_in) {
+    const config::Config& config, const std::string& kind_in,
+    std::shared_ptr<const RetryRule> retries) {
   const std::string kind = kind_in.empty() ? config.backend.kind : kind_in;
   if (kind == "fake") {
     ProviderInfo info;
@@ -60,9 +61,10 @@ absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
   if (kind == "gateway") {
     return MakeGateway(config, config.backend.canonical_model);
   }
-  if (kind == "hf") return DaemonProvider::Create(config);
+  if (kind == "hf") return DaemonProvider::Create(config, std::move(retries));
   if (kind == "composite") {
-    ASSIGN_OR_RETURN(auto daemon, DaemonProvider::Create(config));
+    ASSIGN_OR_RETURN(auto daemon,
+                     DaemonProvider::Create(config, std::move(retries)));
     // Named after the local model, so both halves key the same bundles.
     ASSIGN_OR_RETURN(auto gateway, MakeGateway(config, daemon->info().model));
     return CompositeProvider::Create(std::move(gateway), std::move(daemon));

@@ -26,6 +26,7 @@
 #include "client/commands/commands.h"
 #include "client/commands/level_advice.h"
 #include "client/commands/missing_labels.h"
+#include "client/commands/run_retries.h"
 #include "client/ui/progress.h"
 #include "client/ui/terminal.h"
 #include "common/decision/py_json.h"
@@ -243,7 +244,8 @@ int RunAnnotate(const config::Config& config,
                 const AnnotateCommandOptions& options) {
   auto in = ReadInputs(config, options);
   if (!in.ok()) return Fail(2, in.status().message());
-  auto provider = MakeProvider(config, options.backend);
+  const RunRetries retries("annotate");
+  auto provider = MakeProvider(config, options.backend, retries.rule());
   if (!provider.ok()) {
     return Fail(
         provider.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,

@@ -24,6 +24,7 @@
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/commands/missing_labels.h"
+#include "client/commands/run_retries.h"
 #include "client/learn/label_store.h"
 #include "client/policy/policy.h"
 #include "client/ui/progress.h"
@@ -232,7 +233,8 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options) {
     return 1;
   }
 
-  auto provider = MakeProvider(config, options.backend);
+  const RunRetries retries("bench run");
+  auto provider = MakeProvider(config, options.backend, retries.rule());
   if (!provider.ok()) {
     return Fail("run", provider.status().message(),
                 absl::IsInvalidArgument(provider.status()) ? 2 : 1);

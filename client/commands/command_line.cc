@@ -211,6 +211,27 @@ void AddDecideCommand(CommandLine* line) {
       "--states-file", options->states_file,
       "JSON lines of states (- = stdin): a string, or {\"text\"|\"json\", "
       "\"id\"}; writes one JSON line per state");
+  decide->add_option("--out", options->out,
+                     "a pipeline run: the --states-file lines go to OUT, in "
+                     "input order, flushed span by span; calls are retried "
+                     "(docs/cli.md)");
+  decide->add_flag("--resume", options->resume,
+                   "keep the complete lines already in --out and decide only "
+                   "the states after them");
+  decide
+      ->add_option("--span", options->span,
+                   "states per call (default 64; at most the daemon's "
+                   "limits.max_decide_states); keep it for --resume")
+      ->check(CLI::PositiveNumber);
+  decide
+      ->add_option("--concurrency", options->concurrency,
+                   "calls in flight (default 4; the daemon only)")
+      ->check(CLI::Range(1, 1024));
+  decide
+      ->add_option("--deadline", options->deadline_s,
+                   "seconds the whole run may take, retries included "
+                   "(default: none)")
+      ->check(CLI::PositiveNumber);
   CommandLine::AddJson(decide, &options->json);
   decide->add_flag("--strict", options->strict,
                    "exit 1 when a label logprob was missing");

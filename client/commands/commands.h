@@ -55,6 +55,14 @@ struct DecideCommandOptions {
   // JSON lines of states ("-" = stdin): decided together, one JSON line out
   // per state.
   std::string states_file;
+  // A pipeline run (docs/cli.md "Pipelines"): the lines go to `out`,
+  // flushed span by span; `resume` keeps the complete lines there. 0 for
+  // span, concurrency and deadline_s means not given (64, 4, none).
+  std::string out;
+  bool resume = false;
+  int64_t span = 0;
+  int32_t concurrency = 0;
+  double deadline_s = 0;
   std::vector<std::string> question_ids;  // from the question set
   std::string questions_file;             // JSON list of questions
   bool json = false;

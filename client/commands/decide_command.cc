@@ -1,8 +1,8 @@
 // `mesa-anyjev decide`: one state (or JSON lines of states) and one or more
 // questions at a level, through the configured backend. A table for people,
-// --json for machines, JSON lines out for --states-file. Exit 0 decided, 1
-// the backend refused or failed (or an explicit level cannot be served), 2
-// bad input.
+// --json for machines, JSON lines out for --states-file (with --out, a
+// pipeline run: decide_pipeline.cc). Exit 0 decided, 1 the backend refused
+// or failed (or an explicit level cannot be served), 2 bad input.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -13,11 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "client/backends/provider.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
-#include "client/commands/level_advice.h"
+#include "client/commands/decide_run.h"
 #include "client/commands/missing_labels.h"
+#include "client/commands/run_retries.h"
 #include "client/policy/decision_record.h"
 #include "client/ui/table.h"
 #include "client/ui/terminal.h"
@@ -139,6 +141,23 @@ absl::StatusOr<std::vector<Question>> LoadQuestions(
   return questions;
 }
 
+// The pipeline's flags go with --out, and --out with --states-file.
+int CheckPipelineFlags(const DecideCommandOptions& options) {
+  if (!options.out.empty() && options.states_file.empty()) {
+    return UsageError(
+        "--out writes one line per state of --states-file; give "
+        "--states-file FILE (or - for stdin)");
+  }
+  if (options.out.empty() &&
+      (options.resume || options.span != 0 || options.concurrency != 0 ||
+       options.deadline_s != 0)) {
+    return UsageError(
+        "--resume, --span, --concurrency and --deadline go with "
+        "--out OUT");
+  }
+  return 0;
+}
+
 // A state read from a file or stdin loses its final line ending: `echo
 // text | mesa-anyjev decide` decides "text", as --state text does.
 std::string WithoutFinalNewline(std::string text) {
@@ -146,13 +165,6 @@ std::string WithoutFinalNewline(std::string text) {
   if (!text.empty() && text.back() == '\r') text.pop_back();
   return text;
 }
-
-// A state as the prompt's text and as the JSON its record carries.
-struct StateInput {
-  std::string text;
-  nlohmann::ordered_json json;
-  nlohmann::ordered_json id;  // --states-file: echoed back (null if absent)
-};
 
 absl::StatusOr<StateInput> FromRaw(std::string raw, bool state_json,
                                    const std::string& where) {
@@ -188,52 +200,6 @@ absl::StatusOr<StateInput> LoadState(const DecideCommandOptions& options) {
   }
   return FromRaw(WithoutFinalNewline(std::move(raw)), options.state_json,
                  "--state-json");
-}
-
-// One line of --states-file: a JSON string (the text), or an object with
-// "text" (a string) or "json" (any JSON, rendered as a dict state) and an
-// optional "id" echoed in the output.
-absl::StatusOr<StateInput> StateFromLine(const std::string& line,
-                                         const std::string& where) {
-  auto parsed = text::ParseStrictOrderedJson(line, {});
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": ", parsed.status().message()));
-  }
-  StateInput state;
-  if (parsed->is_string()) {
-    state.text = parsed->get<std::string>();
-    state.json = *parsed;
-    return state;
-  }
-  const bool object = parsed->is_object();
-  const bool has_text = object && parsed->contains("text");
-  const bool has_json = object && parsed->contains("json");
-  if (!object || has_text == has_json) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where,
-        ": a JSON string, or an object with \"text\" or \"json\" (and an "
-        "optional \"id\") is required"));
-  }
-  for (const auto& [key, value] : parsed->items()) {
-    if (key != "text" && key != "json" && key != "id") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": unknown key \"", key, "\" (text, json or id)"));
-    }
-  }
-  if (has_text) {
-    if (!(*parsed)["text"].is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ".text: a string is required"));
-    }
-    state.text = (*parsed)["text"].get<std::string>();
-    state.json = state.text;
-  } else {
-    state.json = (*parsed)["json"];
-    state.text = decision::PyJsonDumpsIndent2(state.json);
-  }
-  if (parsed->contains("id")) state.id = (*parsed)["id"];
-  return state;
 }
 
 // The options of a record, most probable first, as "Yes 0.912  No 0.088",
@@ -281,84 +247,6 @@ void PrintTable(const std::vector<policy::DecisionRecord>& records) {
   }
   table.Print(std::cout, width);
 }
-
-// The questions over one batch of states through `provider`: records[s][q]
-// and the label logprobs missing per question. A refusal, or an explicit
-// level served lower, is printed with what to run and ends the command.
-class DecideRun {
- public:
-  DecideRun(const DecideCommandOptions& options, Provider& provider,
-            const std::vector<Question>& questions, decision::Level level)
-      : options_(options),
-        provider_(provider),
-        questions_(questions),
-        level_(level) {}
-
-  // 0, or the exit code after printing why.
-  int Decide(const std::vector<StateInput>& states,
-             std::vector<std::vector<policy::DecisionRecord>>* records,
-             std::vector<int64_t>* missing) {
-    const ProviderInfo& info = provider_.info();
-    std::vector<std::string> texts;
-    for (const StateInput& state : states) texts.push_back(state.text);
-    records->assign(states.size(), {});
-    missing->clear();
-    for (const Question& question : questions_) {
-      // The reference's CapabilityError: a wide choice below L2 is refused,
-      // and its noul twin is the question to ask instead.
-      if (question.kind() == decision::QuestionKind::kChoice &&
-          question.k() > info.max_choice_k && level_ != decision::Level::kL2) {
-        std::cerr << "mesa-anyjev decide: " << question.id()
-                  << ": K=" << question.k()
-                  << " exceeds max_choice_k=" << info.max_choice_k
-                  << "; ask the twin\n";
-        return 1;
-      }
-      const int64_t missing_before = provider_.missing_label_events();
-      auto decided = provider_.DecideBatch(texts, question, level_);
-      if (!decided.ok()) {
-        std::cerr << "mesa-anyjev decide: " << question.id() << ": "
-                  << decided.status().message() << "\n";
-        if (absl::IsFailedPrecondition(decided.status())) {
-          Remedy(question.id());
-        }
-        return 1;
-      }
-      missing->push_back(provider_.missing_label_events() - missing_before);
-      policy::RecordSource source;
-      source.model = info.model;
-      if (!info.served_model.empty()) source.served_model = info.served_model;
-      for (size_t s = 0; s < states.size(); ++s) {
-        auto record = policy::DecisionRecord::FromDecision(
-            (*decided)[s], question, states[s].json, source);
-        if (!record.ok()) {
-          std::cerr << "mesa-anyjev decide: " << record.status().message()
-                    << "\n";
-          return 1;
-        }
-        if (const auto below = ServedBelow(*record, level_)) {
-          std::cerr << "mesa-anyjev decide: " << *below << "\n";
-          Remedy(question.id());
-          return 1;
-        }
-        (*records)[s].push_back(*std::move(record));
-      }
-    }
-    return 0;
-  }
-
- private:
-  void Remedy(const std::string& question_id) const {
-    const std::string remedy = LevelRemedy(
-        question_id, level_, provider_.info().kind, options_.replay_flags);
-    if (!remedy.empty()) std::cerr << remedy << "\n";
-  }
-
-  const DecideCommandOptions& options_;
-  Provider& provider_;
-  const std::vector<Question>& questions_;
-  const decision::Level level_;
-};
 
 // --states-file: JSON lines in, one JSON line out per state, in chunks so
 // the output streams while later states are read and decided.
@@ -423,6 +311,7 @@ int RunDecide(const config::Config& config,
   if (!questions.ok()) {
     return UsageError(std::string(questions.status().message()));
   }
+  if (const int code = CheckPipelineFlags(options); code != 0) return code;
   std::optional<StateInput> state;
   if (options.states_file.empty()) {
     auto loaded = LoadState(options);
@@ -441,7 +330,17 @@ int RunDecide(const config::Config& config,
     return UsageError(absl::StrCat("--level: '", level_name,
                                    "' is not raw, L0, L1, L2 or auto"));
   }
-  auto provider = MakeProvider(config, options.backend);
+  // A pipeline run's calls, from the first, go by the retry rule; a lone
+  // decide's are one attempt each.
+  std::optional<RunRetries> retries;
+  if (!options.out.empty()) {
+    retries.emplace("decide",
+                    options.deadline_s > 0
+                        ? absl::Now() + absl::Seconds(options.deadline_s)
+                        : absl::InfiniteFuture());
+  }
+  auto provider = MakeProvider(config, options.backend,
+                               retries ? retries->rule() : nullptr);
   if (!provider.ok()) {
     std::cerr << "mesa-anyjev decide: " << provider.status().message() << "\n";
     return provider.status().code() == absl::StatusCode::kInvalidArgument ? 2
@@ -450,6 +349,7 @@ int RunDecide(const config::Config& config,
   const ProviderInfo& info = (*provider)->info();
   LoadPromotedBundle(config, info.kind, provider->get());
   DecideRun run(options, **provider, *questions, *level);
+  if (retries) return RunDecidePipeline(options, **provider, run, *retries);
   if (!state.has_value()) return DecideStream(options, **provider, run);
 
   std::vector<std::vector<policy::DecisionRecord>> records;

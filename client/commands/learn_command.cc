@@ -13,6 +13,7 @@
 #include "client/backends/provider.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
+#include "client/commands/run_retries.h"
 #include "client/learn/fit.h"
 #include "client/learn/label_ingest.h"
 #include "client/learn/label_store.h"
@@ -271,7 +272,8 @@ int RunLearnFit(const config::Config& config, const LearnOptions& options) {
     return Fail("fit", absl::StrCat(writable.message(), "; nothing was fitted"),
                 1);
   }
-  auto provider = MakeProvider(config, options.backend);
+  const RunRetries retries("learn fit");
+  auto provider = MakeProvider(config, options.backend, retries.rule());
   if (!provider.ok()) {
     return Fail("fit", std::string(provider.status().message()),
                 absl::IsInvalidArgument(provider.status()) ? 2 : 1);

@@ -34,12 +34,14 @@ Progress::Progress(std::string unit, int total, bool enabled, std::ostream& out,
 
 std::string Progress::Line(const std::string& label, int columns) const {
   constexpr int kBar = 20;
-  const int total = std::max(total_, done_);
+  const bool known = total_ != kUnknownTotal;
+  const int total = known ? std::max(total_, done_) : done_;
   const int filled = total > 0 ? kBar * done_ / total : 0;
   std::string line =
-      absl::StrCat("[", std::string(static_cast<size_t>(filled), '#'),
-                   std::string(static_cast<size_t>(kBar - filled), '.'), "] ",
-                   done_, "/", total, " ", unit_);
+      known ? absl::StrCat("[", std::string(static_cast<size_t>(filled), '#'),
+                           std::string(static_cast<size_t>(kBar - filled), '.'),
+                           "] ", done_, "/", total, " ", unit_)
+            : absl::StrCat(done_, " ", unit_);
   const double elapsed = clock_() - start_;
   if (done_ > 0 && elapsed > 0) {
     const double rate = done_ / elapsed;

@@ -15,6 +15,9 @@ class Progress {
  public:
   using Clock = std::function<double()>;  // seconds, monotonic
 
+  // A total not known up front (a stream): the count and rate, no bar.
+  static constexpr int kUnknownTotal = -1;
+
   // `unit` names what is counted ("folds", "cells", "questions").
   Progress(std::string unit, int total, bool enabled, std::ostream& out,
            Clock clock = SteadySeconds);

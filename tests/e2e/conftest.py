@@ -4,7 +4,9 @@ proto at session start (an independent client, not our C++ one)."""
 import atexit
 import json
 import os
+import pty
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -69,10 +71,11 @@ class _RecordErrors(grpc.UnaryUnaryClientInterceptor):
 class Daemon:
     """One mesa-anyjevd process: started with port 0, port read back from
     --port-file, stderr kept for assertions. `binary`: another build's
-    daemon (the aarch64 one under qemu, `wrapper`) instead of MESA_ANYJEVD."""
+    daemon (the aarch64 one under qemu, `wrapper`) instead of MESA_ANYJEVD.
+    `listen`: a fixed address (a daemon restarted where the last one was)."""
 
     def __init__(self, tmp: Path, args=(), env=None, wait_serving=True, wrapper=(),
-                 start_timeout=30.0, binary=None):
+                 start_timeout=30.0, binary=None, listen="127.0.0.1:0"):
         self.tmp = tmp
         self.port_file = tmp / "port"
         self.metrics_port_file = tmp / "metrics-port"
@@ -84,7 +87,7 @@ class Daemon:
         full_env["XDG_STATE_HOME"] = str(tmp / "state")
         full_env.update(env or {})
         model = [] if "--model" in args else ["--model", "fake"]
-        cmd = [*wrapper, binary or DAEMON, *model, "--listen", "127.0.0.1:0",
+        cmd = [*wrapper, binary or DAEMON, *model, "--listen", listen,
                "--port-file", str(self.port_file),
                "--metrics-listen", "127.0.0.1:0",
                "--set", f"server.metrics_port_file={self.metrics_port_file}", *args]
@@ -238,6 +241,30 @@ def run_cli(*args, env=None, timeout=60, cwd=None, input=None):
     full_env.update(env or {})
     return subprocess.run([str(Path(CLI).resolve()), *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=cwd, input=input)
+
+
+def run_on_a_tty(argv, env):
+    """The CLI with stderr on a pseudo-terminal: what a person sees."""
+    parent, child = pty.openpty()
+    full = {**os.environ, **env, "HOME": env.get("HOME", CLI_HOME)}
+    proc = subprocess.Popen([str(Path(CLI).resolve()), *argv], stdout=subprocess.PIPE,
+                            stderr=child, env=full)
+    os.close(child)
+    screen = b""
+    while True:
+        ready, _, _ = select.select([parent], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(parent, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+    out, _ = proc.communicate(timeout=300)
+    os.close(parent)
+    return proc.returncode, out.decode(), screen.decode(errors="replace")
 
 
 def metric(text, name, **labels) -> float:

@@ -5,16 +5,12 @@ user's terms, mistypes get "did you mean", --json is one convention,
 decide streams JSON lines for pipelines, and progress bars move.
 Everything runs the real CLI against the real daemon."""
 import json
-import os
-import pty
 import re
-import select
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import CLI, CLI_HOME, metric, run_cli
+from conftest import metric, run_cli, run_on_a_tty
 
 LABELS = Path("data/bench/labels.jsonl").resolve()
 STATE = "Column 'bet_count': number of ground beetles per trap, by species"
@@ -243,30 +239,6 @@ def test_decide_streams_json_lines_for_pipelines(start_daemon, tmp_path, home):
     assert r.returncode == 2 and "stdin line 2" in r.stderr
     r = run_cli("decide", "--question", "term.fits", "--states-file", "-", "--state", "x")
     assert r.returncode == 2 and "--states-file" in r.stderr
-
-
-def run_on_a_tty(argv, env):
-    """The CLI with stderr on a pseudo-terminal: what a person sees."""
-    parent, child = pty.openpty()
-    full = {**os.environ, **env, "HOME": env.get("HOME", CLI_HOME)}
-    proc = subprocess.Popen([str(Path(CLI).resolve()), *argv], stdout=subprocess.PIPE,
-                            stderr=child, env=full)
-    os.close(child)
-    screen = b""
-    while True:
-        ready, _, _ = select.select([parent], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(parent, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        screen += chunk
-    out, _ = proc.communicate(timeout=300)
-    os.close(parent)
-    return proc.returncode, out.decode(), screen.decode(errors="replace")
 
 
 def test_progress_bars_move_per_fold_with_rate_and_eta(home):
