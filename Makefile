@@ -94,6 +94,15 @@ bench-engine: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target qwen3_dump mesa-anyjevd
 	@$(PYTHON) bench/bench_engine.py --dump $(BUILD_DIR)/tests/qwen3_dump $(BENCH_ARGS)
 
+# bench-engine's rows for this tree and another build (BEFORE=its build
+# directory, e.g. a worktree at the commit before a change), side by side in
+# one run, rounds alternating (docs/benchmarks.md).
+.PHONY: bench-before-after
+bench-before-after: configure
+	@test -n "$(BEFORE)" || { echo "BEFORE=<the other tree's build directory> is required"; exit 2; }
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target qwen3_dump mesa-anyjevd
+	@$(PYTHON) bench/bench_before_after.py --before $(BEFORE) --after $(BUILD_DIR) $(BENCH_ARGS)
+
 # The annotation workload through the daemon against the same prompts through
 # vLLM's CPU build (scripts/install.sh's vLLM environment), one run, same
 # checkpoint, threads, KV bytes and tokens a pass (docs/benchmarks.md).
