@@ -99,8 +99,8 @@ absl::StatusOr<std::vector<StateResult>> DecideSpan(
         // other slices' calls keep it, and each call's batch prior comes
         // from the states it decided.
         const size_t s = live[*named];
-        refused.emplace(s,
-                        Renamed(decided.status(), first + static_cast<int64_t>(s)));
+        refused.emplace(
+            s, Renamed(decided.status(), first + static_cast<int64_t>(s)));
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(*named));
         continue;
       }
@@ -108,7 +108,8 @@ absl::StatusOr<std::vector<StateResult>> DecideSpan(
         return absl::InternalError("a call answered another number of states");
       }
       for (size_t i = 0; i < live.size(); ++i) {
-        for (auto& d : (*decided)[i]) out[live[i]].decisions.push_back(std::move(d));
+        for (auto& d : (*decided)[i])
+          out[live[i]].decisions.push_back(std::move(d));
       }
       break;
     }
