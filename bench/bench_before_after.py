@@ -7,18 +7,54 @@ is its own and the two ratios compare. The rounds alternate the builds'
 order. With --annotation, the annotation workload through each build's
 daemon (ours only: the anyjev peer does not change between builds).
 
-Prints one table: per row, each build's ratio to its peer (median and
-spread over the rounds) and after / before."""
+First, the same bytes: both builds' qwen3_dump answer one request (prompts
+of 1 to 300 tokens, several sharing a 200-token prefix; hidden states at
+every layer, label logprobs, top 10) under each attention x cpu_gemm x
+threads setting, and the answers must be equal byte for byte (cpu_gemm
+auto is left out: it picks its GEMM by timing, per process). Then one
+table: per row, each build's ratio to its peer (median and spread over the
+rounds) and after / before."""
 import argparse
+import json
 import os
 import statistics
+import subprocess
 from pathlib import Path
+
+import numpy as np
 
 import torch
 from transformers import Qwen3ForCausalLM
 
 import annotation_workload
 from bench_engine import Ours, compare, keep_freed_memory
+
+
+def same_bytes(dumps, directory, layers):
+    """Both builds' answers to one request, per setting: True when equal."""
+    rng = np.random.default_rng(34)
+    shared = rng.integers(0, 151000, size=200).tolist()
+    prompts = [rng.integers(0, 151000, size=n).tolist() for n in (1, 3, 17, 40, 9, 300)]
+    prompts += [shared + rng.integers(0, 151000, size=n).tolist() for n in (1, 5, 24)]
+    request = {"prompts": prompts, "layers": list(range(layers + 1)),
+               "label_ids": [32, 362, 9454, 151643], "top_k": 10}
+    verdicts = {}
+    for attention in ("eager", "sdpa"):
+        for gemm in ("aten", "onednn"):
+            for threads in (1, 2):
+                answers = []
+                for dump in dumps:
+                    out = subprocess.run([dump, str(directory), "float32", attention, "cpu", gemm],
+                                         input=json.dumps({**request, "threads": threads}),
+                                         capture_output=True, text=True, timeout=600)
+                    if out.returncode != 0:
+                        raise RuntimeError(out.stderr)
+                    answer = json.loads(out.stdout)
+                    answers.append(json.dumps([answer[k] for k in ("hidden", "label_logprobs",
+                                                                   "top")]))
+                verdicts[f"{attention}, cpu_gemm {gemm}, {threads} threads"] = \
+                    answers[0] == answers[1]
+    return verdicts
 
 
 def main():
@@ -45,6 +81,10 @@ def main():
         builds[name] = {"ours": Ours(dump, directory, args.threads, "sdpa", "auto"),
                         "aten": Ours(dump, directory, args.threads, "sdpa", "aten"),
                         "daemon": str((build / "server" / "mesa-anyjevd").resolve())}
+    for setting, same in same_bytes([b["ours"].dump for b in builds.values()], directory,
+                                    args.layers).items():
+        print(f"  same bytes before and after, {setting}: {'yes' if same else 'NO'}",
+              flush=True)
     ratios = {name: {} for name in builds}  # build -> row -> [ratio per round]
     for r in range(args.rounds):
         order = list(builds) if r % 2 == 0 else list(reversed(builds))
