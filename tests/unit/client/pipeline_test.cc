@@ -7,12 +7,12 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "client/pipeline/ordered_window.h"
 #include "client/pipeline/out_lines.h"
 #include "client/pipeline/spans.h"
@@ -189,9 +189,12 @@ TEST_CASE(
     most = std::max(most, ++held);
     return read++;
   };
-  // Later items finish first.
-  steps.work = [](int& item) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 - item));
+  // Later items finish first: in each window of 4, an item's work waits
+  // for the next item's (an event, not a sleep), so 3 is done before 2, 1, 0.
+  absl::Notification done[20];
+  steps.work = [&done](int& item) {
+    if (item % 4 != 3) done[item + 1].WaitForNotification();
+    done[item].Notify();
   };
   steps.emit = [&](int& item) {
     emitted.push_back(item);
