@@ -19,6 +19,7 @@
 #include "server/engine/cpu_paths.h"
 #include "server/engine/host_block_cache.h"
 #include "server/engine/kv_blocks.h"
+#include "server/engine/pass_arrays.h"
 #include "server/engine/pass_failure.h"
 #include "server/engine/pass_planner.h"
 #include "server/model/attention_buckets.h"
@@ -83,57 +84,6 @@ std::vector<PlanGroup> PlanGroups(const ForwardCall& call) {
   return plan;
 }
 
-// A planned pass flattened for the forward (model::PassArrays: every
-// segment's tokens in order with their positions and the slots their keys
-// and values go to, the rows whose outputs are owed, and with logprobs each
-// row's label ids, so lm_head's rows are read on the device and only what
-// was asked for comes back), with the outputs' ids.
-struct FlatPass : model::PassArrays {
-  std::vector<int64_t> ids;
-};
-
-// Each output's label ids (by output id), for Logprobs; none for hidden
-// states.
-using LabelsOf = std::vector<const std::vector<TokenId>*>;
-
-void FlattenLabels(const LabelsOf& labels_of, FlatPass& flat) {
-  for (int64_t id : flat.ids) {
-    flat.label_width = std::max(
-        flat.label_width,
-        static_cast<int64_t>(labels_of[static_cast<size_t>(id)]->size()));
-  }
-  for (int64_t id : flat.ids) {
-    const std::vector<TokenId>& row = *labels_of[static_cast<size_t>(id)];
-    for (int64_t k = 0; k < flat.label_width; ++k) {
-      flat.labels.push_back(
-          row.empty() ? 0
-                      : row[static_cast<size_t>(std::min<int64_t>(
-                            k, static_cast<int64_t>(row.size()) - 1))]);
-    }
-  }
-}
-
-FlatPass Flatten(const Pass& pass, const LabelsOf* labels_of) {
-  FlatPass flat;
-  for (size_t s = 0; s < pass.segments.size(); ++s) {
-    const Segment& seg = pass.segments[s];
-    const model::SegmentKeys& keys = pass.keys.segments[s];
-    for (int64_t t = 0; t < keys.length; ++t) {
-      flat.tokens.push_back(seg.tokens[t]);
-      flat.positions.push_back(keys.start + t);
-      flat.slots.push_back(pass.keys.OwnSlot(keys, t));
-    }
-    for (int64_t out : seg.outputs) {
-      flat.rows.push_back(static_cast<int64_t>(flat.tokens.size()) - 1);
-      flat.ids.push_back(out);
-    }
-  }
-  if (labels_of != nullptr) FlattenLabels(*labels_of, flat);
-  flat.copy_from = pass.copy_from;
-  flat.copy_to = pass.copy_to;
-  return flat;
-}
-
 // What the passes of a call read: logprobs (at `labels_of` and the top_k,
 // after the final norm) or hidden states (at `layers`).
 struct PassReading {
@@ -143,63 +93,6 @@ struct PassReading {
   const LabelsOf* labels_of = nullptr;
   int32_t top_k = 0;
 };
-
-// What a pass gives back, on the host: hidden states [R, layers, H], or
-// log-probabilities at each row's labels [R, width] and the top_k.
-struct PassOutputs {
-  at::Tensor hidden, labels, top_values, top_ids;
-};
-
-// What is read off the forward's result on the device, then copied.
-PassOutputs ReadOutputs(const model::Qwen3Model& m,
-                        const model::ForwardResult& result,
-                        const at::Tensor& labels, int32_t top_k) {
-  PassOutputs out;
-  if (!labels.defined()) {
-    model::Stages stage("mesa.outputs_to_host");
-    out.hidden = result.hidden.cpu().contiguous();  // one copy a pass
-    return out;
-  }
-  const at::Tensor logprobs = m.LogSoftmax(result.final);
-  model::Stages stage("mesa.outputs");
-  at::Tensor at_labels = logprobs.gather(1, labels), top_values, top_ids;
-  if (top_k > 0) std::tie(top_values, top_ids) = logprobs.topk(top_k);
-  stage.Next("mesa.outputs_to_host");
-  out.labels = at_labels.cpu();
-  if (top_k > 0) {
-    out.top_values = top_values.cpu();
-    out.top_ids = top_ids.cpu();
-  }
-  return out;
-}
-
-// The pass's arrays staged in `upload` (the attention plan stages its own
-// beside them); views of the one copy once uploaded.
-struct StagedPass {
-  model::PassUpload::Handle tokens, positions, rows, slots, copy_from, copy_to,
-      labels;
-};
-
-StagedPass Stage(const FlatPass& flat, model::PassUpload& upload) {
-  return {upload.Stage(flat.tokens),    upload.Stage(flat.positions),
-          upload.Stage(flat.rows),      upload.Stage(flat.slots),
-          upload.Stage(flat.copy_from), upload.Stage(flat.copy_to),
-          upload.Stage(flat.labels)};
-}
-
-model::PackedPass Pack(const StagedPass& staged,
-                       const model::PassUpload& upload) {
-  model::PackedPass packed;
-  packed.tokens = upload.View(staged.tokens);
-  packed.positions = upload.View(staged.positions);
-  packed.outputs = upload.View(staged.rows);
-  packed.writes.slots = upload.View(staged.slots);
-  if (staged.copy_from.size > 0) {
-    packed.writes.copy_from = upload.View(staged.copy_from);
-    packed.writes.copy_to = upload.View(staged.copy_to);
-  }
-  return packed;
-}
 
 // A CPU model's heap: a pass's activations on the CPU (tens of MB each) are
 // over glibc's mmap threshold, so each would be mapped, page-faulted in and
