@@ -74,12 +74,23 @@ struct DeviceInfo {
   std::string runtime_cuda;
 };
 
-// Who waits for a call's answer: its deadline and cancel flag, and the one
-// rule for a caller that stopped waiting, wherever it is found stopped (the
-// queue, the forward, a merged call's member).
+// How urgently a call wants the model: the engine builds each pass from
+// interactive work first (a curator's single question) and fills it with
+// batch work (a dataset run, a bench, a fit).
+enum class Priority { kInteractive = 0, kBatch = 1 };
+
+// Who waits for a call's answer: its deadline and cancel flag, the tenant
+// the work is for and its priority class, and the one rule for a caller that
+// stopped waiting, wherever it is found stopped (the queue, the forward, a
+// merged call's member).
 struct Caller {
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;  // the caller's own
+  // The tenant whose token the call carried (empty: auth off, or the
+  // daemon's own work such as its warm-up); the engine shares passes
+  // between tenants by the tokens their work costs.
+  std::string tenant;
+  Priority priority = Priority::kInteractive;
 
   bool Cancelled() const {
     return cancelled != nullptr && cancelled->load(std::memory_order_relaxed);
@@ -115,8 +126,11 @@ struct CallControl {
   // The caller's mesa-anyjev-affinity key: a router passes it on with its
   // own calls to a pool of daemons, so they follow the caller's routing.
   std::string affinity;
+  // Caller::tenant and Caller::priority of the call.
+  std::string tenant;
+  Priority priority = Priority::kInteractive;
 
-  Caller caller() const { return {deadline, cancelled}; }
+  Caller caller() const { return {deadline, cancelled, tenant, priority}; }
   // Caller::ShouldStop and Caller::StopStatus for the call's caller.
   bool ShouldStop(absl::Time now) const { return caller().ShouldStop(now); }
   absl::Status StopStatus(absl::Time now, const char* where) const {
