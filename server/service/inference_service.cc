@@ -57,7 +57,7 @@ void InferenceService::Submit(
     if (!posted.ok()) call->Complete(posted);
   };
   call->Submitted(job_queue_->TrySubmit({std::move(task), std::move(groups),
-                                         Caller{deadline, call->cancelled()},
+                                         Caller{.deadline = deadline, .cancelled = call->cancelled()},
                                          std::move(done)}));
 }
 
