@@ -56,9 +56,10 @@ void InferenceService::Submit(
     // Refused only once the replies have stopped, after the engine.
     if (!posted.ok()) call->Complete(posted);
   };
-  call->Submitted(job_queue_->TrySubmit({std::move(task), std::move(groups),
-                                         Caller{.deadline = deadline, .cancelled = call->cancelled()},
-                                         std::move(done)}));
+  call->Submitted(job_queue_->TrySubmit(
+      {std::move(task), std::move(groups),
+       Caller{.deadline = deadline, .cancelled = call->cancelled()},
+       std::move(done)}));
 }
 
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
