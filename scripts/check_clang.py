@@ -37,11 +37,12 @@ def configure(source, build):
 
 
 def generate(build):
-    """The generated sources and headers the units include."""
+    """The generated sources and headers the units include (the protobuf
+    code, build_info.h)."""
     targets = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"],
                              capture_output=True, text=True, check=True).stdout
     generated = [line.split(":")[0] for line in targets.splitlines()
-                 if re.search(r"\.pb\.(h|cc):", line)]
+                 if re.search(r"\.(h|hpp|inc|pb\.cc): ", line)]
     if generated:
         subprocess.run(["ninja", "-C", build] + generated, check=True,
                        stdout=subprocess.DEVNULL)
@@ -54,14 +55,14 @@ def fuzz_sources(build):
             if p.endswith(".cc")}
 
 
-def syntax_check(unit):
+def syntax_check(unit, root):
     directory, source, args = unit
     run = subprocess.run(rerun_command(args, ["-fsyntax-only"]), cwd=directory,
                          capture_output=True, text=True)
     if run.returncode == 0:
         return None
     errors = [l for l in run.stderr.splitlines() if "error:" in l]
-    return f"{os.path.relpath(source)}: {(errors or run.stderr.splitlines() or ['?'])[0]}"
+    return f"{os.path.relpath(source, root)}: {(errors or run.stderr.splitlines() or ['?'])[0]}"
 
 
 def main():
@@ -83,7 +84,7 @@ def main():
                   [os.path.abspath(extra) if a == template[1] else a for a in template[2]])
                  for extra in o.extra]
     with concurrent.futures.ThreadPoolExecutor(max_workers=o.jobs) as pool:
-        failures = [f for f in pool.map(syntax_check, units) if f]
+        failures = [f for f in pool.map(lambda u: syntax_check(u, source), units) if f]
     for f in failures:
         print(f"[clang] FAILED {f}")
     clang = subprocess.run(["clang++", "--version"], capture_output=True,

@@ -89,7 +89,7 @@ def allowed(header, roots):
     return any(os.path.realpath(header).startswith(r) for r in roots)
 
 
-def compile_all(units, drop, cuda_roots):
+def compile_all(units, drop, cuda_roots, source_root):
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         for n, (directory, source, args) in enumerate(units):
@@ -98,7 +98,7 @@ def compile_all(units, drop, cuda_roots):
             command = rerun_command(args, ["-o", obj, "-MD", "-MF", depfile], drop)
             run = subprocess.run(command, cwd=directory,
                                  capture_output=True, text=True)
-            name = os.path.relpath(source, os.getcwd())
+            name = os.path.relpath(source, source_root)
             if run.returncode != 0:
                 errors = [l for l in run.stderr.splitlines() if "error" in l]
                 failures.append(f"{name}: {(errors or run.stderr.splitlines() or ['?'])[0]}")
@@ -139,9 +139,12 @@ def main():
     if not units:
         print("[cuda includes] no unit of this build includes a CUDA header")
         return 0
-    roots = [os.path.realpath(cuda_root)] + [os.path.realpath(d) for d in
-                                             glob.glob(os.path.join(site, "nvidia", "*"))]
-    failures = compile_all(units, o.drop_include, roots)
+    # The compiler wheels, torch's nvidia wheels, and torch's own headers
+    # (ATen/cuda, c10/cuda).
+    roots = [os.path.realpath(cuda_root), os.path.realpath(os.path.join(site, "torch"))]
+    roots += [os.path.realpath(d) for d in glob.glob(os.path.join(site, "nvidia", "*"))]
+    failures = compile_all(units, o.drop_include, roots,
+                           cache.get("CMAKE_HOME_DIRECTORY:INTERNAL", os.getcwd()))
     for f in failures:
         print(f"[cuda includes] FAILED {f}")
     if failures:
