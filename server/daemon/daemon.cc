@@ -307,8 +307,11 @@ absl::Status Daemon::LoadAndWarmUp() {
   // for the top token only: no label, so none can count as missing (a
   // gateway's missing-label counter starts at 0).
   ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));
-  const Caller caller{.deadline = absl::Now() +
-                                  absl::Seconds(config_.server.max_deadline_s)};
+  const Caller caller{
+      absl::Now() + absl::Seconds(config_.server.max_deadline_s),
+      nullptr,
+      {},
+      Priority::kInteractive};
   const absl::Status result =
       job_queue_
           ->SubmitAndWait(engine::LogprobsTask{/*top_k=*/1},

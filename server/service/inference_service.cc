@@ -58,7 +58,7 @@ void InferenceService::Submit(
   };
   call->Submitted(job_queue_->TrySubmit(
       {std::move(task), std::move(groups),
-       Caller{.deadline = deadline, .cancelled = call->cancelled()},
+       Caller{deadline, call->cancelled(), {}, Priority::kInteractive},
        std::move(done)}));
 }
 
