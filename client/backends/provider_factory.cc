@@ -49,13 +49,14 @@ absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
     std::shared_ptr<const RetryRule> retries) {
   const std::string kind = kind_in.empty() ? config.backend.kind : kind_in;
   if (kind == "fake") {
+    const FakeBackendOptions fake{.temperature = config.model.fake_temperature};
     ProviderInfo info;
     info.kind = "fake";
-    info.model = "fake";
+    info.model = FakeModelName(fake.temperature);
     info.max_choice_k = FakeBackend::kMaxChoiceK;
     info.hidden_states = true;
     return std::make_unique<LocalProvider>(
-        std::make_unique<FakeBackend>(), std::move(info),
+        std::make_unique<FakeBackend>(fake), std::move(info),
         decision::DeciderOptionsFrom(config.decider));
   }
   if (kind == "gateway") {

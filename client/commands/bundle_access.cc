@@ -14,7 +14,8 @@ std::string BundleLockSha() {
 
 std::string BundleModelFor(const config::Config& config,
                            const std::string& kind) {
-  return kind == "fake" ? "fake" : config.backend.canonical_model;
+  return kind == "fake" ? FakeModelName(config.model.fake_temperature)
+                        : config.backend.canonical_model;
 }
 
 bool BundlesInDaemon(const std::string& kind) {
@@ -27,7 +28,11 @@ absl::StatusOr<std::unique_ptr<bundles::BundleStore>> OpenLocalBundleStore(
   // binds by name.
   const bundles::ModelBinding model{
       BundleModelFor(config, kind),
-      kind == "fake" ? FakeBackend().identity().identity : ""};
+      kind == "fake" ? FakeBackend({.temperature =
+                                        config.model.fake_temperature})
+                           .identity()
+                           .identity
+                     : ""};
   return bundles::BundleStore::Open(config.artifacts.dir, model,
                                     BundleLockSha());
 }
