@@ -53,6 +53,9 @@ absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
     ProviderInfo info;
     info.kind = "fake";
     info.model = FakeModelName(fake.temperature);
+    info.identity = FakeBackend(fake).identity().identity;
+    info.n_layers = FakeBackend::kNumLayers;
+    info.hidden_size = FakeBackend::kHiddenSize;
     info.max_choice_k = FakeBackend::kMaxChoiceK;
     info.hidden_states = true;
     return std::make_unique<LocalProvider>(

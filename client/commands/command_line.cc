@@ -340,6 +340,38 @@ void AddBenchCommand(CommandLine* line) {
                   "results directory name YYYY-MM-DD (default today, UTC)");
   CommandLine::AddJson(run, &options->json);
 
+  auto compare = std::make_shared<BenchCompareOptions>();
+  CLI::App* versus = line->Command(
+      bench, "compare",
+      "decide the labelled states through two backends and say per question "
+      "whether they agree; keeps the agreement record",
+      [compare](const Invocation& in) {
+        return RunBenchCompare(in.config, *compare);
+      });
+  versus->add_option("--a", compare->a_kind, "model a's backend kind")
+      ->required()
+      ->check(CLI::IsMember(kKinds));
+  versus->add_option("--b", compare->b_kind, "model b's backend kind")
+      ->required()
+      ->check(CLI::IsMember(kKinds));
+  versus->add_option("--a-set", compare->a_sets,
+                     "section.field=value for model a only (repeatable)");
+  versus->add_option("--b-set", compare->b_sets,
+                     "section.field=value for model b only (repeatable)");
+  line->AddDaemonFlags(versus);
+  line->AddGatewayFlags(versus);
+  versus->add_option("--tasks", compare->tasks,
+                     "task names a,b (default: every task with items)");
+  versus->add_option("--levels", compare->levels,
+                     "raw,L0,L1 subset (default raw,L0,L1)");
+  versus->add_option("--out", compare->out,
+                     "results root (default bench/results)");
+  versus->add_option("--date", compare->date,
+                     "results directory name YYYY-MM-DD (default today, UTC)");
+  versus->add_flag("--no-record", compare->no_record,
+                   "keep no agreement record");
+  CommandLine::AddJson(versus, &compare->json);
+
   CLI::App* table = line->Command(
       bench, "table", "print the table of a results file",
       [options](const Invocation&) { return RunBenchTable(*options); });
@@ -367,6 +399,27 @@ void AddBundlesCommand(CommandLine* line) {
       });
   AddBundleFlags(line, rollback, options.get());
   rollback->add_option("--question", options->question)->required();
+
+  auto adopt_options = std::make_shared<BundlesCommandOptions>();
+  CLI::App* adopt = line->Command(
+      bundles, "adopt",
+      "take another model's version of --question, where an agreement "
+      "record says the two agree on it",
+      [adopt_options](const Invocation& in) {
+        return RunBundlesAdopt(in.config, *adopt_options);
+      });
+  AddBundleFlags(line, adopt, adopt_options.get());
+  adopt->add_option("--question", adopt_options->question)->required();
+  adopt->add_option("--from", adopt_options->from_kind,
+                    "the other model's backend kind")
+      ->required()
+      ->check(CLI::IsMember(kKinds));
+  adopt->add_option("--from-set", adopt_options->from_sets,
+                    "section.field=value for the other model only "
+                    "(repeatable)");
+  adopt->add_option("--version", adopt_options->version,
+                    "the other model's version (default: its CURRENT)");
+  adopt->add_flag("--force", adopt_options->force, "skip the LOCO gate");
 }
 
 }  // namespace mesa_anyjev::client

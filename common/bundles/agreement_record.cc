@@ -266,10 +266,21 @@ AgreementLookup FindAgreement(const std::string& lock_dir,
                               const std::string& question_id,
                               const std::string& live_key,
                               const std::string* labels_sha256_now) {
+  return FindAgreementIn(ListAgreements(lock_dir), self, other, lock_sha,
+                         question_id, live_key, labels_sha256_now);
+}
+
+AgreementLookup FindAgreementIn(const std::vector<StoredAgreement>& records,
+                                const ModelBinding& self,
+                                const ModelBinding& other,
+                                const std::string& lock_sha,
+                                const std::string& question_id,
+                                const std::string& live_key,
+                                const std::string* labels_sha256_now) {
   AgreementLookup out;
   out.why_not = absl::StrCat("no agreement record between '", self.model,
                              "' and '", other.model, "'");
-  for (StoredAgreement& stored : ListAgreements(lock_dir)) {
+  for (const StoredAgreement& stored : records) {
     if (!stored.record.ok()) continue;
     const std::vector<RecordedModel> models = RecordedModels(*stored.record);
     const int at = SelfIndex(models, self);
@@ -278,7 +289,7 @@ AgreementLookup FindAgreement(const std::string& lock_dir,
         StandingOf(*stored.record, self, &other, lock_sha, question_id,
                    live_key, labels_sha256_now);
     if (standing.unlocks()) {
-      out.record = *std::move(stored.record);
+      out.record = *stored.record;
       out.path = stored.path;
       out.why_not.clear();
       return out;

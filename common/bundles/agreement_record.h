@@ -101,5 +101,13 @@ AgreementLookup FindAgreement(const std::string& lock_dir,
                               const std::string& question_id,
                               const std::string& live_key,
                               const std::string* labels_sha256_now);
+// The same over records already read (a daemon's, listed over gRPC).
+AgreementLookup FindAgreementIn(const std::vector<StoredAgreement>& records,
+                                const ModelBinding& self,
+                                const ModelBinding& other,
+                                const std::string& lock_sha,
+                                const std::string& question_id,
+                                const std::string& live_key,
+                                const std::string* labels_sha256_now);
 
 }  // namespace mesa_anyjev::bundles

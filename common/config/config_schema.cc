@@ -245,7 +245,7 @@ constexpr size_t FieldsIn(std::string_view section) {
   return count;
 }
 
-static_assert(MemberCount<Config>() == 13, "a new section needs kFields lines");
+static_assert(MemberCount<Config>() == 14, "a new section needs kFields lines");
 static_assert(MemberCount<DecisionsConfig>() == FieldsIn("decisions"),
               "every DecisionsConfig member needs a line in kFields");
 static_assert(MemberCount<EngineConfig>() == FieldsIn("engine"),
@@ -268,6 +268,8 @@ static_assert(MemberCount<PolicyConfig>() == FieldsIn("policy"),
               "every PolicyConfig member needs a line in kFields");
 static_assert(MemberCount<ArtifactsConfig>() == FieldsIn("artifacts"),
               "every ArtifactsConfig member needs a line in kFields");
+static_assert(MemberCount<CompareConfig>() == FieldsIn("compare"),
+              "every CompareConfig member needs a line in kFields");
 static_assert(MemberCount<LabelsConfig>() == FieldsIn("labels"),
               "every LabelsConfig member needs a line in kFields");
 static_assert(MemberCount<LogConfig>() == FieldsIn("log"),

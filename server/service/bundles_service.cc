@@ -139,10 +139,12 @@ absl::Status BundlesService::CheckServable(const Json& artifacts) {
         "artifacts_json: no \"model\" naming the model it was fit on");
   }
   if (artifacts["model"].get<std::string>() != served) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("artifacts_json: fit on '",
-                     text::Printable(artifacts["model"].get<std::string>()),
-                     "', the served model is '", served, "'"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "artifacts_json: fit on '",
+        text::Printable(artifacts["model"].get<std::string>()),
+        "', the served model is '", served,
+        "'; another model's bundle loads only through `mesa-anyjev bundles "
+        "adopt`, once `mesa-anyjev bench compare` shows the two agree"));
   }
   // Loaded whole into a scratch store over the same model, as serving
   // would load it: nothing runs on the model and nothing is written yet.
