@@ -119,8 +119,8 @@ class DaemonClient {
   absl::StatusOr<bundles::PointerMove> RollbackBundle(
       const std::string& lock_sha, const std::string& question_id);
   // Keeps an agreement record beside the daemon's bundles; returns where.
-  absl::StatusOr<std::string> PutAgreement(const std::string& lock_sha,
-                                           const nlohmann::ordered_json& record);
+  absl::StatusOr<std::string> PutAgreement(
+      const std::string& lock_sha, const nlohmann::ordered_json& record);
   // Clears running batch priors (every key when `keys` is empty).
   absl::Status ResetPriors(const std::vector<std::string>& keys = {});
   const std::string& address() const { return endpoint_.address; }

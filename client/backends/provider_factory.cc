@@ -49,7 +49,8 @@ absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
     std::shared_ptr<const RetryRule> retries) {
   const std::string kind = kind_in.empty() ? config.backend.kind : kind_in;
   if (kind == "fake") {
-    const FakeBackendOptions fake{.temperature = config.model.fake_temperature};
+    const FakeBackendOptions fake{.delay_s = 0,
+                                  .temperature = config.model.fake_temperature};
     ProviderInfo info;
     info.kind = "fake";
     info.model = FakeModelName(fake.temperature);

@@ -18,10 +18,9 @@ Json NotApplicable(const std::string& reason) {
 }
 
 Json ErrorCell(const std::string& side, const absl::Status& status) {
-  return Json{{"error",
-               absl::StrCat("model ", side, ": ",
-                            absl::StatusCodeToString(status.code()), ": ",
-                            status.message())}};
+  return Json{{"error", absl::StrCat("model ", side, ": ",
+                                     absl::StatusCodeToString(status.code()),
+                                     ": ", status.message())}};
 }
 
 // One side's decisions at `level`, or the cell that says why there are
@@ -75,8 +74,8 @@ Json AgreementCell(const eval::Agreement& got, bool agrees) {
   cell["n"] = got.n;
   cell["flips"] = got.flips;
   cell["flip_rate"] = got.flip_rate;
-  cell["flip_interval"] = Json::array({got.flip_interval.lo,
-                                       got.flip_interval.hi});
+  cell["flip_interval"] =
+      Json::array({got.flip_interval.lo, got.flip_interval.hi});
   cell["mean_abs_dp"] = got.mean_abs_dp;
   cell["p95_abs_dp"] = got.p95_abs_dp;
   cell["a"] = Figures(got.a);
@@ -105,7 +104,8 @@ std::string LabelsSha256(const Task& task) {
 
 Json CompareTask(client::Provider& a, client::Provider& b, const Task& task,
                  const CompareOptions& options,
-                 std::vector<ComparePoints>* points, client::ui::Progress* bar) {
+                 std::vector<ComparePoints>* points,
+                 client::ui::Progress* bar) {
   const std::vector<std::string> states =
       learn::RenderStates(task.items.states);
   Json cells = Json::object();
@@ -117,14 +117,14 @@ Json CompareTask(client::Provider& a, client::Provider& b, const Task& task,
     if (bar != nullptr) bar->Show(absl::StrCat(task.name, " ", name));
     Json cell;
     auto da = DecideSide(a, "a", states, task, level, &cell);
-    auto db = da.ok() ? DecideSide(b, "b", states, task, level, &cell)
-                      : absl::StatusOr<std::vector<decision::Decision>>(
-                            da.status());
+    auto db =
+        da.ok() ? DecideSide(b, "b", states, task, level, &cell)
+                : absl::StatusOr<std::vector<decision::Decision>>(da.status());
     if (da.ok() && db.ok()) {
       const eval::ProbRows pa = learn::ProbsOf(*da);
       const eval::ProbRows pb = learn::ProbsOf(*db);
-      auto got = eval::CompareModels(pa, pb, task.items.labels,
-                                     options.bootstrap);
+      auto got =
+          eval::CompareModels(pa, pb, task.items.labels, options.bootstrap);
       if (!got.ok()) {
         cell = Json{{"error", std::string(got.status().message())}};
       } else {
@@ -146,8 +146,8 @@ Json CompareTask(client::Provider& a, client::Provider& b, const Task& task,
   result["n_items"] = task.items.size();
   result["labels_sha256"] = LabelsSha256(task);
   result["verdict"] = !compared || errored ? "n/a"
-                      : all_agree           ? "agree"
-                                            : "disagree";
+                      : all_agree          ? "agree"
+                                           : "disagree";
   result["cells"] = std::move(cells);
   return result;
 }

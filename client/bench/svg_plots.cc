@@ -128,11 +128,12 @@ std::string AgreementSvg(const eval::ProbRows& a, const eval::ProbRows& b,
     const size_t width = noul ? 1 : std::min(a[i].size(), b[i].size());
     for (size_t k = 0; k < width && k < a[i].size() && k < b[i].size(); ++k) {
       absl::StrAppend(
-          &svg, absl::StrFormat("<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" "
-                                "fill=\"#1f77b4\" fill-opacity=\"0.5\">"
-                                "<title>state %d option %d: %.3f, %.3f"
-                                "</title></circle>\n",
-                                X(a[i][k]), Y(b[i][k]), i, k, a[i][k], b[i][k]));
+          &svg,
+          absl::StrFormat("<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" "
+                          "fill=\"#1f77b4\" fill-opacity=\"0.5\">"
+                          "<title>state %d option %d: %.3f, %.3f"
+                          "</title></circle>\n",
+                          X(a[i][k]), Y(b[i][k]), i, k, a[i][k], b[i][k]));
     }
   }
   absl::StrAppend(&svg, "</svg>\n");

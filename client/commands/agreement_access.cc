@@ -101,10 +101,10 @@ void ForEachStanding(const std::vector<bundles::StoredAgreement>& records,
       const auto key = keys.find(id);
       const auto digest = labels.find(id);
       const std::string none;
-      const bundles::Standing standing = bundles::StandingOf(
-          *stored.record, self, nullptr, BundleLockSha(), id,
-          key == keys.end() ? none : key->second,
-          digest == labels.end() ? &none : &digest->second);
+      const bundles::Standing standing =
+          bundles::StandingOf(*stored.record, self, nullptr, BundleLockSha(),
+                              id, key == keys.end() ? none : key->second,
+                              digest == labels.end() ? &none : &digest->second);
       each(stored, &*stored.record, id, standing);
     }
   }
@@ -122,8 +122,8 @@ std::vector<std::string> AgreementLines(
       [&](const bundles::StoredAgreement& stored, const Json* record,
           const std::string& id, const bundles::Standing& standing) {
         if (record == nullptr) {
-          lines.push_back(absl::StrCat(stored.path, ": unreadable: ",
-                                       stored.record.status().message()));
+          lines.push_back(absl::StrCat(
+              stored.path, ": unreadable: ", stored.record.status().message()));
           return;
         }
         lines.push_back(absl::StrCat(
@@ -145,8 +145,9 @@ Json AgreementsJson(const std::vector<bundles::StoredAgreement>& records,
       [&](const bundles::StoredAgreement& stored, const Json* record,
           const std::string& id, const bundles::Standing& standing) {
         if (record == nullptr) {
-          out.push_back(Json{{"path", stored.path},
-                             {"error", std::string(stored.record.status().message())}});
+          out.push_back(
+              Json{{"path", stored.path},
+                   {"error", std::string(stored.record.status().message())}});
           return;
         }
         if (!at.contains(stored.path)) {
@@ -173,7 +174,8 @@ void EnableAgreedFailover(const config::Config& config, Provider* provider) {
       bundles::LockDirOf(config.artifacts.dir, gateway.model, BundleLockSha()));
   auto remote = composite->daemon().client().ListBundles(BundleLockSha());
   if (remote.ok()) {
-    for (auto& stored : remote->agreements) records.push_back(std::move(stored));
+    for (auto& stored : remote->agreements)
+      records.push_back(std::move(stored));
   }
   const auto digests = CurrentLabelsDigests(config);
   std::set<std::string> keys;
@@ -196,8 +198,8 @@ void EnableAgreedFailover(const config::Config& config, Provider* provider) {
   if (ids.empty()) {
     std::cerr << "failover: no question may be served by the daemon when the "
                  "gateway fails ("
-              << why_not << "; measure with `"
-              << CompareAdvice("gateway", "hf") << "`)\n";
+              << why_not << "; measure with `" << CompareAdvice("gateway", "hf")
+              << "`)\n";
   } else {
     std::cerr << "failover: when the gateway fails, " << daemon.model
               << " may serve " << absl::StrJoin(ids, ", ") << "\n";

@@ -63,8 +63,9 @@ absl::StatusOr<std::vector<Level>> ParseLevels(const std::string& text) {
     levels.push_back(*level);
   }
   if (levels.empty()) {
-    return absl::InvalidArgumentError("--levels: name at least one of raw, "
-                                      "L0, L1");
+    return absl::InvalidArgumentError(
+        "--levels: name at least one of raw, "
+        "L0, L1");
   }
   return levels;
 }
@@ -126,8 +127,8 @@ std::string Range(const Json& lo, const Json& hi) {
 void PrintTable(const Json& payload, std::ostream& out) {
   const Json& models = payload["models"];
   out << "a = " << models[0]["model"].get<std::string>() << " ("
-      << models[0]["backend_kind"].get<std::string>() << "), b = "
-      << models[1]["model"].get<std::string>() << " ("
+      << models[0]["backend_kind"].get<std::string>()
+      << "), b = " << models[1]["model"].get<std::string>() << " ("
       << models[1]["backend_kind"].get<std::string>() << "); "
       << payload["bootstrap"]["resamples"] << " bootstrap resamples, seed "
       << payload["bootstrap"]["seed"] << "; agree when the flip rate's 95% "
@@ -155,22 +156,21 @@ void PrintTable(const Json& payload, std::ostream& out) {
         continue;
       }
       const Json& d = cell["difference"];
-      table.AddRow(
-          {id, level, absl::StrCat(cell["n"].get<int64_t>()),
-           absl::StrCat(Fixed(cell["flip_rate"].get<double>()), " ",
-                        Range(cell["flip_interval"][0],
-                              cell["flip_interval"][1])),
-           absl::StrCat(Fixed(cell["mean_abs_dp"].get<double>()), "/",
-                        Fixed(cell["p95_abs_dp"].get<double>())),
-           absl::StrCat(Fixed(cell["a"]["acc"].get<double>()), "/",
-                        Fixed(cell["b"]["acc"].get<double>())),
-           absl::StrCat(Fixed(d["acc"]["value"].get<double>()), " ",
-                        Range(d["acc"]["lo"], d["acc"]["hi"])),
-           absl::StrCat(Fixed(d["nll"]["value"].get<double>()), " ",
-                        Range(d["nll"]["lo"], d["nll"]["hi"])),
-           absl::StrCat(Fixed(d["ece"]["value"].get<double>()), " ",
-                        Range(d["ece"]["lo"], d["ece"]["hi"])),
-           cell["verdict"].get<std::string>()});
+      table.AddRow({id, level, absl::StrCat(cell["n"].get<int64_t>()),
+                    absl::StrCat(Fixed(cell["flip_rate"].get<double>()), " ",
+                                 Range(cell["flip_interval"][0],
+                                       cell["flip_interval"][1])),
+                    absl::StrCat(Fixed(cell["mean_abs_dp"].get<double>()), "/",
+                                 Fixed(cell["p95_abs_dp"].get<double>())),
+                    absl::StrCat(Fixed(cell["a"]["acc"].get<double>()), "/",
+                                 Fixed(cell["b"]["acc"].get<double>())),
+                    absl::StrCat(Fixed(d["acc"]["value"].get<double>()), " ",
+                                 Range(d["acc"]["lo"], d["acc"]["hi"])),
+                    absl::StrCat(Fixed(d["nll"]["value"].get<double>()), " ",
+                                 Range(d["nll"]["lo"], d["nll"]["hi"])),
+                    absl::StrCat(Fixed(d["ece"]["value"].get<double>()), " ",
+                                 Range(d["ece"]["lo"], d["ece"]["hi"])),
+                    cell["verdict"].get<std::string>()});
     }
   }
   table.Print(out, ui::OutputColumns());
@@ -201,22 +201,23 @@ std::string Markdown(const Json& payload) {
         continue;
       }
       const Json& d = cell["difference"];
-      absl::StrAppend(
-          &md, "| ", id, " | ", level, " | ", cell["n"].get<int64_t>(), " | ",
-          Fixed(cell["flip_rate"].get<double>()), " | ",
-          Range(cell["flip_interval"][0], cell["flip_interval"][1]), " | ",
-          Fixed(cell["mean_abs_dp"].get<double>()), " | ",
-          Fixed(cell["p95_abs_dp"].get<double>()), " | ",
-          Fixed(cell["a"]["acc"].get<double>()), " | ",
-          Fixed(cell["b"]["acc"].get<double>()), " | ",
-          Fixed(d["acc"]["value"].get<double>()), " | ",
-          Range(d["acc"]["lo"], d["acc"]["hi"]), " | ",
-          Range(d["nll"]["lo"], d["nll"]["hi"]), " | ",
-          Range(d["ece"]["lo"], d["ece"]["hi"]), " | ",
-          cell["verdict"].get<std::string>(), " |\n");
+      absl::StrAppend(&md, "| ", id, " | ", level, " | ",
+                      cell["n"].get<int64_t>(), " | ",
+                      Fixed(cell["flip_rate"].get<double>()), " | ",
+                      Range(cell["flip_interval"][0], cell["flip_interval"][1]),
+                      " | ", Fixed(cell["mean_abs_dp"].get<double>()), " | ",
+                      Fixed(cell["p95_abs_dp"].get<double>()), " | ",
+                      Fixed(cell["a"]["acc"].get<double>()), " | ",
+                      Fixed(cell["b"]["acc"].get<double>()), " | ",
+                      Fixed(d["acc"]["value"].get<double>()), " | ",
+                      Range(d["acc"]["lo"], d["acc"]["hi"]), " | ",
+                      Range(d["nll"]["lo"], d["nll"]["hi"]), " | ",
+                      Range(d["ece"]["lo"], d["ece"]["hi"]), " | ",
+                      cell["verdict"].get<std::string>(), " |\n");
     }
   }
-  absl::StrAppend(&md, "\nResamples: ", payload["bootstrap"]["resamples"].dump(),
+  absl::StrAppend(&md,
+                  "\nResamples: ", payload["bootstrap"]["resamples"].dump(),
                   ", seed ", payload["bootstrap"]["seed"].dump(), ".\n");
   return md;
 }
@@ -246,11 +247,11 @@ absl::StatusOr<std::string> WriteFiles(
   for (const bench::ComparePoints& p : points) {
     RETURN_IF_ERROR(util::WriteFileAtomic(
         absl::StrCat(base, ".", p.task, ".", p.level, ".agreement.svg"),
-        bench::AgreementSvg(p.a, p.b, p.noul,
-                            absl::StrCat(p.task, " ", p.level, ": p_a vs p_b"),
-                            absl::StrCat("p_a (", ia.model, ", ", ia.kind, ")"),
-                            absl::StrCat("p_b (", ib.model, ", ", ib.kind,
-                                         ")"))));
+        bench::AgreementSvg(
+            p.a, p.b, p.noul,
+            absl::StrCat(p.task, " ", p.level, ": p_a vs p_b"),
+            absl::StrCat("p_a (", ia.model, ", ", ia.kind, ")"),
+            absl::StrCat("p_b (", ib.model, ", ", ib.kind, ")"))));
   }
   return base + ".json";
 }
@@ -272,8 +273,7 @@ Json Record(const Json& payload, const std::string& results_path) {
       {"record", bundles::kAgreementRecord},
       {"date", payload["timestamp"]},
       {"questions_lock_sha", payload["questions_lock_sha"]},
-      {"labels_sha256",
-       util::Sha256Hex(decision::PyJsonCanonical(labels))},
+      {"labels_sha256", util::Sha256Hex(decision::PyJsonCanonical(labels))},
       {"models", payload["models"]},
       {"tolerances", payload["tolerances"]},
       {"bootstrap", payload["bootstrap"]},
@@ -294,9 +294,9 @@ int RunBenchCompare(const config::Config& config,
           : options.date;
   absl::Time parsed;
   std::string parse_error;
-  if (date.size() != 10 || !absl::ParseTime("%Y-%m-%d", date,
-                                            absl::UTCTimeZone(), &parsed,
-                                            &parse_error)) {
+  if (date.size() != 10 ||
+      !absl::ParseTime("%Y-%m-%d", date, absl::UTCTimeZone(), &parsed,
+                       &parse_error)) {
     return Fail(absl::StrCat("--date: '", date, "' is not YYYY-MM-DD"), 2);
   }
 
@@ -355,8 +355,7 @@ int RunBenchCompare(const config::Config& config,
   Json results = Json::object();
   for (const bench::Task& task : tasks) {
     bar.Finish();
-    std::cerr << "== " << task.name << ": " << task.items.size()
-              << " items\n";
+    std::cerr << "== " << task.name << ": " << task.items.size() << " items\n";
     results[task.name] = bench::CompareTask(*a->provider, *b->provider, task,
                                             compare, &points, &bar);
   }
@@ -370,8 +369,9 @@ int RunBenchCompare(const config::Config& config,
   payload["models"] =
       Json::array({RecordedModelJson(RecordedModelOf(a->provider->info())),
                    RecordedModelJson(RecordedModelOf(b->provider->info()))});
-  payload["tolerances"] = Json{{"max_flip", compare.tolerances.max_flip},
-                               {"max_acc_diff", compare.tolerances.max_acc_diff}};
+  payload["tolerances"] =
+      Json{{"max_flip", compare.tolerances.max_flip},
+           {"max_acc_diff", compare.tolerances.max_acc_diff}};
   payload["bootstrap"] = Json{{"resamples", compare.bootstrap.resamples},
                               {"seed", compare.bootstrap.seed}};
   payload["tasks"] = std::move(results);

@@ -27,7 +27,8 @@ bool BundlesInDaemon(const std::string& kind) {
 absl::StatusOr<bundles::RecordedModel> BundleModelOf(
     const config::Config& config, const std::string& kind) {
   if (kind == "fake") {
-    const FakeBackend fake({.temperature = config.model.fake_temperature});
+    const FakeBackend fake(
+        {.delay_s = 0, .temperature = config.model.fake_temperature});
     return bundles::RecordedModel{
         fake.identity().name, fake.identity().identity, kind,
         std::pair<int, int>{FakeBackend::kNumLayers, FakeBackend::kHiddenSize}};
@@ -55,11 +56,12 @@ absl::StatusOr<std::unique_ptr<bundles::BundleStore>> OpenLocalBundleStore(
   // binds by name.
   const bundles::ModelBinding model{
       BundleModelFor(config, kind),
-      kind == "fake" ? FakeBackend({.temperature =
-                                        config.model.fake_temperature})
-                           .identity()
-                           .identity
-                     : ""};
+      kind == "fake"
+          ? FakeBackend(
+                {.delay_s = 0, .temperature = config.model.fake_temperature})
+                .identity()
+                .identity
+          : ""};
   return bundles::BundleStore::Open(config.artifacts.dir, model,
                                     BundleLockSha());
 }

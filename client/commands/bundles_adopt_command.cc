@@ -153,9 +153,9 @@ int RunBundlesAdopt(const config::Config& config,
   auto other = BundleModelOf(*from_config, options.from_kind);
   if (!other.ok()) return Usage(other.status());
   if (self->model == other->model && self->identity == other->identity) {
-    return Usage(absl::InvalidArgumentError(absl::StrCat(
-        "--from ", options.from_kind, " serves '", self->model,
-        "', the model of --backend ", kind, " itself")));
+    return Usage(absl::InvalidArgumentError(
+        absl::StrCat("--from ", options.from_kind, " serves '", self->model,
+                     "', the model of --backend ", kind, " itself")));
   }
 
   // The record: current for this question's key, lock and labels.
@@ -174,18 +174,18 @@ int RunBundlesAdopt(const config::Config& config,
         "; measure it with `", CompareAdvice(kind, options.from_kind), "`"));
   }
 
-  auto source = OtherVersion(*from_config, options.from_kind,
-                             options.question, options.version);
+  auto source = OtherVersion(*from_config, options.from_kind, options.question,
+                             options.version);
   if (!source.ok()) return Refuse(std::string(source.status().message()));
   auto source_key =
       bundles::QuestionKey(source->version, source->manifest, options.question);
-  if (!source_key.ok()) return Refuse(std::string(source_key.status().message()));
+  if (!source_key.ok())
+    return Refuse(std::string(source_key.status().message()));
   if (*source_key != key) {
-    return Refuse(absl::StrCat("refused: v", source->version, " of '",
-                               other->model, "' was fit for key ",
-                               source_key->substr(0, 12), ", ",
-                               options.question, "'s key is now ",
-                               key.substr(0, 12)));
+    return Refuse(
+        absl::StrCat("refused: v", source->version, " of '", other->model,
+                     "' was fit for key ", source_key->substr(0, 12), ", ",
+                     options.question, "'s key is now ", key.substr(0, 12)));
   }
   bool head_kept = false;
   auto artifacts = Rebound(source->artifacts, key, *self, *other, &head_kept);
@@ -220,19 +220,20 @@ int RunBundlesAdopt(const config::Config& config,
     if (!client.ok()) return Usage(client.status());
     put = (*client)->PutBundle(BundleLockSha(), *artifacts, extra);
     if (put.ok()) {
-      moved = (*client)->PromoteBundle(BundleLockSha(), *put,
-                                       options.question, options.force);
+      moved = (*client)->PromoteBundle(BundleLockSha(), *put, options.question,
+                                       options.force);
     }
   } else {
     auto store = OpenLocalBundleStore(config, kind);
     if (!store.ok()) return Usage(store.status());
     put = (*store)->Put(*artifacts, extra);
-    if (put.ok()) moved = (*store)->Promote(*put, options.question, options.force);
+    if (put.ok())
+      moved = (*store)->Promote(*put, options.question, options.force);
   }
   if (!put.ok()) return Refuse(std::string(put.status().message()));
   if (!moved.ok()) {
-    return Refuse(absl::StrCat("adopted as v", *put, " but not promoted: ",
-                               moved.status().message()));
+    return Refuse(absl::StrCat(
+        "adopted as v", *put, " but not promoted: ", moved.status().message()));
   }
   if (options.json) {
     ui::PrintJson(Json{{"question", options.question},

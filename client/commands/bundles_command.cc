@@ -219,9 +219,8 @@ int RunBundlesList(const config::Config& config,
                   Metric(m, id, "n"), m.value("created", std::string()),
                   absl::StrCat("* inherited from lock ", from.lock)});
   }
-  const std::vector<std::string> agreements =
-      AgreementLines(listing->agreements, {listing->model, ""},
-                     CurrentLabelsDigests(config));
+  const std::vector<std::string> agreements = AgreementLines(
+      listing->agreements, {listing->model, ""}, CurrentLabelsDigests(config));
   if (table.empty()) {
     std::cout << (options.question.empty()
                       ? "no versions yet: `mesa-anyjev learn fit` writes one\n"

@@ -410,8 +410,9 @@ void AddBundlesCommand(CommandLine* line) {
       });
   AddBundleFlags(line, adopt, adopt_options.get());
   adopt->add_option("--question", adopt_options->question)->required();
-  adopt->add_option("--from", adopt_options->from_kind,
-                    "the other model's backend kind")
+  adopt
+      ->add_option("--from", adopt_options->from_kind,
+                   "the other model's backend kind")
       ->required()
       ->check(CLI::IsMember(kKinds));
   adopt->add_option("--from-set", adopt_options->from_sets,

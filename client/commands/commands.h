@@ -163,15 +163,15 @@ int RunBenchRun(const config::Config& config, const BenchOptions& options);
 int RunBenchTable(const BenchOptions& options);
 
 struct BenchCompareOptions {
-  std::string a_kind;               // fake | gateway | hf | composite
+  std::string a_kind;  // fake | gateway | hf | composite
   std::string b_kind;
   std::vector<std::string> a_sets;  // section.field=value for model a only
   std::vector<std::string> b_sets;
-  std::string tasks;                // "a,b"; "" = every task with items
+  std::string tasks;  // "a,b"; "" = every task with items
   std::string levels = "raw,L0,L1";
   std::string out = "bench/results";
-  std::string date;                 // "" = today (UTC)
-  bool no_record = false;           // write no agreement record
+  std::string date;        // "" = today (UTC)
+  bool no_record = false;  // write no agreement record
   bool json = false;
 };
 

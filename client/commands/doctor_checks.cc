@@ -429,8 +429,9 @@ class Doctor {
     }
     if (listed->records.empty()) {
       Add("agreements", true,
-          absl::StrCat("none for ", model, " (`mesa-anyjev bench compare` "
-                                           "measures one)"));
+          absl::StrCat("none for ", model,
+                       " (`mesa-anyjev bench compare` "
+                       "measures one)"));
       return;
     }
     bool readable = true;

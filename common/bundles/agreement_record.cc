@@ -17,19 +17,17 @@ namespace fs = std::filesystem;
 constexpr int64_t kMaxRecordBytes = 8 << 20;
 constexpr const char* kVerdicts[] = {"agree", "disagree", "n/a"};
 
-absl::Status Field(const Json& object, const char* name,
-                   Json::value_t type, const std::string& where) {
+absl::Status Field(const Json& object, const char* name, Json::value_t type,
+                   const std::string& where) {
   if (!object.contains(name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, name, ": required"));
+    return absl::InvalidArgumentError(absl::StrCat(where, name, ": required"));
   }
   const Json& value = object[name];
   const bool ok = type == Json::value_t::number_float ? value.is_number()
                                                       : value.type() == type;
   if (!ok) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, name, ": has the wrong type (", value.type_name(),
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, name, ": has the wrong type (", value.type_name(), ")"));
   }
   return absl::OkStatus();
 }
@@ -51,8 +49,8 @@ absl::Status CheckModel(const Json& model, const std::string& where) {
         !hidden["n_layers"].is_number_integer() ||
         !hidden.contains("hidden_size") ||
         !hidden["hidden_size"].is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          at, "hidden: null or {n_layers, hidden_size} integers"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "hidden: null or {n_layers, hidden_size} integers"));
     }
   }
   return absl::OkStatus();
@@ -96,9 +94,9 @@ absl::Status CheckAgreementRecord(const Json& record) {
   const std::string at = "agreement record: ";
   RETURN_IF_ERROR(Field(record, "record", Json::value_t::string, at));
   if (record["record"] != kAgreementRecord) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        at, "record: ", record["record"].dump(), " is not \"",
-        kAgreementRecord, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(at, "record: ", record["record"].dump(), " is not \"",
+                     kAgreementRecord, "\""));
   }
   RETURN_IF_ERROR(Field(record, "date", Json::value_t::string, at));
   RETURN_IF_ERROR(
@@ -157,10 +155,10 @@ absl::StatusOr<std::string> WriteAgreement(const std::string& lock_dir,
   const std::vector<RecordedModel> models = RecordedModels(record);
   const int at = SelfIndex(models, self);
   if (at < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the agreement record is between '", models[0].model, "' and '",
-        models[1].model, "', not of '", self.model, "' (identity ",
-        Short(self.identity), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the agreement record is between '", models[0].model,
+                     "' and '", models[1].model, "', not of '", self.model,
+                     "' (identity ", Short(self.identity), ")"));
   }
   const fs::path dir = fs::path(lock_dir) / kAgreementsDir;
   std::error_code error;
@@ -169,8 +167,7 @@ absl::StatusOr<std::string> WriteAgreement(const std::string& lock_dir,
     return absl::InternalError(
         absl::StrCat("cannot create ", dir.string(), ": ", error.message()));
   }
-  const std::string path =
-      (dir / AgreementFileName(models[1 - at])).string();
+  const std::string path = (dir / AgreementFileName(models[1 - at])).string();
   RETURN_IF_ERROR(util::WriteFileAtomic(path, record.dump(1) + "\n"));
   return path;
 }
@@ -188,10 +185,10 @@ std::vector<StoredAgreement> ListAgreements(const std::string& lock_dir) {
   std::sort(files.begin(), files.end());
   for (const fs::path& file : files) {
     StoredAgreement stored{file.string(), absl::UnknownError("")};
-    auto text = util::ReadFile(stored.path,
-                               {.max_bytes = kMaxRecordBytes,
-                                .limit_name = "the 8 MiB record cap",
-                                .follow_symlinks = false});
+    auto text =
+        util::ReadFile(stored.path, {.max_bytes = kMaxRecordBytes,
+                                     .limit_name = "the 8 MiB record cap",
+                                     .follow_symlinks = false});
     if (!text.ok()) {
       stored.record = text.status();
     } else {
@@ -245,12 +242,12 @@ Standing StandingOf(const Json& record, const ModelBinding& self,
   }
   const Json& q = questions[question_id];
   if (q["key"] != live_key) {
-    return stale(absl::StrCat("measured for key ",
-                              q["key"].get<std::string>().substr(0, 12),
-                              ", the question's key is now ",
-                              live_key.substr(0, 12)));
+    return stale(absl::StrCat(
+        "measured for key ", q["key"].get<std::string>().substr(0, 12),
+        ", the question's key is now ", live_key.substr(0, 12)));
   }
-  if (labels_sha256_now != nullptr && q["labels_sha256"] != *labels_sha256_now) {
+  if (labels_sha256_now != nullptr &&
+      q["labels_sha256"] != *labels_sha256_now) {
     return stale("the question's labels changed since (labels_sha256 " +
                  q["labels_sha256"].get<std::string>().substr(0, 12) + " -> " +
                  labels_sha256_now->substr(0, 12) + ")");

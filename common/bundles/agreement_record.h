@@ -70,9 +70,9 @@ std::vector<StoredAgreement> ListAgreements(const std::string& lock_dir);
 
 // What a record says of one question now.
 struct Standing {
-  std::string verdict;     // "agree", "disagree", "n/a" or "stale"
-  std::string why;         // for stale: what no longer matches
-  RecordedModel other;     // the model of the pair that is not self
+  std::string verdict;  // "agree", "disagree", "n/a" or "stale"
+  std::string why;      // for stale: what no longer matches
+  RecordedModel other;  // the model of the pair that is not self
   bool unlocks() const { return verdict == "agree"; }
 };
 // `self` is the model asking; `other_now`, when known, the other model as

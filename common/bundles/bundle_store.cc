@@ -150,9 +150,9 @@ absl::Status CheckAdoption(const Json& extra, const std::string& dir,
         FindAgreement(dir, model, other, lock_sha, id,
                       entry["key"].get<std::string>(), nullptr);
     if (!found.record.has_value()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "a version adopted from '", other.model, "' for ", id,
-          " needs a current agreement record: ", found.why_not));
+      return absl::FailedPreconditionError(
+          absl::StrCat("a version adopted from '", other.model, "' for ", id,
+                       " needs a current agreement record: ", found.why_not));
     }
   }
   return absl::OkStatus();
@@ -573,11 +573,10 @@ absl::StatusOr<PointerMove> BundleStore::Rollback(
   ASSIGN_OR_RETURN(StoreLock lock, StoreLock::Take(dir_));
   ASSIGN_OR_RETURN(std::vector<int> history, History(question_id));
   if (history.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("question ", question_id,
-                     " has no CURRENT version under lock ",
-                     lock_sha_.substr(0, 8),
-                     " (an inherited one is rolled back under its own lock)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "question ", question_id, " has no CURRENT version under lock ",
+        lock_sha_.substr(0, 8),
+        " (an inherited one is rolled back under its own lock)"));
   }
   if (history.size() < 2) {
     return absl::FailedPreconditionError(
@@ -631,8 +630,7 @@ std::map<std::string, InheritedVersion> BundleStore::Inherited(
   std::map<std::string, InheritedVersion> out;
   const std::string own = fs::path(dir_).filename().string();
   // Per question, the other locks' pointers, newest move first.
-  std::map<std::string,
-           std::vector<std::pair<fs::file_time_type, std::string>>>
+  std::map<std::string, std::vector<std::pair<fs::file_time_type, std::string>>>
       pointers;
   std::error_code error;
   for (const auto& entry :
@@ -663,7 +661,10 @@ std::map<std::string, InheritedVersion> BundleStore::Inherited(
       }
       auto key = QuestionKey(read->version, read->manifest, id);
       if (!key.ok() || *key != live_keys.at(id)) continue;  // reworded
-      out[id] = InheritedVersion{lock8, read->version, read->path, *key,
+      out[id] = InheritedVersion{lock8,
+                                 read->version,
+                                 read->path,
+                                 *key,
                                  std::move(read->manifest),
                                  std::move(read->artifacts)};
       break;

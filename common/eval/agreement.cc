@@ -29,8 +29,8 @@ absl::StatusOr<PerItem> ItemsOf(const ProbRows& rows,
   PerItem out;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& row = rows[i];
-    const int top =
-        static_cast<int>(std::max_element(row.begin(), row.end()) - row.begin());
+    const int top = static_cast<int>(std::max_element(row.begin(), row.end()) -
+                                     row.begin());
     const size_t y = static_cast<size_t>(labels[i]);
     const double p_y = y < row.size() ? row[y] : 0.0;  // padding is 0
     out.confidence.push_back(row[top]);
@@ -111,8 +111,8 @@ absl::StatusOr<Agreement> CompareModels(const ProbRows& a, const ProbRows& b,
         "model a decided ", a.size(), " states, model b ", b.size()));
   }
   if (options.resamples < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resamples: ", options.resamples, " is below 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("resamples: ", options.resamples, " is below 1"));
   }
   auto items_a = ItemsOf(a, labels, "a");
   if (!items_a.ok()) return items_a.status();
@@ -156,9 +156,9 @@ absl::StatusOr<Agreement> CompareModels(const ProbRows& a, const ProbRows& b,
     nll.push_back(fa.nll - fb.nll);
     ece.push_back(fa.ece - fb.ece);
   }
-  for (auto [diff, draws] : {std::pair{&out.acc, &acc},
-                             std::pair{&out.nll, &nll},
-                             std::pair{&out.ece, &ece}}) {
+  for (auto [diff, draws] :
+       {std::pair{&out.acc, &acc}, std::pair{&out.nll, &nll},
+        std::pair{&out.ece, &ece}}) {
     diff->interval = {Percentile(*draws, 2.5), Percentile(*draws, 97.5)};
   }
   return out;

@@ -55,9 +55,9 @@ struct BootstrapOptions {
 
 struct Agreement {
   int64_t n = 0;
-  int64_t flips = 0;       // states whose answer (argmax) differs
-  double flip_rate = 0.0;  // flips / n
-  Interval flip_interval;  // Wilson, 95%
+  int64_t flips = 0;         // states whose answer (argmax) differs
+  double flip_rate = 0.0;    // flips / n
+  Interval flip_interval;    // Wilson, 95%
   double mean_abs_dp = 0.0;  // mean TotalVariation(a_i, b_i)
   double p95_abs_dp = 0.0;   // its 95th percentile
   ModelFigures a;

@@ -98,8 +98,7 @@ double Coverage(const std::vector<RiskPoint>& curve, double risk) {
 // Items by confidence ascending (stable), cut as numpy.array_split cuts:
 // the first N mod B bins one larger; empty bins left out.
 std::vector<ReliabilityBin> BinsOf(const std::vector<double>& confidence,
-                                   const std::vector<char>& right,
-                                   int n_bins) {
+                                   const std::vector<char>& right, int n_bins) {
   std::vector<size_t> order(confidence.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {

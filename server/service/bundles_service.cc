@@ -105,8 +105,9 @@ absl::StatusOr<BundleStore*> BundlesService::StoreFor(
   if (!questions_json.empty()) {
     RETURN_IF_ERROR(
         CheckSize("questions_json", questions_json, options_.max_bundle_bytes));
-    ASSIGN_OR_RETURN(const Json questions, bundles::ParseJsonLimited(
-                                               questions_json, "questions_json"));
+    ASSIGN_OR_RETURN(
+        const Json questions,
+        bundles::ParseJsonLimited(questions_json, "questions_json"));
     const std::string sha = questions::LockShaOf(questions);
     if (!sha.starts_with(lock_sha)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -258,8 +259,9 @@ grpc::ServerUnaryReactor* BundlesService::List(
       context, raw_request, raw_response, Method::kListBundles,
       [this](const v1::ListBundlesRequest* request,
              v1::ListBundlesResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        ASSIGN_OR_RETURN(BundleStore * store,
-                         StoreFor(request->lock_sha(), request->questions_json()));
+        ASSIGN_OR_RETURN(
+            BundleStore * store,
+            StoreFor(request->lock_sha(), request->questions_json()));
         ASSIGN_OR_RETURN(const auto versions, store->List());
         ASSIGN_OR_RETURN(const auto current, store->CurrentAll());
         response->set_model(store->model().model);
@@ -345,8 +347,9 @@ grpc::ServerUnaryReactor* BundlesService::Put(
                                              request->observations_json(),
                                              "observations_json"));
         }
-        ASSIGN_OR_RETURN(BundleStore * store,
-                         StoreFor(request->lock_sha(), request->questions_json()));
+        ASSIGN_OR_RETURN(
+            BundleStore * store,
+            StoreFor(request->lock_sha(), request->questions_json()));
         RETURN_IF_ERROR(CheckServable(artifacts));
         ASSIGN_OR_RETURN(
             const int version,
@@ -375,21 +378,22 @@ grpc::ServerUnaryReactor* BundlesService::Promote(
     grpc::ByteBuffer* raw_response) {
   return Run<v1::PromoteBundleRequest, v1::PromoteBundleResponse>(
       context, raw_request, raw_response, Method::kPromoteBundle,
-      [this](
-          const v1::PromoteBundleRequest* request,
-          v1::PromoteBundleResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        RETURN_IF_ERROR(CheckVersion(request->version()));
-        RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
-        ASSIGN_OR_RETURN(BundleStore * store,
-                         StoreFor(request->lock_sha(), request->questions_json()));
-        RETURN_IF_ERROR(
-            CheckLoads(store, request->version(), request->question_id()));
-        ASSIGN_OR_RETURN(
-            const auto moved,
-            store->Promote(request->version(), request->question_id(),
-                           request->force()));
-        return AnswerMove(store, moved, response);
-      });
+      [this](const v1::PromoteBundleRequest* request,
+             v1::PromoteBundleResponse* response)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            RETURN_IF_ERROR(CheckVersion(request->version()));
+            RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
+            ASSIGN_OR_RETURN(
+                BundleStore * store,
+                StoreFor(request->lock_sha(), request->questions_json()));
+            RETURN_IF_ERROR(
+                CheckLoads(store, request->version(), request->question_id()));
+            ASSIGN_OR_RETURN(
+                const auto moved,
+                store->Promote(request->version(), request->question_id(),
+                               request->force()));
+            return AnswerMove(store, moved, response);
+          });
 }
 
 grpc::ServerUnaryReactor* BundlesService::Rollback(
@@ -397,16 +401,17 @@ grpc::ServerUnaryReactor* BundlesService::Rollback(
     grpc::ByteBuffer* raw_response) {
   return Run<v1::RollbackBundleRequest, v1::RollbackBundleResponse>(
       context, raw_request, raw_response, Method::kRollbackBundle,
-      [this](
-          const v1::RollbackBundleRequest* request,
-          v1::RollbackBundleResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
-        ASSIGN_OR_RETURN(BundleStore * store,
-                         StoreFor(request->lock_sha(), request->questions_json()));
-        ASSIGN_OR_RETURN(const auto moved,
-                         store->Rollback(request->question_id()));
-        return AnswerMove(store, moved, response);
-      });
+      [this](const v1::RollbackBundleRequest* request,
+             v1::RollbackBundleResponse* response)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
+            ASSIGN_OR_RETURN(
+                BundleStore * store,
+                StoreFor(request->lock_sha(), request->questions_json()));
+            ASSIGN_OR_RETURN(const auto moved,
+                             store->Rollback(request->question_id()));
+            return AnswerMove(store, moved, response);
+          });
 }
 
 grpc::ServerUnaryReactor* BundlesService::PutAgreement(
@@ -414,8 +419,9 @@ grpc::ServerUnaryReactor* BundlesService::PutAgreement(
     grpc::ByteBuffer* raw_response) {
   return Run<v1::PutAgreementRequest, v1::PutAgreementResponse>(
       context, raw_request, raw_response, Method::kPutAgreement,
-      [this](const v1::PutAgreementRequest* request,
-             v1::PutAgreementResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      [this](
+          const v1::PutAgreementRequest* request,
+          v1::PutAgreementResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         RETURN_IF_ERROR(CheckSize("record_json", request->record_json(),
                                   options_.max_bundle_bytes));
         ASSIGN_OR_RETURN(
@@ -425,14 +431,14 @@ grpc::ServerUnaryReactor* BundlesService::PutAgreement(
         ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
         if (!record["questions_lock_sha"].get<std::string>().starts_with(
                 store->lock_sha())) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "record_json: measured under questions lock ",
-              record["questions_lock_sha"].dump(), ", not lock_sha ",
-              store->lock_sha()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("record_json: measured under questions lock ",
+                           record["questions_lock_sha"].dump(),
+                           ", not lock_sha ", store->lock_sha()));
         }
-        ASSIGN_OR_RETURN(const std::string path,
-                         bundles::WriteAgreement(store->dir(), store->model(),
-                                                 record));
+        ASSIGN_OR_RETURN(
+            const std::string path,
+            bundles::WriteAgreement(store->dir(), store->model(), record));
         spdlog::info("bundles: agreement record kept at {}", path);
         response->set_path(path);
         return absl::OkStatus();

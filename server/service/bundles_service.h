@@ -44,14 +44,15 @@ struct BundlesOptions {
 };
 
 // Every method takes its request as bytes (request_parse.h).
-using RawServiceBundles = ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_List<
-    ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Get<
-        ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Put<
-            ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Promote<
-                ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Rollback<
-                    ::mesa::anyjev::v1::Bundles::
-                        WithRawCallbackMethod_PutAgreement<
-                            ::mesa::anyjev::v1::Bundles::Service>>>>>>;
+using RawServiceBundles =
+    ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_List<
+        ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Get<
+            ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Put<
+                ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Promote<
+                    ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Rollback<
+                        ::mesa::anyjev::v1::Bundles::
+                            WithRawCallbackMethod_PutAgreement<
+                                ::mesa::anyjev::v1::Bundles::Service>>>>>>;
 
 class BundlesService final : public RawServiceBundles {
  public:

@@ -62,8 +62,9 @@ json CompareCase(const json& c) {
 json RunCase(const json& c) {
   if (c.contains("compare")) return CompareCase(c.at("compare"));
   if (c.contains("wilson")) {
-    const auto w = mesa_anyjev::eval::WilsonInterval(
-        c.at("wilson").at(0).get<int64_t>(), c.at("wilson").at(1).get<int64_t>());
+    const auto w =
+        mesa_anyjev::eval::WilsonInterval(c.at("wilson").at(0).get<int64_t>(),
+                                          c.at("wilson").at(1).get<int64_t>());
     return json::array({w.lo, w.hi});
   }
   if (c.contains("percentile")) {

@@ -3,13 +3,14 @@
 // alike), other probabilities, so the flip rate is zero while the log loss
 // differs; L1 is not compared where a model has no temperature of its own.
 // The cell's figures are eval::CompareModels of the very decisions.
+#include "client/bench/compare.h"
+
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/backends/provider.h"
-#include "client/bench/compare.h"
 #include "client/bench/task.h"
 #include "client/learn/cell.h"
 #include "common/config/config.h"
@@ -31,7 +32,8 @@ std::unique_ptr<client::Provider> Fake(double temperature) {
 
 // column.aspect over columns whose words name an option, labelled with it.
 Task AspectTask(int n) {
-  const auto* entry = *questions::QuestionSet::Reference().Find("column.aspect");
+  const auto* entry =
+      *questions::QuestionSet::Reference().Find("column.aspect");
   Task task;
   task.name = "labels_column_aspect";
   task.question_id = "column.aspect";
@@ -78,8 +80,8 @@ TEST_CASE("compare: the fake at two temperatures answers alike at raw",
   // The cell is CompareModels of the decisions each side makes.
   REQUIRE(points.size() >= 1);
   CHECK(points[0].level == "raw");
-  auto oracle = eval::CompareModels(points[0].a, points[0].b,
-                                    task.items.labels, options.bootstrap);
+  auto oracle = eval::CompareModels(points[0].a, points[0].b, task.items.labels,
+                                    options.bootstrap);
   REQUIRE(oracle.ok());
   CHECK(raw["flip_interval"][1] == oracle->flip_interval.hi);
   CHECK(raw["difference"]["nll"]["lo"] == oracle->nll.interval.lo);

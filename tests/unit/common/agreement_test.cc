@@ -77,8 +77,9 @@ TEST_CASE("CompareModels refuses what it cannot compare, naming it",
   CHECK(CompareModels(p, {{0.5, 0.5}}, {0, 1}).status().message() ==
         "model a decided 2 states, model b 1");
   CHECK(CompareModels(p, p, {0, 2}).status().message().find("model a: ") == 0);
-  CHECK(CompareModels(p, p, {0, 1}, {.resamples = 0}).status().message() ==
-        "resamples: 0 is below 1");
+  CHECK(CompareModels(p, p, {0, 1}, {.resamples = 0, .seed = 0})
+            .status()
+            .message() == "resamples: 0 is below 1");
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ constexpr char kNew[] = "9f9370e0fedcba9876543210";
 const ModelBinding kFake{"fake", "aaaa1111"};
 
 Json File(const std::map<std::string, double>& temperatures) {
-  Json file{{"model", "fake"}, {"artifacts", Json::object()},
+  Json file{{"model", "fake"},
+            {"artifacts", Json::object()},
             {"heads", Json::object()}};
   for (const auto& [key, t] : temperatures) {
     file["artifacts"][key] = {{"method", "temperature"}, {"temperature", t}};
@@ -51,8 +52,9 @@ TEST_CASE("bundles: a new lock inherits the CURRENT of every unchanged key",
           "[bundles][locks]") {
   testing::TempDir tmp;
   auto old_lock = Open(tmp, kOld);
-  REQUIRE(old_lock->Put(File({{"ka", 1.5}, {"kb", 2.5}}),
-                        Extra({{"qa", "ka"}, {"qb", "kb"}}))
+  REQUIRE(old_lock
+              ->Put(File({{"ka", 1.5}, {"kb", 2.5}}),
+                    Extra({{"qa", "ka"}, {"qb", "kb"}}))
               .ok());
   REQUIRE(old_lock->Promote(1, "qa", false).ok());
   REQUIRE(old_lock->Promote(1, "qb", false).ok());
@@ -64,8 +66,8 @@ TEST_CASE("bundles: a new lock inherits the CURRENT of every unchanged key",
   auto served = new_lock->Served(&live);
   REQUIRE(served.ok());
   CHECK(served->versions == std::map<std::string, int>{{"qa", 1}});
-  CHECK(served->inherited == std::map<std::string, std::string>{
-                                 {"qa", "0190586d"}});
+  CHECK(served->inherited ==
+        std::map<std::string, std::string>{{"qa", "0190586d"}});
   CHECK(served->file["artifacts"].size() == 1);
   CHECK(served->file["artifacts"]["ka"]["temperature"] == 1.5);
 
@@ -116,10 +118,9 @@ TEST_CASE("bundles: of two earlier locks, the pointer that moved last wins",
   REQUIRE(second->Promote(1, "qa", false).ok());
   // Make the first lock's pointer the newer one.
   const fs::path pointer = fs::path(first->dir()) / "current" / "qa";
-  fs::last_write_time(pointer,
-                      fs::last_write_time(fs::path(second->dir()) / "current" /
-                                          "qa") +
-                          std::chrono::seconds(5));
+  fs::last_write_time(
+      pointer, fs::last_write_time(fs::path(second->dir()) / "current" / "qa") +
+                   std::chrono::seconds(5));
   auto third = Open(tmp, kNew);
   auto inherited = third->Inherited(live);
   REQUIRE(inherited.contains("qa"));
@@ -161,9 +162,12 @@ Json Record(const std::string& verdict, const std::string& lock = kOld) {
          {"backend_kind", "hf"},
          {"hidden", nullptr}}}},
       {"questions",
-       {{"qa", {{"key", "ka"}, {"labels_sha256", "1234"}, {"verdict", verdict}}},
+       {{"qa",
+         {{"key", "ka"}, {"labels_sha256", "1234"}, {"verdict", verdict}}},
         {"qb",
-         {{"key", "kb"}, {"labels_sha256", "5678"}, {"verdict", "disagree"}}}}}};
+         {{"key", "kb"},
+          {"labels_sha256", "5678"},
+          {"verdict", "disagree"}}}}}};
 }
 
 TEST_CASE("agreements: written beside the bundles, read back, judged",
@@ -205,8 +209,9 @@ TEST_CASE("agreements: written beside the bundles, read back, judged",
   CHECK(StandingOf(record, kFake, &other, kNew, "qa", "ka", &labels).verdict ==
         "stale");
   const ModelBinding reloaded{"fake-t1.4", "cccc3333"};
-  CHECK(StandingOf(record, kFake, &reloaded, kOld, "qa", "ka", &labels)
-            .verdict == "stale");
+  CHECK(
+      StandingOf(record, kFake, &reloaded, kOld, "qa", "ka", &labels).verdict ==
+      "stale");
   CHECK(StandingOf(record, {"fake", "dddd"}, &other, kOld, "qa", "ka", &labels)
             .verdict == "stale");
 
@@ -248,9 +253,10 @@ TEST_CASE("agreements: malformed records are refused naming the field",
             .find("models[0].model_identity: required") != std::string::npos);
 }
 
-TEST_CASE("bundles: a version adopted from another model needs a record that "
-          "agrees on every question it holds",
-          "[bundles][agreements]") {
+TEST_CASE(
+    "bundles: a version adopted from another model needs a record that "
+    "agrees on every question it holds",
+    "[bundles][agreements]") {
   testing::TempDir tmp;
   auto store = Open(tmp, kOld);
   Json extra = Extra({{"qa", "ka"}});
