@@ -52,7 +52,8 @@ int Fail(const std::string& message, int code) {
 // through its own head; there is no shared readout to compare.
 absl::StatusOr<std::vector<Level>> ParseLevels(const std::string& text) {
   std::vector<Level> levels;
-  for (absl::string_view name : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+  for (const std::string& name :
+       std::vector<std::string>(absl::StrSplit(text, ',', absl::SkipEmpty()))) {
     auto level = decision::ParseLevel(name);
     if (!level.ok() || (*level != Level::kRaw && *level != Level::kL0 &&
                         *level != Level::kL1)) {
