@@ -1,5 +1,5 @@
-"""Bundles across question locks (issue 39, the reference's D24 per question
-key): when the questions lock changes, a question with no CURRENT under
+"""Bundles across question locks (issue 39; docs/bundles.md, Across question
+locks): when the questions lock changes, a question with no CURRENT under
 the new lock is served by the earlier lock's CURRENT of the same key.
 
 On the daemon (fake model) over gRPC: term.fits at L1 and column.aspect at
