@@ -184,7 +184,7 @@ void EnableAgreedFailover(const config::Config& config, Provider* provider) {
   for (const auto& entry : questions::QuestionSet::Reference().entries()) {
     const auto digest = digests.find(entry.id());
     const std::string none;
-    const bundles::AgreementLookup found = bundles::FindAgreementIn(
+    const bundles::AgreementLookup found = bundles::FindAgreement(
         records, gateway, daemon, BundleLockSha(), entry.id(),
         entry.question.key(),
         digest == digests.end() ? &none : &digest->second);

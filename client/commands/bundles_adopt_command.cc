@@ -164,7 +164,7 @@ int RunBundlesAdopt(const config::Config& config,
   const auto digests = CurrentLabelsDigests(config);
   const std::string digest =
       digests.contains(options.question) ? digests.at(options.question) : "";
-  const bundles::AgreementLookup found = bundles::FindAgreementIn(
+  const bundles::AgreementLookup found = bundles::FindAgreement(
       records->records, self->binding(), other->binding(), BundleLockSha(),
       options.question, key, &digest);
   if (!found.record.has_value()) {

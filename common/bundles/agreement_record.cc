@@ -256,24 +256,13 @@ Standing StandingOf(const Json& record, const ModelBinding& self,
   return out;
 }
 
-AgreementLookup FindAgreement(const std::string& lock_dir,
+AgreementLookup FindAgreement(const std::vector<StoredAgreement>& records,
                               const ModelBinding& self,
                               const ModelBinding& other,
                               const std::string& lock_sha,
                               const std::string& question_id,
                               const std::string& live_key,
                               const std::string* labels_sha256_now) {
-  return FindAgreementIn(ListAgreements(lock_dir), self, other, lock_sha,
-                         question_id, live_key, labels_sha256_now);
-}
-
-AgreementLookup FindAgreementIn(const std::vector<StoredAgreement>& records,
-                                const ModelBinding& self,
-                                const ModelBinding& other,
-                                const std::string& lock_sha,
-                                const std::string& question_id,
-                                const std::string& live_key,
-                                const std::string* labels_sha256_now) {
   AgreementLookup out;
   out.why_not = absl::StrCat("no agreement record between '", self.model,
                              "' and '", other.model, "'");

@@ -86,28 +86,21 @@ Standing StandingOf(const Json& record, const ModelBinding& self,
                     const std::string& question_id, const std::string& live_key,
                     const std::string* labels_sha256_now);
 
-// The current record in `lock_dir` between `self` and `other` that agrees
-// on `question_id`, if any; else why not (no record, disagree, stale),
-// for the refusal to name.
+// The current record of `records` (a lock directory's, ListAgreements, or
+// a daemon's, listed over gRPC) between `self` and `other` that agrees on
+// `question_id`, if any; else why not (no record, disagree, stale), for
+// the refusal to name.
 struct AgreementLookup {
   std::optional<Json> record;
   std::string path;
   std::string why_not;
 };
-AgreementLookup FindAgreement(const std::string& lock_dir,
+AgreementLookup FindAgreement(const std::vector<StoredAgreement>& records,
                               const ModelBinding& self,
                               const ModelBinding& other,
                               const std::string& lock_sha,
                               const std::string& question_id,
                               const std::string& live_key,
                               const std::string* labels_sha256_now);
-// The same over records already read (a daemon's, listed over gRPC).
-AgreementLookup FindAgreementIn(const std::vector<StoredAgreement>& records,
-                                const ModelBinding& self,
-                                const ModelBinding& other,
-                                const std::string& lock_sha,
-                                const std::string& question_id,
-                                const std::string& live_key,
-                                const std::string* labels_sha256_now);
 
 }  // namespace mesa_anyjev::bundles

@@ -145,9 +145,10 @@ absl::Status CheckAdoption(const Json& extra, const std::string& dir,
   }
   const ModelBinding other{from["model"].get<std::string>(),
                            from["model_identity"].get<std::string>()};
+  const std::vector<StoredAgreement> records = ListAgreements(dir);
   for (const auto& [id, entry] : extra["per_question"].items()) {
     const AgreementLookup found =
-        FindAgreement(dir, model, other, lock_sha, id,
+        FindAgreement(records, model, other, lock_sha, id,
                       entry["key"].get<std::string>(), nullptr);
     if (!found.record.has_value()) {
       return absl::FailedPreconditionError(

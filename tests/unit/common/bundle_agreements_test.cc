@@ -215,14 +215,15 @@ TEST_CASE("agreements: written beside the bundles, read back, judged",
   CHECK(StandingOf(record, {"fake", "dddd"}, &other, kOld, "qa", "ka", &labels)
             .verdict == "stale");
 
-  AgreementLookup found =
-      FindAgreement(store->dir(), kFake, other, kOld, "qa", "ka", &labels);
+  AgreementLookup found = FindAgreement(ListAgreements(store->dir()), kFake,
+                                        other, kOld, "qa", "ka", &labels);
   CHECK(found.record.has_value());
-  found = FindAgreement(store->dir(), kFake, other, kOld, "qb", "kb", nullptr);
+  found = FindAgreement(ListAgreements(store->dir()), kFake, other, kOld, "qb",
+                        "kb", nullptr);
   CHECK_FALSE(found.record.has_value());
   CHECK(found.why_not.find("says disagree for qb") != std::string::npos);
-  found = FindAgreement(store->dir(), kFake, {"Qwen/Qwen3-8B", ""}, kOld, "qa",
-                        "ka", nullptr);
+  found = FindAgreement(ListAgreements(store->dir()), kFake,
+                        {"Qwen/Qwen3-8B", ""}, kOld, "qa", "ka", nullptr);
   CHECK(found.why_not ==
         "no agreement record between 'fake' and 'Qwen/Qwen3-8B'");
 
