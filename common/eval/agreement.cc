@@ -77,7 +77,9 @@ Interval WilsonInterval(int64_t k, int64_t n, double z) {
   const double center = (p + z2 / (2.0 * dn)) / denom;
   const double half =
       z * std::sqrt(p * (1.0 - p) / dn + z2 / (4.0 * dn * dn)) / denom;
-  return {std::max(0.0, center - half), std::min(1.0, center + half)};
+  // The bounds are exact at the ends (rounding would leave 1e-17 there).
+  return {k == 0 ? 0.0 : std::max(0.0, center - half),
+          k == n ? 1.0 : std::min(1.0, center + half)};
 }
 
 double Percentile(std::vector<double> values, double q) {
