@@ -106,24 +106,24 @@ def test_figures_match_an_oracle_and_the_record_is_kept_beside_both(setup):
         states, labels = task_states(tmp, question)
         assert task["n_items"] == len(states)
         pa = decide_raw(tmp, args, "fake", question, states)
-        pb = decide_raw(tmp, args, "hf", question, states)
+        pb_ = decide_raw(tmp, args, "hf", question, states)
         cell = task["cells"]["raw"]
-        flips = int(np.sum(pa.argmax(axis=1) != pb.argmax(axis=1)))
+        flips = int(np.sum(pa.argmax(axis=1) != pb_.argmax(axis=1)))
         assert flips == 0  # a temperature divides every logit alike
         assert cell["n"] == len(states) and cell["flips"] == flips
         ci = binomtest(flips, len(states)).proportion_ci(method="wilson")
         assert cell["flip_interval"] == pytest.approx([ci.low, ci.high], abs=1e-12)
-        tv = 0.5 * np.abs(pa - pb).sum(axis=1)
+        tv = 0.5 * np.abs(pa - pb_).sum(axis=1)
         assert cell["mean_abs_dp"] == pytest.approx(tv.mean(), abs=1e-9)
         assert cell["p95_abs_dp"] == pytest.approx(np.percentile(tv, 95), abs=1e-9)
         k = pa.shape[1]
-        for side, p in (("a", pa), ("b", pb)):
+        for side, p in (("a", pa), ("b", pb_)):
             assert cell[side]["acc"] == pytest.approx(accuracy_score(labels, p.argmax(axis=1)))
             assert cell[side]["nll"] == pytest.approx(log_loss(labels, p, labels=list(range(k))),
                                                       rel=1e-6)
             assert cell[side]["ece"] == pytest.approx(ece_oracle(p, labels), abs=1e-9)
         for name, (lo, hi) in zip(("acc", "nll", "ece"),
-                                  bootstrap_oracle(pa, pb, labels, RESAMPLES, 0)):
+                                  bootstrap_oracle(pa, pb_, labels, RESAMPLES, 0)):
             got = cell["difference"][name]
             assert (got["lo"], got["hi"]) == pytest.approx((lo, hi), abs=1e-9), (question, name)
         # No temperature promoted on either side yet: L1 is not compared.

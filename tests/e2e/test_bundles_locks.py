@@ -130,8 +130,10 @@ def test_a_lock_that_adds_a_question_keeps_the_others_served(tmp_path):
     finally:
         daemon.stop()
 
-    # Restarted, the daemon serves the new lock with what it inherits.
-    again = Daemon(tmp_path / "d")
+    # Restarted on the same store, the daemon serves the new lock with what
+    # it inherits.
+    (tmp_path / "again").mkdir()
+    again = Daemon(tmp_path / "again", env={"XDG_STATE_HOME": str(tmp_path / "d" / "state")})
     try:
         assert decide(again) == before
     finally:
