@@ -33,6 +33,18 @@ void AddLearnPromote(CommandLine* line, CLI::App* learn) {
   AddBundleFlags(line, promote, options.get());
 }
 
+// bench run's and bench compare's: which tasks, at which levels, where.
+void AddTaskFlags(CLI::App* command, std::string* tasks, std::string* levels,
+                  std::string* out, std::string* date, const char* choices) {
+  command->add_option("--tasks", *tasks,
+                      "task names a,b (default: every task with items)");
+  command->add_option("--levels", *levels,
+                      std::string(choices) + " subset (default raw,L0,L1)");
+  command->add_option("--out", *out, "results root (default bench/results)");
+  command->add_option("--date", *date,
+                      "results directory name YYYY-MM-DD (default today, UTC)");
+}
+
 }  // namespace
 
 std::vector<Connection::Given> Connection::Flags() const {
@@ -325,19 +337,13 @@ void AddBenchCommand(CommandLine* line) {
         return RunBenchRun(in.config, *options);
       });
   line->AddBackendFlags(run, &options->backend);
-  run->add_option("--tasks", options->tasks,
-                  "task names a,b (default: every task with items)");
-  run->add_option("--levels", options->levels,
-                  "raw,L0,L1,L2 subset (default raw,L0,L1)");
+  AddTaskFlags(run, &options->tasks, &options->levels, &options->out,
+               &options->date, "raw,L0,L1,L2");
   run->add_flag("--no-loco", options->no_loco, "L1/L2 cells become n/a");
   run->add_flag("--no-flip", options->no_flip,
                 "skip the option-reversal probe");
   run->add_flag("--strict", options->strict,
                 "exit 1 when a label logprob was missing");
-  run->add_option("--out", options->out,
-                  "results root (default bench/results)");
-  run->add_option("--date", options->date,
-                  "results directory name YYYY-MM-DD (default today, UTC)");
   CommandLine::AddJson(run, &options->json);
 
   auto compare = std::make_shared<BenchCompareOptions>();
@@ -360,14 +366,8 @@ void AddBenchCommand(CommandLine* line) {
                      "section.field=value for model b only (repeatable)");
   line->AddDaemonFlags(versus);
   line->AddGatewayFlags(versus);
-  versus->add_option("--tasks", compare->tasks,
-                     "task names a,b (default: every task with items)");
-  versus->add_option("--levels", compare->levels,
-                     "raw,L0,L1 subset (default raw,L0,L1)");
-  versus->add_option("--out", compare->out,
-                     "results root (default bench/results)");
-  versus->add_option("--date", compare->date,
-                     "results directory name YYYY-MM-DD (default today, UTC)");
+  AddTaskFlags(versus, &compare->tasks, &compare->levels, &compare->out,
+               &compare->date, "raw,L0,L1");
   versus->add_flag("--no-record", compare->no_record,
                    "keep no agreement record");
   CommandLine::AddJson(versus, &compare->json);
