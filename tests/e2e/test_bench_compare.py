@@ -226,6 +226,11 @@ def test_adopt_needs_a_current_agreeing_record(setup):
     ours = decide_one(args, "fake", "term.fits", "L1")
     assert ours["level"] == theirs["level"] == "L1"
     assert ours["diagnostics"]["temperature"] == theirs["diagnostics"]["temperature"]
+    # Both sides serve term.fits at L1 now, each with its own promoted
+    # version: the L1 cell is compared.
+    r = compare(args, tmp / "out", "--tasks", "labels_term_fits", "--no-record")
+    l1 = json.loads(r.stdout)["tasks"]["labels_term_fits"]["cells"]["L1"]
+    assert l1["n"] == 147 and l1["flips"] == 0 and l1["verdict"] == "agree", l1
 
     # New labels for term.fits make the record stale: it unlocks nothing.
     extra = tmp / "more.jsonl"
