@@ -368,7 +368,8 @@ void Daemon::Drain() {
     spdlog::default_logger()->flush();
     std::_Exit(1);
   });
-  spdlog::info("draining: health NOT_SERVING, new calls UNAVAILABLE, {} queued",
+  spdlog::info(
+      "draining: health NOT_SERVING, new calls UNAVAILABLE, {} calls held",
                engine_ ? engine_->depth() : 0);
   if (state_) state_->set(service::ServingState::kDraining);
   if (server_ != nullptr) {

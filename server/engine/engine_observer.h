@@ -32,7 +32,8 @@ struct PassRecord {
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
-  // Calls held (any thread, under the engine's lock).
+  // Held calls none of whose work is planned yet (any thread, under the
+  // engine's lock).
   virtual void OnQueueDepth(int64_t /*depth*/) {}
   // A call refused at admission by a limit: "capacity", "tenant_calls" or
   // "tenant_tokens" (any thread).

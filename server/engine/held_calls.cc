@@ -46,10 +46,9 @@ absl::Status HeldCalls::AdmitLocked(ForwardJob job,
   call->tokens = tokens;
   call->admitted = absl::Now();
   calls_[id] = std::move(call);
+  ++waiting_;
   // Under the lock, so the gauge can never end on a stale value.
-  if (observer_ != nullptr) {
-    observer_->OnQueueDepth(static_cast<int64_t>(calls_.size()));
-  }
+  if (observer_ != nullptr) observer_->OnQueueDepth(waiting_);
   return absl::OkStatus();
 }
 
@@ -62,10 +61,12 @@ HeldCall* HeldCalls::Next(
 
 void HeldCalls::Charge(HeldCall& call, int64_t tokens) {
   scheduler_.Charge(call.id, tokens);
+  if (!call.started) --waiting_;
   if (observer_ != nullptr) {
     if (!call.started) {
       observer_->OnQueueWait(call.job.caller.priority,
                              absl::Now() - call.admitted);
+      observer_->OnQueueDepth(waiting_);
     }
     observer_->OnTenantTokens(call.job.caller.tenant, call.job.caller.priority,
                               tokens);
@@ -106,8 +107,9 @@ void HeldCalls::Answer(HeldCall* call, absl::StatusOr<ForwardOutput> out) {
     mine = std::move(it->second);
     calls_.erase(it);
     scheduler_.Finish(mine->id);
-    if (observer_ != nullptr) {
-      observer_->OnQueueDepth(static_cast<int64_t>(calls_.size()));
+    if (!mine->started) {
+      --waiting_;
+      if (observer_ != nullptr) observer_->OnQueueDepth(waiting_);
     }
   }
   if (observer_ != nullptr && mine->started) {
