@@ -61,11 +61,14 @@ HeldCall* HeldCalls::Next(
 
 void HeldCalls::Charge(HeldCall& call, int64_t tokens) {
   scheduler_.Charge(call.id, tokens);
-  if (!call.started) --waiting_;
+  if (!call.started) {
+    --waiting_;
+    call.started_at = absl::Now();
+  }
   if (observer_ != nullptr) {
     if (!call.started) {
       observer_->OnQueueWait(call.job.caller.priority,
-                             absl::Now() - call.admitted);
+                             call.started_at - call.admitted);
       observer_->OnQueueDepth(waiting_);
     }
     observer_->OnTenantTokens(call.job.caller.tenant, call.job.caller.priority,
@@ -113,7 +116,7 @@ void HeldCalls::Answer(HeldCall* call, absl::StatusOr<ForwardOutput> out) {
     }
   }
   if (observer_ != nullptr && mine->started) {
-    observer_->OnRun(absl::Now() - mine->admitted);
+    observer_->OnRun(absl::Now() - mine->started_at);
   }
   mine->job.done(std::move(out));
 }

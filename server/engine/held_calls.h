@@ -45,7 +45,8 @@ struct HeldCall {
   ForwardJob job;
   int64_t tokens = 0;
   absl::Time admitted;
-  bool started = false;  // some of its work was planned
+  absl::Time started_at;  // when its first work was planned
+  bool started = false;   // some of its work was planned
 };
 
 class HeldCalls {

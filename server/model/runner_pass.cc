@@ -89,7 +89,9 @@ DeviceOutputs Outputs(const ModelRunner::State& s, const ForwardResult& result,
   const int64_t rows = result.final.size(0);
   DeviceOutputs out;
   std::vector<at::Tensor> label_parts, value_parts, id_parts;
-  for (int64_t r0 = 0; r0 < rows; r0 += s.paths.chunk_rows) {
+  // A pass may read no rows (its suffixes wait for the next): one empty
+  // chunk then keeps the outputs' shapes.
+  for (int64_t r0 = 0; r0 < rows || r0 == 0; r0 += s.paths.chunk_rows) {
     const int64_t n = std::min(s.paths.chunk_rows, rows - r0);
     const at::Tensor logprobs =
         s.model->LogSoftmax(result.final.narrow(0, r0, n));
