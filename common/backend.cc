@@ -3,8 +3,24 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
+#include "common/util/enum_names.h"
 
 namespace mesa_anyjev {
+namespace {
+
+constexpr util::EnumName<Priority> kPriorityNames[] = {
+    {Priority::kInteractive, "interactive"}, {Priority::kBatch, "batch"}};
+static_assert(util::NamesEvery(kPriorityNames, Priority::kBatch));
+
+}  // namespace
+
+const char* PriorityName(Priority priority) {
+  return util::NameIn(kPriorityNames, priority);
+}
+
+std::optional<Priority> PriorityNamed(std::string_view name) {
+  return util::ValueIn(kPriorityNames, name);
+}
 
 absl::Status TokenBudget::Charge(int64_t tokens) {
   const int64_t total = used.fetch_add(tokens) + tokens;

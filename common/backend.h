@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,9 @@ struct DeviceInfo {
 // interactive work first (a curator's single question) and fills it with
 // batch work (a dataset run, a bench, a fit).
 enum class Priority { kInteractive = 0, kBatch = 1 };
+// "interactive", "batch"; the value a name spells, nullopt for any other.
+const char* PriorityName(Priority priority);
+std::optional<Priority> PriorityNamed(std::string_view name);
 
 // Who waits for a call's answer: its deadline and cancel flag, the tenant
 // the work is for and its priority class, and the one rule for a caller that

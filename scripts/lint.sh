@@ -29,6 +29,8 @@ forbid server/model 'grpc|google/protobuf|mesa/anyjev/v1/|server/(engine|service
   "server/model sees no gRPC/protobuf and depends on nothing above it"
 forbid server/engine 'grpc|google/protobuf|mesa/anyjev/v1/|server/(service|daemon)/' \
   "server/engine sees no gRPC/protobuf and depends on nothing above it"
+forbid server/engine 'torch/|ATen/|c10/|cuda' \
+  "server/engine includes no libtorch: the model runner (server/model) owns the device"
 forbid server/service 'torch/|ATen/|c10/' "server/service never includes libtorch"
 # One seam for CUDA (server/model/cuda/cuda_calls.h): only its CUDA side
 # includes CUDA's, c10_cuda's or ATen/cuda's headers (the kernels' .cu files

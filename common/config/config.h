@@ -13,7 +13,7 @@ struct ServerConfig {
   std::string port_file;                          // write the bound port here
   std::string metrics_listen = "127.0.0.1:9464";  // host:port; "" = off
   std::string metrics_port_file;     // write the bound metrics port here
-  int32_t queue_capacity = 64;       // accepted calls waiting for the model
+  int32_t queue_capacity = 64;       // calls held: waiting or in a pass
   double default_deadline_s = 30.0;  // for calls that carry none
   double max_deadline_s = 120.0;     // longer deadlines are cut to this
   double drain_deadline_s = 30.0;    // SIGTERM: time for accepted calls
@@ -84,10 +84,25 @@ struct EngineConfig {
   // eagerly (a test path, slower). Off until a GPU run shows it equal and
   // faster (docs/model.md).
   int64_t cuda_graph_tokens = 0;
-  // Memory left free beyond the weights, the pool and the block cache: the
-  // passes' activations, the CUDA context, the rest of the system. A load
-  // that would not leave it is refused before it starts (memory_fit.h).
+  // Memory left free beyond the weights, the pool, the block cache, a
+  // pass's activations and logits and the CUDA graphs' pool: the CUDA
+  // context, the rest of the system. A load that would not leave it is
+  // refused before it starts (memory_fit.h).
   int64_t memory_reserve_bytes = int64_t{2} << 30;
+  // Who the engine serves next (docs/architecture.md, "Scheduling"): fair
+  // (interactive work first, tenants sharing by the tokens their work
+  // costs, weighted) or fifo (arrival order, as before).
+  std::string scheduler = "fair";
+  // Per tenant of auth.tokens_file by default (its entry may set its own):
+  // calls held for the model, and their prompt tokens; 0: no limit beyond
+  // server.queue_capacity. Callers without a tenant (auth off) are one
+  // caller, bounded by server.queue_capacity alone.
+  int32_t tenant_max_queued_calls = 16;
+  int64_t tenant_max_queued_tokens = int64_t{1} << 20;
+  // A file the engine appends one JSON line to per forward pass (its size
+  // and whose work it held, in planning order); "" = off. For looking into
+  // what the scheduler did, not for always: it grows with every pass.
+  std::string pass_records;
 };
 
 struct LimitsConfig {

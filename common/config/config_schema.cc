@@ -72,6 +72,7 @@ constexpr Field MakeField(std::string_view key,
 constexpr const char* kDtypes[] = {"float32", "bfloat16"};
 constexpr const char* kAttentions[] = {"eager", "sdpa"};
 constexpr const char* kCpuGemms[] = {"auto", "onednn", "aten"};
+constexpr const char* kSchedulers[] = {"fair", "fifo"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
 constexpr const char* kLabelReadouts[] = {"auto", "token_ids", "top_k"};
 constexpr const char* kClientPriors[] = {"run", "daemon"};
@@ -121,6 +122,10 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(engine, host_cache_bytes),
     MESA_CONFIG_FIELD(engine, cuda_graph_tokens),
     MESA_CONFIG_FIELD(engine, memory_reserve_bytes),
+    MESA_CONFIG_ENUM(engine, scheduler, kSchedulers),
+    MESA_CONFIG_FIELD(engine, tenant_max_queued_calls),
+    MESA_CONFIG_FIELD(engine, tenant_max_queued_tokens),
+    MESA_CONFIG_FIELD(engine, pass_records),
 
     MESA_CONFIG_FIELD(limits, max_groups),
     MESA_CONFIG_FIELD(limits, max_suffixes),

@@ -132,6 +132,10 @@ class Validator {
     Range<int64_t>("engine.memory_reserve_bytes", e.memory_reserve_bytes, 0,
                    int64_t{1} << 40);
     Range<int64_t>("engine.cuda_graph_tokens", e.cuda_graph_tokens, 0, 4096);
+    Range<int64_t>("engine.tenant_max_queued_calls", e.tenant_max_queued_calls,
+                   0, 1 << 20);
+    Range<int64_t>("engine.tenant_max_queued_tokens",
+                   e.tenant_max_queued_tokens, 0, int64_t{1} << 40);
     Range<int64_t>("decisions.workers", config_.decisions.workers, 1, 256);
   }
 

@@ -15,13 +15,15 @@
 #include "common/util/host_port.h"
 #include "common/util/secret.h"
 #include "common/util/state_dir.h"
-#include "server/daemon/device_guard.h"
 #include "server/daemon/drain_watchdog.h"
+#include "server/daemon/engine_events.h"
 #include "server/daemon/model_factory.h"
-#include "server/engine/device_fault.h"
-#include "server/engine/job_queue.h"
+#include "server/engine/engine.h"
+#include "server/engine/observers.h"
+#include "server/engine/queued_backend.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
+#include "server/model/device_fault.h"
 #include "server/service/bearer_auth.h"
 #include "server/service/bundles_service.h"
 #include "server/service/decisions_service.h"
@@ -79,6 +81,17 @@ class WithoutReflectionPlugin final : public grpc::ServerBuilderOption {
 absl::Status WritePortFile(const std::string& path, int port) {
   if (path.empty()) return absl::OkStatus();
   return util::WriteFileAtomic(path, absl::StrCat(port, "\n"));
+}
+
+engine::EngineOptions EngineOptionsFrom(const config::Config& config) {
+  engine::EngineOptions options;
+  options.policy = config.engine.scheduler == "fifo"
+                       ? engine::SchedulerPolicy::kFifo
+                       : engine::SchedulerPolicy::kFair;
+  options.limits.capacity = config.server.queue_capacity;
+  options.limits.tenant_calls = config.engine.tenant_max_queued_calls;
+  options.limits.tenant_tokens = config.engine.tenant_max_queued_tokens;
+  return options;
 }
 
 service::InferenceOptions InferenceOptionsFrom(const config::Config& config) {
@@ -207,22 +220,26 @@ void Daemon::StartEngine() {
   metrics_ =
       std::make_unique<metrics::ServerMetrics>(util::kVersion, util::kCommit);
   metrics_->SetModelLoaded(false);
-  job_queue_ = std::make_unique<engine::JobQueue>(config_.server.queue_capacity,
-                                                  metrics_.get(),
-                                                  config_.engine.batch_tokens);
-  job_queue_->Start();
+  events_ = std::make_unique<EngineEvents>(
+      [this](const absl::Status& status) { OnDeviceLost(status); },
+      config_.engine.pass_records);
+  observers_ = std::make_unique<engine::Observers>(
+      std::vector<engine::EngineObserver*>{metrics_.get(), events_.get()});
+  engine_ = std::make_unique<engine::Engine>(EngineOptionsFrom(config_),
+                                             observers_.get());
+  engine_->Start();
   state_ = std::make_unique<service::ServingStateFlag>();
 }
 
 void Daemon::MakeServices() {
   inference_ = std::make_unique<service::InferenceService>(
-      InferenceOptionsFrom(config_), job_queue_.get(), metrics_.get(),
-      auth_.get(), state_.get());
+      InferenceOptionsFrom(config_), engine_.get(), metrics_.get(), auth_.get(),
+      state_.get());
   bundles_ = std::make_unique<service::BundlesService>(
       BundlesOptionsFrom(config_), metrics_.get(), auth_.get(), state_.get());
   decisions_ = std::make_unique<service::DecisionsService>(
-      DecisionsOptionsFrom(config_), job_queue_.get(), metrics_.get(),
-      auth_.get(), state_.get(), bundles_.get());
+      DecisionsOptionsFrom(config_), metrics_.get(), auth_.get(), state_.get(),
+      bundles_.get());
 }
 
 absl::StatusOr<int> Daemon::Listen(
@@ -290,15 +307,11 @@ void Daemon::RefreshMemoryGauges() {
 }
 
 absl::Status Daemon::LoadAndWarmUp() {
-  ASSIGN_OR_RETURN(
-      LoadedModel model,
-      LoadModel(config_, metrics_.get(), metrics_.get(), shutdown_, faults_));
-  backend_ = std::move(model.backend);
-  forward_adapter_ = std::move(model.adapter);
-  device_guard_ = std::make_unique<DeviceGuard>(
-      model.forward,
-      [this](const absl::Status& status) { OnDeviceLost(status); });
-  job_queue_->SetModel(device_guard_.get());
+  ASSIGN_OR_RETURN(model_, LoadModel(config_, observers_.get(), metrics_.get(),
+                                     shutdown_, faults_));
+  engine_->SetLoop(std::move(model_.loop));
+  backend_ =
+      std::make_unique<engine::QueuedBackend>(model_.served, engine_.get());
   inference_->SetBackend(backend_.get());
   RETURN_IF_ERROR(decisions_->SetBackend(backend_.get()));
   // The promoted bundles are part of what SERVING promises.
@@ -313,7 +326,7 @@ absl::Status Daemon::LoadAndWarmUp() {
       {},
       Priority::kInteractive};
   const absl::Status result =
-      job_queue_
+      engine_
           ->SubmitAndWait(engine::LogprobsTask{/*top_k=*/1},
                           {PromptGroup{ids, {{}}, {}}}, caller)
           .status();
@@ -328,8 +341,8 @@ void Daemon::OnDeviceLost(const absl::Status& status) {
   spdlog::error(
       "{}; health NOT_SERVING, the calls queued fail with UNAVAILABLE, exit "
       "code {} after the drain",
-      std::string(status.message()), engine::kDeviceLostExitCode);
-  exit_code_.store(engine::kDeviceLostExitCode);
+      std::string(status.message()), model::kDeviceLostExitCode);
+  exit_code_.store(model::kDeviceLostExitCode);
   state_->set(service::ServingState::kDraining);
   metrics_->SetModelLoaded(false);
   if (server_ != nullptr) {
@@ -355,8 +368,9 @@ void Daemon::Drain() {
     spdlog::default_logger()->flush();
     std::_Exit(1);
   });
-  spdlog::info("draining: health NOT_SERVING, new calls UNAVAILABLE, {} queued",
-               job_queue_ ? job_queue_->depth() : 0);
+  spdlog::info(
+      "draining: health NOT_SERVING, new calls UNAVAILABLE, {} calls held",
+               engine_ ? engine_->depth() : 0);
   if (state_) state_->set(service::ServingState::kDraining);
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
@@ -371,7 +385,7 @@ void Daemon::Drain() {
   // Decision workers wait on engine jobs: stop them while the engine runs.
   if (decisions_) decisions_->Stop();
   if (bundles_) bundles_->Stop();
-  if (job_queue_) job_queue_->Stop();
+  if (engine_) engine_->Stop();
   // After the engine: the replies it handed over are written first.
   if (inference_) inference_->Stop();
   if (metrics_endpoint_) metrics_endpoint_->Stop();

@@ -12,7 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/backend.h"
 #include "common/config/config.h"
-#include "server/daemon/device_guard.h"
+#include "server/daemon/model_factory.h"
 #include "server/engine/fault_plan.h"
 
 namespace grpc {
@@ -23,8 +23,8 @@ class ServerCredentials;
 
 namespace mesa_anyjev {
 namespace engine {
-class ForwardModel;
-class JobQueue;
+class Engine;
+class Observers;
 }  // namespace engine
 namespace metrics {
 class ServerMetrics;
@@ -42,6 +42,8 @@ class ServingStateFlag;
 
 namespace mesa_anyjev::daemon {
 
+class EngineEvents;
+
 class Daemon {
  public:
   // `faults`: tests only (--inject-faults), passes that fail as a device
@@ -52,7 +54,7 @@ class Daemon {
 
   // Runs until drained; returns the process exit code (0 after a clean
   // drain, 1 on a runtime failure, 2 on a configuration error,
-  // engine::kDeviceLostExitCode once the device failed).
+  // model::kDeviceLostExitCode once the device failed).
   int Run();
 
   // Starts the drain; safe from any thread, idempotent.
@@ -64,7 +66,7 @@ class Daemon {
   // Listens with every service NOT_SERVING, then logs the start line; no
   // model yet.
   absl::Status StartServing();
-  void StartEngine();   // metrics, the job queue's thread, the state flag
+  void StartEngine();   // metrics, the engine's thread, the state flag
   void MakeServices();  // inference, bundles, decisions (reads bundles)
   // The gRPC server on server.listen; the bound port.
   absl::StatusOr<int> Listen(
@@ -74,9 +76,10 @@ class Daemon {
   absl::StatusOr<int> StartMetricsEndpoint();
   void RefreshMemoryGauges();  // on each scrape
   absl::Status LoadAndWarmUp();
-  // A pass left the device unusable (on the engine thread): health
-  // NOT_SERVING, new calls UNAVAILABLE, then the drain, which fails the
-  // queued calls at once (DeviceGuard), and the distinct exit code.
+  // A pass left the device unusable (the engine's event, on a thread of the
+  // daemon's): health NOT_SERVING, new calls UNAVAILABLE, then the drain
+  // (the engine refuses every call from then on) and the distinct exit
+  // code.
   void OnDeviceLost(const absl::Status& status);
   void Drain();
 
@@ -86,7 +89,9 @@ class Daemon {
   std::atomic<int> exit_code_{0};  // set once the device is lost
   std::unique_ptr<metrics::ServerMetrics> metrics_;
   std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
-  std::unique_ptr<engine::JobQueue> job_queue_;
+  std::unique_ptr<EngineEvents> events_;
+  std::unique_ptr<engine::Observers> observers_;  // the metrics and events_
+  std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<service::BearerAuth> auth_;
   std::unique_ptr<service::ServingStateFlag> state_;
   std::unique_ptr<service::InferenceService> inference_;
@@ -94,13 +99,9 @@ class Daemon {
   std::unique_ptr<service::DecisionsService> decisions_;  // reads bundles_
   std::unique_ptr<service::ReflectionV1Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;
+  LoadedModel model_;
+  // The model as the services see it: its facts, its calls engine jobs.
   std::unique_ptr<Backend> backend_;
-  // What the job queue runs backend_ through when it is no ForwardModel
-  // itself (model_factory.h).
-  std::unique_ptr<engine::ForwardModel> forward_adapter_;
-  // What the job queue runs: the model's ForwardModel behind the guard that
-  // notices a lost device.
-  std::unique_ptr<DeviceGuard> device_guard_;
   // backend_ once loaded, for the metrics thread.
   std::atomic<const Backend*> loaded_backend_{nullptr};
 };

@@ -17,8 +17,8 @@
 #include "common/util/build_info.h"
 #include "server/daemon/daemon.h"
 #include "server/daemon/signal_watcher.h"
-#include "server/engine/device_fault.h"
 #include "server/engine/fault_plan.h"
+#include "server/model/device_fault.h"
 
 namespace {
 
@@ -126,7 +126,7 @@ int Main(int argc, char** argv) {
     daemon.RequestShutdown();
   });
   const int code = daemon.Run();
-  if (code == mesa_anyjev::engine::kDeviceLostExitCode) {
+  if (code == mesa_anyjev::model::kDeviceLostExitCode) {
     // The model's tensors live in a dead CUDA context: freeing them as the
     // destructors would can abort the process instead of exiting with the
     // code a supervisor reads.

@@ -10,10 +10,11 @@
 #include "common/fake_backend.h"
 #include "common/status/status_macros.h"
 #include "server/engine/backend_forward_model.h"
+#include "server/engine/call_loop.h"
 #include "server/model/checkpoint.h"
 #include "server/service/remote_hidden_states.h"
 #if MESA_ANYJEV_WITH_TORCH
-#include "server/engine/qwen3_backend.h"
+#include "server/engine/checkpoint_model.h"
 #endif
 
 namespace mesa_anyjev::daemon {
@@ -40,12 +41,16 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadComposite(
       std::move(logprobs), std::move(hidden)));
 }
 
-// A model with only the Backend seam, run by the job queue through the
-// adapter.
-LoadedModel Adapted(std::unique_ptr<Backend> backend) {
+// A model with only the Backend seam, run by the engine's call loop
+// through the adapter.
+LoadedModel Adapted(std::unique_ptr<Backend> backend,
+                    const config::EngineConfig& engine,
+                    engine::EngineObserver* observer) {
   LoadedModel loaded;
   loaded.adapter = std::make_unique<engine::BackendForwardModel>(backend.get());
-  loaded.forward = loaded.adapter.get();
+  loaded.loop = std::make_unique<engine::CallLoop>(
+      loaded.adapter.get(), engine.batch_tokens, observer);
+  loaded.served = engine::ServedModel::Of(*backend);
   loaded.backend = std::move(backend);
   return loaded;
 }
@@ -93,7 +98,7 @@ absl::StatusOr<LoadedModel> LoadModel(
   }
   if (model.backend == "composite") {
     ASSIGN_OR_RETURN(auto composite, LoadComposite(config, gateway));
-    return Adapted(std::move(composite));
+    return Adapted(std::move(composite), config.engine, observer);
   }
   const config::EngineConfig& engine = config.engine;
   if (model.path == "fake") {
@@ -104,7 +109,7 @@ absl::StatusOr<LoadedModel> LoadModel(
     FakeBackendOptions options;
     options.delay_s = model.fake_delay_s;
     options.temperature = model.fake_temperature;
-    return Adapted(std::make_unique<FakeBackend>(options));
+    return Adapted(std::make_unique<FakeBackend>(options), engine, observer);
   }
   std::error_code error;
   if (!std::filesystem::is_directory(model.path, error)) {
@@ -113,27 +118,22 @@ absl::StatusOr<LoadedModel> LoadModel(
                      "' is neither \"fake\" nor a checkpoint directory"));
   }
 #if MESA_ANYJEV_WITH_TORCH
-  ASSIGN_OR_RETURN(auto backend,
-                   engine::Qwen3Backend::Load(model, engine, observer));
-  spdlog::info("{}", model::Describe(backend->device_facts()));
-  spdlog::info("Qwen3 on {} in {}, {} attention, projections by {}",
-               backend->identity().device, backend->identity().dtype,
-               backend->identity().attention, backend->gemm());
-  spdlog::info("forward: {}", backend->paths());
-  if (!backend->cpu_paths().empty()) {
-    spdlog::info("CPU paths: {}", backend->cpu_paths());
+  ASSIGN_OR_RETURN(std::shared_ptr<engine::CheckpointModel> checkpoint,
+                   engine::LoadCheckpoint(model, engine));
+  for (const std::string& line : checkpoint->runner->paths().LogLines()) {
+    spdlog::info("{}", line);
   }
-  if (!backend->attention_note().empty()) {
-    spdlog::info("attention: {}", backend->attention_note());
-  }
+  engine::PassLoopOptions options = checkpoint->LoopOptions(engine);
   if (faults.has_value()) {
     spdlog::warn("fault injection armed (--inject-faults, tests only): {}",
                  faults->Describe());
-    backend->InjectFaults(*faults);
+    options.faults = faults;
   }
   LoadedModel loaded;
-  loaded.forward = backend.get();
-  loaded.backend = std::move(backend);
+  loaded.served = checkpoint->Served();
+  loaded.loop = std::make_unique<engine::PassLoop>(
+      checkpoint->runner.get(), std::move(options), observer);
+  loaded.checkpoint = std::move(checkpoint);
   return loaded;
 #else
   (void)engine;

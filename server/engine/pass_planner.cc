@@ -19,18 +19,55 @@ absl::Status PoolTooSmall(int64_t tokens, int64_t need, const KvBlocks& blocks,
 
 }  // namespace
 
+// A prompt group as the planner works through it: its prefix (the
+// cacheable part) in chunks of passes, then its suffixes.
+struct PlanWork::Group {
+  struct Suffix {
+    const TokenId* tokens = nullptr;
+    int64_t length = 0;
+    int64_t output = 0;
+  };
+  const std::vector<TokenId>* prefix = nullptr;
+  // The group's prefix and the tokens all its suffixes begin with (the
+  // same sequences, those tokens computed once), when there are any.
+  std::unique_ptr<std::vector<TokenId>> extended;
+  std::vector<int64_t> prefix_outputs;  // prompts that end with it
+  std::vector<Suffix> suffixes;
+
+  bool started = false;
+  // Blocks of prefix positions [0, covered): found in the cache, copied
+  // or planned in a pass.
+  std::vector<BlockRef> chain;
+  int64_t covered = 0;
+  size_t next_suffix = 0;
+  // Its context in the pass being planned (PassKeys::contexts), -1 when it
+  // has none there yet.
+  int32_t context = -1;
+};
+
+PlanWork::PlanWork() = default;
+PlanWork::PlanWork(PlanWork&&) noexcept = default;
+PlanWork& PlanWork::operator=(PlanWork&&) noexcept = default;
+PlanWork::~PlanWork() = default;
+
+bool PlanWork::done() const { return next_ >= groups_.size(); }
+
+bool PlanWork::open() const {
+  return !done() && groups_[next_].started &&
+         (groups_[next_].covered > 0 || groups_[next_].next_suffix > 0);
+}
+
 std::string PoolShortfall::Describe(const char* pool) const {
   return absl::StrCat("a prompt group of ", tokens, " tokens needs ",
                       blocks_needed, " KV blocks of ", block_tokens,
                       " tokens; ", pool, " holds ", pool_blocks);
 }
 
-absl::Status PassPlanner::Check(const std::vector<PlanGroup>& groups,
+absl::Status PassPlanner::Check(const std::vector<PromptGroup>& groups,
                                 const KvBlocks& blocks,
                                 std::optional<PoolShortfall>* shortfall) {
   const int64_t bs = blocks.block_tokens();
-  for (const PlanGroup& g : groups) {
-    const PromptGroup& group = *g.group;
+  for (const PromptGroup& group : groups) {
     const int64_t p = static_cast<int64_t>(group.prefix.size());
     int64_t longest = 0;
     for (const auto& suffix : group.suffixes) {
@@ -51,54 +88,58 @@ absl::Status PassPlanner::Check(const std::vector<PlanGroup>& groups,
   return absl::OkStatus();
 }
 
-PassPlanner::PassPlanner(KvBlocks* blocks, const std::vector<PlanGroup>& groups,
-                         int32_t layers, int64_t budget)
-    : blocks_(blocks), layers_(layers), budget_(std::max<int64_t>(budget, 1)) {
-  for (const PlanGroup& g : groups) {
-    const PromptGroup& group = *g.group;
+PassPlanner::PassPlanner(KvBlocks* blocks, int64_t budget)
+    : blocks_(blocks), budget_(std::max<int64_t>(budget, 1)) {}
+
+PlanWork PassPlanner::Prepare(const std::vector<PromptGroup>& groups,
+                              int64_t owner) const {
+  PlanWork work;
+  work.owner_ = owner;
+  int64_t first_output = 0;
+  for (const PromptGroup& group : groups) {
     if (group.prefix.empty()) {
       // Whole prompts: each is a cacheable prefix of its own.
       for (size_t i = 0; i < group.suffixes.size(); ++i) {
-        GroupState state;
+        Group state;
         state.prefix = &group.suffixes[i];
-        state.prefix_outputs = {g.first_output + static_cast<int64_t>(i)};
-        state.owner = g.owner;
-        groups_.push_back(std::move(state));
+        state.prefix_outputs = {first_output + static_cast<int64_t>(i)};
+        work.groups_.push_back(std::move(state));
       }
-      continue;
-    }
-    GroupState state;
-    state.prefix = &group.prefix;
-    state.owner = g.owner;
-    for (size_t i = 0; i < group.suffixes.size(); ++i) {
-      const int64_t out = g.first_output + static_cast<int64_t>(i);
-      const std::vector<TokenId>& suffix = group.suffixes[i];
-      if (suffix.empty()) {
-        state.prefix_outputs.push_back(out);
-      } else {
-        state.suffixes.push_back(
-            {suffix.data(), static_cast<int64_t>(suffix.size()), out});
+    } else {
+      Group state;
+      state.prefix = &group.prefix;
+      for (size_t i = 0; i < group.suffixes.size(); ++i) {
+        const int64_t out = first_output + static_cast<int64_t>(i);
+        const std::vector<TokenId>& suffix = group.suffixes[i];
+        if (suffix.empty()) {
+          state.prefix_outputs.push_back(out);
+        } else {
+          state.suffixes.push_back(
+              {suffix.data(), static_cast<int64_t>(suffix.size()), out});
+        }
       }
+      ExtendPrefix(state, blocks_->block_tokens());
+      work.groups_.push_back(std::move(state));
     }
-    ExtendPrefix(state, blocks_->block_tokens());
-    groups_.push_back(std::move(state));
+    first_output += static_cast<int64_t>(group.suffixes.size());
   }
   // Prompts that share a beginning run next to each other (a state's
   // questions after the state), so its blocks are still cached.
-  std::stable_sort(groups_.begin(), groups_.end(),
-                   [](const GroupState& a, const GroupState& b) {
+  std::stable_sort(work.groups_.begin(), work.groups_.end(),
+                   [](const Group& a, const Group& b) {
                      return std::lexicographical_compare(
                          a.prefix->begin(), a.prefix->end(), b.prefix->begin(),
                          b.prefix->end());
                    });
+  return work;
 }
 
-void PassPlanner::ExtendPrefix(GroupState& group, int64_t bs) {
+void PassPlanner::ExtendPrefix(Group& group, int64_t bs) {
   // A prompt that ends with the prefix owes its output at the prefix's end.
   if (group.suffixes.size() < 2 || !group.prefix_outputs.empty()) return;
   // The tokens every suffix begins with; each suffix keeps one at least.
   int64_t common = group.suffixes[0].length - 1, longest = 0;
-  for (const Suffix& s : group.suffixes) {
+  for (const Group::Suffix& s : group.suffixes) {
     common = std::min(common, s.length - 1);
     longest = std::max(longest, s.length);
     const TokenId* first = group.suffixes[0].tokens;
@@ -116,7 +157,7 @@ void PassPlanner::ExtendPrefix(GroupState& group, int64_t bs) {
   const TokenId* first = group.suffixes[0].tokens;
   group.extended->insert(group.extended->end(), first, first + common);
   group.prefix = group.extended.get();
-  for (Suffix& s : group.suffixes) {
+  for (Group::Suffix& s : group.suffixes) {
     s.tokens += common;
     s.length -= common;
   }
@@ -129,7 +170,7 @@ int64_t PassPlanner::Slot(const std::vector<BlockRef>& blocks,
          position % bs;
 }
 
-void PassPlanner::Start(GroupState& group) {
+void PassPlanner::Start(Group& group) {
   group.started = true;
   const size_t p = group.prefix->size();
   // A prompt that ends with the prefix needs its last token run.
@@ -159,11 +200,11 @@ void PassPlanner::Start(GroupState& group) {
   stats_.reused_tokens += group.covered;
 }
 
-int32_t PassPlanner::ContextOf(GroupState& group, int64_t end,
-                               Pass& pass) const {
+int32_t PassPlanner::ContextOf(Group& group, int64_t end) {
   if (group.context < 0) {
-    group.context = static_cast<int32_t>(pass.keys.contexts.size());
-    std::vector<int64_t>& slots = pass.keys.contexts.emplace_back();
+    model::PassKeys& keys = pass_.plan.keys;
+    group.context = static_cast<int32_t>(keys.contexts.size());
+    std::vector<int64_t>& slots = keys.contexts.emplace_back();
     slots.reserve(static_cast<size_t>(end));
     for (int64_t pos = 0; pos < end; ++pos) {
       slots.push_back(Slot(group.chain, pos));
@@ -172,7 +213,7 @@ int32_t PassPlanner::ContextOf(GroupState& group, int64_t end,
   return group.context;
 }
 
-bool PassPlanner::Grow(GroupState& group, int64_t end) {
+bool PassPlanner::Grow(Group& group, int64_t end) {
   const size_t want =
       static_cast<size_t>(BlocksFor(end, blocks_->block_tokens()));
   std::vector<BlockRef> more;
@@ -185,71 +226,86 @@ bool PassPlanner::Grow(GroupState& group, int64_t end) {
   return true;
 }
 
-void PassPlanner::Close(GroupState& group) {
-  in_flight_->Hold(group.chain);
-  group.finished = true;
+void PassPlanner::Close(Group& group) { in_flight_->Hold(group.chain); }
+
+void PassPlanner::Drop(PlanWork& work) {
+  for (Group& group : work.groups_) group.chain.clear();
+  work.next_ = work.groups_.size();
 }
 
-void PassPlanner::Drop(GroupState& group) {
-  group.chain.clear();
-  group.finished = true;
+void PassPlanner::Append(model::SegmentKeys keys, const TokenId* tokens,
+                         int64_t owner, const std::vector<int64_t>& outputs) {
+  model::PassArrays& a = pass_.plan.arrays;
+  for (int64_t t = 0; t < keys.length; ++t) {
+    a.tokens.push_back(tokens[t]);
+    a.positions.push_back(keys.start + t);
+    a.slots.push_back(pass_.plan.keys.OwnSlot(keys, t));
+  }
+  for (int64_t out : outputs) {
+    a.rows.push_back(static_cast<int64_t>(a.tokens.size()) - 1);
+    pass_.rows.push_back({owner, out});
+  }
+  pass_.tokens += keys.length;
+  pass_.plan.keys.segments.push_back(std::move(keys));
 }
 
-absl::StatusOr<Pass> PassPlanner::Next(
-    const std::function<bool(int32_t)>& live) {
+absl::Status PassPlanner::Begin(int32_t layers) {
   if (in_flight_.has_value()) {
     return absl::FailedPreconditionError(
-        "PassPlanner::Next: the last pass is not finished");
+        "PassPlanner::Begin: the last pass is not finished");
   }
+  layers_ = layers;
+  pass_ = PlannedPass{};
   in_flight_.emplace(blocks_);
-  Pass pass;
-  for (size_t i = first_open_; i < groups_.size() && pass.tokens < budget_;
-       ++i) {
-    GroupState& group = groups_[i];
-    if (group.finished) continue;
-    if (!live(group.owner)) {
-      Drop(group);
-      continue;
-    }
-    if (!group.started) Start(group);
-    absl::StatusOr<Room> room = PlanPrefix(group, pass);
-    if (room.ok() && *room == Room::kLeft) room = PlanSuffixes(group, pass);
-    group.context = -1;  // contexts are the pass's
-    if (!room.ok()) {
-      in_flight_.reset();
-      return room.status();
-    }
-    if (*room == Room::kFull) break;
-    Close(group);
-  }
-  pass.copy_from = in_flight_->copy_from();
-  pass.copy_to = in_flight_->copy_to();
-  while (first_open_ < groups_.size() && groups_[first_open_].finished) {
-    ++first_open_;
-  }
-  stats_.computed_tokens += pass.tokens;
-  if (pass.segments.empty()) in_flight_.reset();
-  return pass;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<PassPlanner::Room> PassPlanner::PlanPrefix(GroupState& group,
-                                                          Pass& pass) {
+absl::StatusOr<bool> PassPlanner::Add(PlanWork& work) {
+  if (!in_flight_.has_value()) {
+    return absl::FailedPreconditionError("PassPlanner::Add before Begin");
+  }
+  if (work.done()) return pass_.tokens < budget_;
+  Group& group = work.groups_[work.next_];
+  if (!group.started) Start(group);
+  absl::StatusOr<bool> room = PlanPrefix(group, work.owner_);
+  if (room.ok() && *room) room = PlanSuffixes(group, work.owner_);
+  group.context = -1;  // contexts are the pass's
+  if (!room.ok() || !*room) return room;
+  Close(group);
+  ++work.next_;
+  return pass_.tokens < budget_;
+}
+
+PlannedPass PassPlanner::Take() {
+  if (in_flight_.has_value()) {
+    pass_.plan.arrays.copy_from = in_flight_->copy_from();
+    pass_.plan.arrays.copy_to = in_flight_->copy_to();
+    if (pass_.plan.keys.segments.empty()) in_flight_.reset();
+  }
+  stats_.computed_tokens += pass_.tokens;
+  PlannedPass out = std::move(pass_);
+  pass_ = PlannedPass{};
+  return out;
+}
+
+absl::StatusOr<bool> PassPlanner::PlanPrefix(Group& group, int64_t owner) {
   const int64_t bs = blocks_->block_tokens();
   const int64_t p = static_cast<int64_t>(group.prefix->size());
-  const int64_t room = budget_ - pass.tokens;
+  const int64_t room = budget_ - pass_.tokens;
+  const bool empty = pass_.plan.keys.segments.empty();
   int64_t take = p - group.covered;
-  if (take == 0) return Room::kLeft;
+  if (take == 0) return true;
   if (take > room) {
     // A chunk that ends on a block boundary, so its blocks are cached.
     take = (group.covered + room) / bs * bs - group.covered;
     if (take <= 0) {
-      if (!pass.segments.empty()) return Room::kFull;
+      if (!empty) return false;
       take = room;
     }
   }
   const int64_t end = group.covered + take;
   if (!Grow(group, end)) {
-    if (!pass.segments.empty()) return Room::kFull;
+    if (!empty) return false;
     return PoolTooSmall(end, BlocksFor(end, bs), *blocks_, &shortfall_);
   }
   // Its tokens' keys are the last of its context: the suffixes that follow
@@ -257,19 +313,16 @@ absl::StatusOr<PassPlanner::Room> PassPlanner::PlanPrefix(GroupState& group,
   model::SegmentKeys keys;
   keys.length = take;
   keys.start = group.covered;
-  keys.context = ContextOf(group, end, pass);
-  Segment seg;
-  seg.tokens = group.prefix->data() + group.covered;
-  if (end == p) seg.outputs = group.prefix_outputs;
+  keys.context = ContextOf(group, end);
   PublishCompleted(group, end);
+  const TokenId* tokens = group.prefix->data() + group.covered;
   group.covered = end;
-  pass.tokens += take;
-  pass.keys.segments.push_back(std::move(keys));
-  pass.segments.push_back(std::move(seg));
-  return end < p ? Room::kFull : Room::kLeft;
+  Append(std::move(keys), tokens, owner,
+         end == p ? group.prefix_outputs : std::vector<int64_t>{});
+  return end == p;
 }
 
-void PassPlanner::PublishCompleted(const GroupState& group, int64_t end) {
+void PassPlanner::PublishCompleted(const Group& group, int64_t end) {
   // Findable from now: a later segment of this pass may attend to them.
   const int64_t bs = blocks_->block_tokens();
   for (int64_t k = group.covered / bs; (k + 1) * bs <= end; ++k) {
@@ -280,16 +333,14 @@ void PassPlanner::PublishCompleted(const GroupState& group, int64_t end) {
   }
 }
 
-absl::StatusOr<PassPlanner::Room> PassPlanner::PlanSuffixes(GroupState& group,
-                                                            Pass& pass) {
+absl::StatusOr<bool> PassPlanner::PlanSuffixes(Group& group, int64_t owner) {
   const int64_t bs = blocks_->block_tokens();
   const int64_t p = group.covered;  // the whole prefix by now
   for (; group.next_suffix < group.suffixes.size(); ++group.next_suffix) {
-    const Suffix& suffix = group.suffixes[group.next_suffix];
+    const Group::Suffix& suffix = group.suffixes[group.next_suffix];
     const int64_t len = suffix.length;
-    if (len > budget_ - pass.tokens && !pass.segments.empty()) {
-      return Room::kFull;
-    }
+    const bool empty = pass_.plan.keys.segments.empty();
+    if (len > budget_ - pass_.tokens && !empty) return false;
     std::vector<BlockRef> own;
     while (static_cast<int64_t>(own.size()) < BlocksFor(len, bs)) {
       std::optional<BlockRef> b = blocks_->Allocate();
@@ -297,24 +348,22 @@ absl::StatusOr<PassPlanner::Room> PassPlanner::PlanSuffixes(GroupState& group,
       own.push_back(std::move(*b));
     }
     if (static_cast<int64_t>(own.size()) < BlocksFor(len, bs)) {
-      if (!pass.segments.empty()) return Room::kFull;
+      if (!empty) return false;
       return PoolTooSmall(p + len, BlocksFor(p + len, bs), *blocks_,
                           &shortfall_);
     }
     model::SegmentKeys keys;
     keys.length = len;
     keys.start = p;
-    keys.context = ContextOf(group, p, pass);
+    keys.context = ContextOf(group, p);
     keys.own.reserve(static_cast<size_t>(len));
     for (int64_t pos = 0; pos < len; ++pos) {
       keys.own.push_back(Slot(own, pos));
     }
     in_flight_->Hold(own);
-    pass.tokens += len;
-    pass.keys.segments.push_back(std::move(keys));
-    pass.segments.push_back({suffix.tokens, {suffix.output}});
+    Append(std::move(keys), suffix.tokens, owner, {suffix.output});
   }
-  return Room::kLeft;
+  return true;
 }
 
 void PassPlanner::Finish(bool ok) {

@@ -185,11 +185,28 @@ ServerMetrics::ServerMetrics(const std::string& version,
            .Help("Bytes of the KV pool held by work in flight.")
            .Register(*registry_)
            .Add({});
-  queue_wait_ = &BuildHistogram()
-                     .Name("mesa_anyjev_queue_wait_seconds")
-                     .Help("Time accepted calls waited for the engine thread.")
-                     .Register(*registry_)
-                     .Add({}, LatencyBuckets());
+  auto& queue_wait =
+      BuildHistogram()
+          .Name("mesa_anyjev_queue_wait_seconds")
+          .Help(
+              "Time held calls waited for their first work in a pass, by "
+              "priority class.")
+          .Register(*registry_);
+  for (Priority p : {Priority::kInteractive, Priority::kBatch}) {
+    queue_wait_[static_cast<size_t>(p)] =
+        &queue_wait.Add({{"class", PriorityName(p)}}, LatencyBuckets());
+  }
+  tenant_tokens_ =
+      &BuildCounter()
+           .Name("mesa_anyjev_tenant_tokens_total")
+           .Help(
+               "New tokens run through the model for a tenant's calls, by "
+               "priority class.")
+           .Register(*registry_);
+  tenant_refusals_ = &BuildCounter()
+                          .Name("mesa_anyjev_tenant_refusals_total")
+                          .Help("Calls of a tenant refused, by reason.")
+                          .Register(*registry_);
   compute_ = &BuildHistogram()
                   .Name("mesa_anyjev_job_duration_seconds")
                   .Help("Time the engine thread spent on one call.")
@@ -299,8 +316,20 @@ void ServerMetrics::OnQueueDepth(int64_t depth) {
   queue_depth_->Set(static_cast<double>(depth));
 }
 
-void ServerMetrics::OnQueueWait(absl::Duration wait) {
-  queue_wait_->Observe(absl::ToDoubleSeconds(wait));
+void ServerMetrics::OnQueueWait(Priority priority, absl::Duration wait) {
+  queue_wait_[static_cast<size_t>(priority)]->Observe(
+      absl::ToDoubleSeconds(wait));
+}
+
+void ServerMetrics::OnRefused(const std::string& tenant,
+                              const std::string& limit) {
+  tenant_refusals_->Add({{"tenant", tenant}, {"reason", limit}}).Increment();
+}
+
+void ServerMetrics::OnTenantTokens(const std::string& tenant, Priority priority,
+                                   int64_t tokens) {
+  tenant_tokens_->Add({{"tenant", tenant}, {"class", PriorityName(priority)}})
+      .Increment(static_cast<double>(tokens));
 }
 
 void ServerMetrics::OnSkipped(const std::string& reason) {
@@ -315,13 +344,12 @@ void ServerMetrics::OnRun(absl::Duration took) {
 
 namespace mesa_anyjev::metrics {
 
-void ServerMetrics::OnBatch(int64_t prompts, int64_t tokens,
-                            absl::Duration took) {
-  prompts_->Increment(static_cast<double>(prompts));
-  tokens_->Increment(static_cast<double>(tokens));
-  batch_size_->Observe(static_cast<double>(prompts));
-  batch_tokens_->Observe(static_cast<double>(tokens));
-  forward_->Observe(absl::ToDoubleSeconds(took));
+void ServerMetrics::OnPass(const engine::PassRecord& pass) {
+  prompts_->Increment(static_cast<double>(pass.segments));
+  tokens_->Increment(static_cast<double>(pass.tokens));
+  batch_size_->Observe(static_cast<double>(pass.segments));
+  batch_tokens_->Observe(static_cast<double>(pass.tokens));
+  forward_->Observe(absl::ToDoubleSeconds(pass.took));
 }
 
 void ServerMetrics::OnPrefixLookups(int64_t hits, int64_t misses,

@@ -89,12 +89,15 @@ class ServerMetrics : public engine::EngineObserver,
     gateway_breaker_->Set(open ? 1 : 0);
   }
 
-  // engine::EngineObserver: the job queue
+  // engine::EngineObserver: the held calls, the scheduler, the passes
   void OnQueueDepth(int64_t depth) override;
-  void OnQueueWait(absl::Duration wait) override;
+  void OnRefused(const std::string& tenant, const std::string& limit) override;
+  void OnQueueWait(Priority priority, absl::Duration wait) override;
   void OnSkipped(const std::string& reason) override;
   void OnRun(absl::Duration took) override;
-  void OnBatch(int64_t prompts, int64_t tokens, absl::Duration took) override;
+  void OnTenantTokens(const std::string& tenant, Priority priority,
+                      int64_t tokens) override;
+  void OnPass(const engine::PassRecord& pass) override;
   void OnPrefixLookups(int64_t hits, int64_t misses,
                        int64_t reused_tokens) override;
   void OnPrefixEvictions(int64_t blocks) override;
@@ -128,7 +131,9 @@ class ServerMetrics : public engine::EngineObserver,
   prometheus::Gauge* pool_cached_;
   prometheus::Gauge* pool_total_;
   prometheus::Gauge* pool_bytes_in_use_;
-  prometheus::Histogram* queue_wait_;
+  std::array<prometheus::Histogram*, 2> queue_wait_{};  // by class
+  prometheus::Family<prometheus::Counter>* tenant_tokens_;
+  prometheus::Family<prometheus::Counter>* tenant_refusals_;
   prometheus::Histogram* compute_;
   prometheus::Family<prometheus::Counter>* decisions_;
   prometheus::Family<prometheus::Counter>* gateway_attempts_;

@@ -20,17 +20,9 @@
 #include <vector>
 
 #include "server/model/attention_buckets.h"
+#include "server/model/pass_plan.h"
 
 namespace mesa_anyjev::model {
-
-// One pass's arrays as the forward reads them (host).
-struct PassArrays {
-  std::vector<int64_t> tokens, positions, slots;  // [N]
-  std::vector<int64_t> rows;                      // [R] rows with outputs
-  std::vector<int64_t> labels;                    // [R, label_width]
-  int64_t label_width = 0;
-  std::vector<int64_t> copy_from, copy_to;
-};
 
 struct GraphShape {
   int64_t tokens = 0, rows = 0, keys = 0, labels = 0;

@@ -1,5 +1,6 @@
 // Whether a load fits before it starts (issue 25): the weights, the KV pool,
-// the CPU's block cache and a reserve, against MemAvailable where the
+// the CPU's block cache, what a pass and the CUDA graphs take, and a
+// reserve, against MemAvailable where the
 // device's memory is the system's (the CPU, the GB10) and against the
 // device's own free memory on a discrete GPU. Running the GB10 out of memory
 // livelocks the whole machine instead of failing one process, so the daemon
@@ -22,12 +23,17 @@ struct MemoryPlan {
   int64_t kv_pool = 0;     // engine.kv_pool_bytes
   int64_t host_cache = 0;  // engine.host_cache_bytes (CPU only, else 0)
   int64_t reserve = 0;     // engine.memory_reserve_bytes
+  // What a full pass allocates beyond the weights and the pool: a layer's
+  // activations for engine.batch_tokens tokens and lm_head's float32
+  // logits and log-probabilities of one chunk of output rows.
+  int64_t pass = 0;
+  int64_t graph_pool = 0;  // the CUDA graphs' pool (engine.cuda_graph_tokens)
 };
 
 // OK when the plan fits in `available` bytes (MemAvailable when
 // facts.shared_memory, else facts.device_free_bytes); otherwise
-// INVALID_ARGUMENT with one line naming the four figures, what they were
-// checked against, and the setting to change.
+// INVALID_ARGUMENT with one line naming the figures, what they were checked
+// against, and the settings to change.
 absl::Status CheckMemoryFits(const MemoryPlan& plan, const DeviceFacts& facts,
                              int64_t mem_available);
 

@@ -3,8 +3,13 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "server/model/attention.h"
 #include "server/model/cuda/cuda_calls.h"
+#include "server/model/pass_failure.h"
 #include "server/model/qwen3_model.h"
 
 namespace mesa_anyjev::model {
@@ -19,11 +24,13 @@ struct PassGraphs::Entry {
 };
 
 PassGraphs::PassGraphs(const Qwen3Model& model, KvPool& pool,
-                       int64_t scratch_slot, int64_t max_tokens)
+                       int64_t scratch_slot, int64_t max_tokens,
+                       Capture capture)
     : model_(model),
       pool_(pool),
       scratch_slot_(scratch_slot),
-      max_tokens_(max_tokens) {}
+      max_tokens_(max_tokens),
+      capture_(std::move(capture)) {}
 
 PassGraphs::~PassGraphs() = default;
 
@@ -52,9 +59,12 @@ void PassGraphs::Body(Entry& e) const {
   }
 }
 
-PassGraphs::Entry& PassGraphs::EntryFor(const GraphShape& shape) {
+PassGraphs::Entry* PassGraphs::EntryFor(const GraphShape& shape) {
   for (const auto& e : entries_) {
-    if (e->shape == shape) return *e;
+    if (e->shape == shape) return e.get();
+  }
+  if (std::find(refused_.begin(), refused_.end(), shape) != refused_.end()) {
+    return nullptr;
   }
   auto e = std::make_unique<Entry>();
   e->shape = shape;
@@ -62,13 +72,28 @@ PassGraphs::Entry& PassGraphs::EntryFor(const GraphShape& shape) {
   const at::Device device = model_.device();
   const std::vector<int64_t> pads = PadsOnly(shape, scratch_slot_);
   e->buffer = at::tensor(pads, at::kLong).to(device);
-  if (device.is_cuda()) {
+  if (device.is_cuda() || capture_ != nullptr) {
     // Graphs of every shape share one memory pool, safe as they replay one
     // at a time and their static outputs stay held.
-    e->graph = cuda::Graph::Capture(device.index(), [&] { Body(*e); });
+    const Capture& capture =
+        capture_ != nullptr ? capture_ : Capture(&cuda::Graph::Capture);
+    try {
+      e->graph = capture(device.index(), [&] { Body(*e); });
+    } catch (const std::exception& error) {
+      refused_.push_back(shape);
+      notes_.push_back(absl::StrCat("capturing the CUDA graph of a pass of ",
+                                    shape.tokens, " tokens and ", shape.rows,
+                                    " rows failed (", ExceptionLine(error),
+                                    "); passes of that shape run eagerly"));
+      return nullptr;
+    }
   }
   entries_.push_back(std::move(e));
-  return *entries_.back();
+  return entries_.back().get();
+}
+
+std::vector<std::string> PassGraphs::TakeNotes() {
+  return std::exchange(notes_, {});
 }
 
 std::optional<PassGraphs::Outputs> PassGraphs::Run(
@@ -77,7 +102,9 @@ std::optional<PassGraphs::Outputs> PassGraphs::Run(
       FitGraphShape(pass, attention, max_tokens_, top_k);
   if (!shape.has_value()) return std::nullopt;
   c10::InferenceMode guard;
-  Entry& e = EntryFor(*shape);
+  Entry* entry = EntryFor(*shape);
+  if (entry == nullptr) return std::nullopt;
+  Entry& e = *entry;
   // One copy of the padded arrays into the static buffer, then the graph
   // (or, on the CPU, the body itself).
   const std::vector<int64_t> padded =

@@ -41,13 +41,11 @@ absl::StatusOr<nlohmann::ordered_json> ParseJson(
 }  // namespace
 
 DecisionsService::DecisionsService(DecisionsOptions options,
-                                   engine::JobQueue* job_queue,
                                    metrics::ServerMetrics* metrics,
                                    const BearerAuth* auth,
                                    const ServingStateFlag* state,
                                    const BundlesService* bundles)
     : options_(std::move(options)),
-      job_queue_(job_queue),
       metrics_(metrics),
       auth_(auth),
       state_(state),
@@ -59,9 +57,9 @@ DecisionsService::~DecisionsService() { Stop(); }
 void DecisionsService::Stop() { workers_.Stop(); }
 
 absl::Status DecisionsService::SetBackend(Backend* backend) {
-  queued_ = std::make_unique<QueuedBackend>(backend, job_queue_);
+  queued_ = backend;
   decider_ = std::make_unique<decision::Decider>(
-      queued_.get(), decision::DeciderOptionsFrom(options_.decisions));
+      queued_, decision::DeciderOptionsFrom(options_.decisions));
   if (!options_.decisions.artifacts.empty()) {
     const std::string& path = options_.decisions.artifacts;
     auto bytes = util::ReadFile(path);
@@ -167,8 +165,8 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
         decision::Decider* serving = decider;
         if (scratch_artifacts.has_value()) {
           scratch = std::make_unique<decision::Decider>(
-              queued_.get(), decision::ForFits(decision::DeciderOptionsFrom(
-                                 options_.decisions)));
+              queued_, decision::ForFits(
+                           decision::DeciderOptionsFrom(options_.decisions)));
           auto loaded = scratch->artifacts().Load(*scratch_artifacts);
           if (!loaded.ok()) {
             call->Complete(absl::InvalidArgumentError(absl::StrCat(
@@ -216,52 +214,51 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
   }
   CallControl control = DecisionControl(*context, *call);
   const bool dry_run = request.dry_run();
-  absl::Status submitted = workers_.TrySubmit([this, call, response, control,
-                                               dry_run,
-                                               serving = opened.admitted,
-                                               parsed = *std::move(parsed)]() {
-    TokenBudget budget = DecisionBudget();
-    CallControl bounded = control;
-    bounded.budget = &budget;
-    // A dry run fits in a scratch decider and installs nothing.
-    std::unique_ptr<decision::Decider> scratch;
-    decision::Decider* fitter = serving;
-    if (dry_run) {
-      scratch = std::make_unique<decision::Decider>(
-          queued_.get(),
-          decision::ForFits(decision::DeciderOptionsFrom(options_.decisions)));
-      fitter = scratch.get();
-    }
-    absl::StatusOr<nlohmann::ordered_json> artifact =
-        parsed.level == decision::Level::kL1
-            ? fitter->Calibrate(parsed.question, parsed.states, parsed.labels,
-                                bounded)
-            : fitter->FitHead(parsed.question, parsed.states, parsed.labels,
-                              parsed.head, bounded);
-    if (artifact.ok()) {
-      response->set_question_key(parsed.question.key());
-      response->set_level(decision::LevelName(parsed.level));
-      response->set_artifact_json(artifact->dump());
-      response->set_temperature(artifact->value("temperature", 0.0));
-      if (parsed.level == decision::Level::kL2) {
-        response->set_readout(artifact->value("method", std::string()));
-        response->set_layer(artifact->value("layer_abs", 0));
-        const auto& cv = (*artifact)["cv"];
-        response->set_oof_nll(cv.value("oof_nll", 0.0));
-        response->set_oof_acc(cv.value("oof_acc", 0.0));
-        if (const auto routed = fitter->artifacts().Route(parsed.question);
-            routed.has_value()) {
-          response->set_head_version(routed->entry->version);
+  absl::Status submitted = workers_.TrySubmit(
+      [this, call, response, control, dry_run, serving = opened.admitted,
+       parsed = *std::move(parsed)]() {
+        TokenBudget budget = DecisionBudget();
+        CallControl bounded = control;
+        bounded.budget = &budget;
+        // A dry run fits in a scratch decider and installs nothing.
+        std::unique_ptr<decision::Decider> scratch;
+        decision::Decider* fitter = serving;
+        if (dry_run) {
+          scratch = std::make_unique<decision::Decider>(
+              queued_, decision::ForFits(
+                           decision::DeciderOptionsFrom(options_.decisions)));
+          fitter = scratch.get();
         }
-      }
-      if (dry_run) {
-        const nlohmann::ordered_json fitted =
-            fitter->artifacts().Export(/*include_observations=*/false);
-        response->set_artifacts_json(fitted.dump());
-      }
-    }
-    call->Complete(artifact.status());
-  });
+        absl::StatusOr<nlohmann::ordered_json> artifact =
+            parsed.level == decision::Level::kL1
+                ? fitter->Calibrate(parsed.question, parsed.states,
+                                    parsed.labels, bounded)
+                : fitter->FitHead(parsed.question, parsed.states, parsed.labels,
+                                  parsed.head, bounded);
+        if (artifact.ok()) {
+          response->set_question_key(parsed.question.key());
+          response->set_level(decision::LevelName(parsed.level));
+          response->set_artifact_json(artifact->dump());
+          response->set_temperature(artifact->value("temperature", 0.0));
+          if (parsed.level == decision::Level::kL2) {
+            response->set_readout(artifact->value("method", std::string()));
+            response->set_layer(artifact->value("layer_abs", 0));
+            const auto& cv = (*artifact)["cv"];
+            response->set_oof_nll(cv.value("oof_nll", 0.0));
+            response->set_oof_acc(cv.value("oof_acc", 0.0));
+            if (const auto routed = fitter->artifacts().Route(parsed.question);
+                routed.has_value()) {
+              response->set_head_version(routed->entry->version);
+            }
+          }
+          if (dry_run) {
+            const nlohmann::ordered_json fitted =
+                fitter->artifacts().Export(/*include_observations=*/false);
+            response->set_artifacts_json(fitted.dump());
+          }
+        }
+        call->Complete(artifact.status());
+      });
   call->Submitted(submitted);
   return call;
 }

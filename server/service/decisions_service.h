@@ -1,7 +1,8 @@
 // mesa.anyjev.v1.Decisions on gRPC's callback API. A handler checks auth and
 // state and validates on the gRPC thread, then hands the call to a decision
-// worker; the worker runs the Decider, whose model calls become engine jobs
-// (QueuedBackend), and finishes the call. No gRPC thread waits on the
+// worker; the worker runs the Decider over the served Backend, whose model
+// calls are engine jobs (server/engine/queued_backend.h), and finishes the
+// call. No gRPC thread waits on the
 // model. Export, load and reset touch no model and answer inline.
 #pragma once
 
@@ -17,11 +18,9 @@
 #include "common/config/config.h"
 #include "common/decision/decider.h"
 #include "mesa/anyjev/v1/decisions.grpc.pb.h"
-#include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/service/bearer_auth.h"
 #include "server/service/bundles_service.h"
-#include "server/service/queued_backend.h"
 #include "server/service/serving_state.h"
 #include "server/service/unary_call.h"
 #include "server/service/worker_pool.h"
@@ -54,13 +53,13 @@ using RawServiceDecisions =
 class DecisionsService final : public RawServiceDecisions {
  public:
   // `bundles` (may be null) says which bundle versions ListQuestions names.
-  DecisionsService(DecisionsOptions options, engine::JobQueue* job_queue,
-                   metrics::ServerMetrics* metrics, const BearerAuth* auth,
-                   const ServingStateFlag* state,
+  DecisionsService(DecisionsOptions options, metrics::ServerMetrics* metrics,
+                   const BearerAuth* auth, const ServingStateFlag* state,
                    const BundlesService* bundles = nullptr);
   ~DecisionsService() override;
 
-  // The loaded model: builds the decider over it and loads
+  // The loaded model, served through the engine (it outlives the
+  // service): builds the decider over it and loads
   // decisions.artifacts. INVALID_ARGUMENT (naming the key) when the file
   // does not load; calls before success get UNAVAILABLE.
   absl::Status SetBackend(Backend* backend);
@@ -112,13 +111,12 @@ class DecisionsService final : public RawServiceDecisions {
       const std::string& bytes) const;
 
   const DecisionsOptions options_;
-  engine::JobQueue* const job_queue_;
   metrics::ServerMetrics* const metrics_;
   const BearerAuth* const auth_;
   const ServingStateFlag* const state_;
   const BundlesService* const bundles_;
   WorkerPool workers_;
-  std::unique_ptr<QueuedBackend> queued_;
+  Backend* queued_ = nullptr;  // the served model (SetBackend)
   std::unique_ptr<decision::Decider> decider_;
   std::atomic<decision::Decider*> ready_{nullptr};
 };

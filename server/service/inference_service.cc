@@ -16,12 +16,12 @@ namespace v1 = ::mesa::anyjev::v1;
 using metrics::Method;
 
 InferenceService::InferenceService(InferenceOptions options,
-                                   engine::JobQueue* job_queue,
+                                   engine::Engine* engine,
                                    metrics::ServerMetrics* metrics,
                                    const BearerAuth* auth,
                                    const ServingStateFlag* state)
     : options_(std::move(options)),
-      job_queue_(job_queue),
+      engine_(engine),
       metrics_(metrics),
       auth_(auth),
       state_(state) {}
@@ -56,7 +56,7 @@ void InferenceService::Submit(
     // Refused only once the replies have stopped, after the engine.
     if (!posted.ok()) call->Complete(posted);
   };
-  call->Submitted(job_queue_->TrySubmit(
+  call->Submitted(engine_->TrySubmit(
       {std::move(task), std::move(groups),
        Caller{deadline, call->cancelled(), {}, Priority::kInteractive},
        std::move(done)}));

@@ -15,7 +15,7 @@
 #include "common/backend.h"
 #include "common/config/config.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
-#include "server/engine/job_queue.h"
+#include "server/engine/engine.h"
 #include "server/metrics/metrics.h"
 #include "server/service/bearer_auth.h"
 #include "server/service/serving_state.h"
@@ -43,7 +43,7 @@ using RawServiceInference =
 
 class InferenceService final : public RawServiceInference {
  public:
-  InferenceService(InferenceOptions options, engine::JobQueue* job_queue,
+  InferenceService(InferenceOptions options, engine::Engine* engine,
                    metrics::ServerMetrics* metrics, const BearerAuth* auth,
                    const ServingStateFlag* state);
 
@@ -79,7 +79,7 @@ class InferenceService final : public RawServiceInference {
               std::function<void(const engine::ForwardOutput&)> fill);
 
   const InferenceOptions options_;
-  engine::JobQueue* const job_queue_;
+  engine::Engine* const engine_;
   metrics::ServerMetrics* const metrics_;
   const BearerAuth* const auth_;
   const ServingStateFlag* const state_;

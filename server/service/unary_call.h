@@ -76,12 +76,16 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
     Finish(ToGrpcStatus(status));
   }
 
-  // A queue's answer to this call's work: OK leaves the call to its worker;
-  // a refusal (queue full, draining) is counted and completes the call.
+  // The engine's answer to this call's work: OK leaves the call to its
+  // worker; a refusal (a limit, draining, the model's check of the input)
+  // completes the call, and a full engine or a drain is counted.
   void Submitted(const absl::Status& submitted) {
     if (submitted.ok()) return;
-    metrics_->RecordRejected(absl::IsResourceExhausted(submitted) ? "queue_full"
-                                                                  : "draining");
+    if (absl::IsResourceExhausted(submitted)) {
+      metrics_->RecordRejected("queue_full");
+    } else if (absl::IsUnavailable(submitted)) {
+      metrics_->RecordRejected("draining");
+    }
     Complete(submitted);
   }
 

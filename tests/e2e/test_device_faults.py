@@ -89,7 +89,7 @@ def test_a_lost_device_stops_serving_fails_the_calls_in_flight_and_exits_75(star
 @pytest.mark.parametrize("spec, why", [
     ("oom", "'oom' is not a fault"),
     ("oom@0", "'oom@0' is not a fault"),
-    ("melt@2", "'melt' is not a fault (oom or lost)"),
+    ("melt@2", "'melt' is not a fault (oom, lost or hold)"),
 ])
 def test_a_bad_fault_spec_is_refused(spec, why, tmp_path):
     out = subprocess.run([DAEMON, "--model", "fake", "--inject-faults", spec],

@@ -254,21 +254,20 @@ def refused(checkpoint, request):
     return out.stderr
 
 
-def test_a_merged_call_whose_callers_all_stopped_is_cancelled_not_late(checkpoint):
-    # Callers that cancel are not callers whose deadline passed: the merged
-    # call's status says which (CallControl::StopStatus, the one rule).
+def test_callers_that_stopped_are_answered_with_their_own_status_and_nothing_runs(checkpoint):
+    # Callers that cancel are not callers whose deadline passed: each is
+    # answered with its own status (Caller::StopStatus, the one rule), before
+    # any pass.
     rng = np.random.default_rng(12)
     groups = [{"prefix": ids(rng, 9), "suffixes": [ids(rng, 3)]} for _ in range(2)]
-    for stopped in (["cancelled", "cancelled"], ["cancelled", "deadline"]):
+    for stopped in (["cancelled", "cancelled"], ["cancelled", "deadline"], ["deadline"] * 2):
         parts = [{"first_group": g, "stopped": s} for g, s in enumerate(stopped)]
         stderr = refused(checkpoint, {"groups": groups, "label_ids": LABELS, "parts": parts})
-        assert stderr.startswith("CANCELLED: ") and "every caller" in stderr, stderr
-    parts = [{"first_group": g, "stopped": "deadline"} for g in range(2)]
-    stderr = refused(checkpoint, {"groups": groups, "label_ids": LABELS, "parts": parts})
-    assert stderr.startswith("DEADLINE_EXCEEDED: ") and "every caller" in stderr, stderr
+        want = "CANCELLED: " if stopped[0] == "cancelled" else "DEADLINE_EXCEEDED: "
+        assert stderr.startswith(want + "waiting in the queue: "), stderr
 
 
-def test_a_merged_call_goes_on_for_the_callers_still_waiting(checkpoint):
+def test_the_engine_goes_on_for_the_callers_still_waiting(checkpoint):
     rng = np.random.default_rng(13)
     groups = [{"prefix": ids(rng, 9 + 4 * g), "suffixes": [ids(rng, 3), ids(rng, 2)]}
               for g in range(3)]
@@ -276,5 +275,8 @@ def test_a_merged_call_goes_on_for_the_callers_still_waiting(checkpoint):
              {"first_group": 2, "stopped": "deadline"}]
     got = run(checkpoint, {"groups": groups, "layers": list(range(N + 1)), "label_ids": LABELS,
                            "top_k": 5, "parts": parts})
+    assert got["parts"][0].startswith("CANCELLED: waiting in the queue: ")
+    assert got["parts"][1] == "OK"
+    assert got["parts"][2].startswith("DEADLINE_EXCEEDED: waiting in the queue: ")
     alone = plain(checkpoint, [groups[1]["prefix"] + s for s in groups[1]["suffixes"]])
-    assert_same({k: got[k][2:4] for k in ("label_logprobs", "hidden", "top")}, alone)
+    assert_same({k: got[k] for k in ("label_logprobs", "hidden", "top")}, alone)

@@ -36,6 +36,18 @@ def gb(n):
     return f"{n / 1e9:.2f} GB"
 
 
+def pass_bytes(checkpoint, tokens=8192, chunk_rows=512, element=4):
+    """What a full pass allocates beyond the weights and the pool, from
+    config.json (docs/operations.md): a layer's activations for
+    engine.batch_tokens tokens, and the float32 logits and log-probabilities
+    of one chunk of output rows."""
+    c = json.loads((checkpoint / "config.json").read_text())
+    h, i, d = c["hidden_size"], c["intermediate_size"], c["head_dim"]
+    heads, kv = c["num_attention_heads"], c["num_key_value_heads"]
+    per_token = (4 * h + (heads + 2 * kv) * d + heads * d + 3 * i) * element
+    return tokens * per_token + 2 * chunk_rows * c["vocab_size"] * 4
+
+
 def test_a_pool_that_does_not_fit_fails_fast_with_one_line(start_daemon, checkpoint):
     daemon = start_daemon("--model", str(checkpoint), "--set", f"engine.kv_pool_bytes={TIB}",
                           wait_serving=False)
@@ -44,12 +56,14 @@ def test_a_pool_that_does_not_fit_fails_fast_with_one_line(start_daemon, checkpo
     host_cache, reserve = 2 << 30, 2 << 30
     lines = [line for line in daemon.output().splitlines() if "does not fit" in line]
     assert len(lines) == 1, daemon.output()
+    a_pass = pass_bytes(checkpoint)
     want = (f"the model does not fit: weights {gb(weights)} + engine.kv_pool_bytes {gb(TIB)} + "
             f"engine.host_cache_bytes {gb(host_cache)} + engine.memory_reserve_bytes "
-            f"{gb(reserve)} = {gb(weights + TIB + host_cache + reserve)} > MemAvailable ")
+            f"{gb(reserve)} + a pass of engine.batch_tokens {gb(a_pass)} = "
+            f"{gb(weights + TIB + host_cache + reserve + a_pass)} > MemAvailable ")
     assert want in lines[0]
-    assert lines[0].endswith("; lower engine.kv_pool_bytes or engine.host_cache_bytes, "
-                             "or free memory")
+    assert lines[0].endswith("; lower engine.kv_pool_bytes, engine.host_cache_bytes or "
+                             "engine.batch_tokens, or free memory")
     # Refused before the weights were read: the load never logged its model.
     assert "Qwen3 on cpu" not in daemon.output()
 
@@ -60,7 +74,7 @@ def test_the_reserve_counts(start_daemon, checkpoint):
                           "--set", f"engine.memory_reserve_bytes={reserve}", wait_serving=False)
     assert daemon.wait(timeout=300) == 2
     assert f"engine.memory_reserve_bytes {gb(reserve)}" in daemon.output()
-    assert "lower engine.kv_pool_bytes, or free memory" in daemon.output()
+    assert "lower engine.kv_pool_bytes or engine.batch_tokens, or free memory" in daemon.output()
 
 
 def test_a_model_that_fits_reports_device_and_memory(start_daemon, checkpoint):

@@ -32,6 +32,8 @@ def test_metrics_count_calls(daemon):
     assert value(text, 'mesa_anyjev_queue_depth') == 0
     assert value(text, 'mesa_anyjev_inflight_requests') == 0
     assert value(text, 'mesa_anyjev_model_loaded') == 1
-    assert value(text, 'mesa_anyjev_queue_wait_seconds_count') >= 4  # warm-up + 3
+    waits = sum(value(text, f'mesa_anyjev_queue_wait_seconds_count{{class="{c}"}}')
+                for c in ("interactive", "batch"))
+    assert waits >= 4  # warm-up + 3
     assert value(text, 'mesa_anyjev_prompt_tokens_total') > 0
     assert "# TYPE mesa_anyjev_request_duration_seconds histogram" in text

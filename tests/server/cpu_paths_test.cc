@@ -1,8 +1,8 @@
-// The CPU-specific paths' choices (server/engine/cpu_paths.h, the fused
+// The CPU-specific paths' choices (server/model/cpu_paths.h, the fused
 // norms, the packed-GEMM probe and cpu_gemm auto), each against what it
 // must agree with. `make check-arm64` runs this binary on aarch64 under
 // qemu-user as well, so a path that does not work there fails here.
-#include "server/engine/cpu_paths.h"
+#include "server/model/cpu_paths.h"
 
 #include <ATen/ATen.h>
 #include <malloc.h>
@@ -14,7 +14,7 @@
 #include "server/model/packed_linear.h"
 #include "server/model/row_norm.h"
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
 namespace {
 
 TEST_CASE("Fused norms take CPU float32 rows of unit stride, nothing else",
@@ -110,4 +110,4 @@ TEST_CASE("KeepFreedHeap keeps a large block out of mmap", "[engine]") {
 }
 
 }  // namespace
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model

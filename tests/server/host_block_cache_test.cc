@@ -1,11 +1,11 @@
-#include "server/engine/host_block_cache.h"
+#include "server/model/host_block_cache.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <catch2/catch.hpp>
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
 namespace {
 
 TEST_CASE("The host block cache reuses large CPU blocks and keeps values",
@@ -65,4 +65,4 @@ TEST_CASE("An allocation the system refuses is c10's out-of-memory error",
 }
 
 }  // namespace
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model

@@ -164,6 +164,39 @@ TEST_CASE("a pass padded for a graph gives what it gives unpadded",
   }
 }
 
+TEST_CASE(
+    "a capture that throws leaves its shape to run eagerly, said once, and "
+    "is not tried again",
+    "[graphs]") {
+  c10::InferenceMode guard;
+  const Qwen3Model m = TinyModel();
+  const Case c = EngineCase();
+  KvPool pool = m.NewKvPool(36);
+  int tries = 0;
+  PassGraphs graphs(
+      m, pool, /*scratch_slot=*/32, /*max_tokens=*/64,
+      [&](int, const std::function<void()>&) -> std::unique_ptr<cuda::Graph> {
+        ++tries;
+        throw c10::Error({__func__, __FILE__, __LINE__},
+                         "operation not permitted when stream "
+                         "is capturing (a test's)");
+      });
+  const VarlenLayout sequences =
+      PlanAttentionBuckets(AttentionRoute::kVarlen, c.keys).varlen;
+  CHECK_FALSE(graphs.Run(c.arrays, sequences, 0).has_value());
+  CHECK_FALSE(graphs.Run(c.arrays, sequences, 0).has_value());
+  CHECK(tries == 1);
+  CHECK(graphs.refused() == 1);
+  CHECK(graphs.captured() == 0);
+  const std::vector<std::string> notes = graphs.TakeNotes();
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Catch::Contains("capturing the CUDA graph of a pass of "
+                                       "64 tokens") &&
+                           Catch::Contains("operation not permitted") &&
+                           Catch::Contains("run eagerly"));
+  CHECK(graphs.TakeNotes().empty());
+}
+
 TEST_CASE("shapes: the smallest power of two that holds the pass", "[graphs]") {
   const Case c = EngineCase();
   const VarlenLayout sequences =

@@ -18,7 +18,8 @@
 #include "common/text/fake_tokenizer.h"
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
 #include "server/engine/backend_forward_model.h"
-#include "server/engine/job_queue.h"
+#include "server/engine/call_loop.h"
+#include "server/engine/engine.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/service/bearer_auth.h"
@@ -105,15 +106,18 @@ int Run() {
   Check(std::abs(c[3][5].item<double>() - expected) < 1e-9, "libtorch matmul");
 
   metrics::ServerMetrics server_metrics("test", "test");
-  engine::JobQueue job_queue(8, &server_metrics);
-  job_queue.Start();
+  engine::EngineOptions options;
+  options.limits.capacity = 8;
+  engine::Engine engine(options, &server_metrics);
+  engine.Start();
   service::BearerAuth auth(std::nullopt);
   service::ServingStateFlag state;
   state.set(service::ServingState::kServing);
   TorchBackend backend;
   engine::BackendForwardModel forward(&backend);
-  job_queue.SetModel(&forward);
-  service::InferenceService inference({}, &job_queue, &server_metrics, &auth,
+  engine.SetLoop(
+      std::make_unique<engine::CallLoop>(&forward, 0, &server_metrics));
+  service::InferenceService inference({}, &engine, &server_metrics, &auth,
                                       &state);
   inference.SetBackend(&backend);
   grpc::ServerBuilder builder;
@@ -175,7 +179,7 @@ int Run() {
           "/metrics scraped in the libtorch process");
   }
   server->Shutdown();
-  job_queue.Stop();
+  engine.Stop();
   endpoint.Stop();
   std::printf("%d passed, %d failed\n", passes, failures);
   return failures == 0 ? 0 : 1;

@@ -1,5 +1,6 @@
-// Test tool: loads a Qwen3 checkpoint through the daemon's Qwen3Backend and
-// answers one JSON request on stdin with what the backend computes, for the
+// Test tool: loads a Qwen3 checkpoint as the daemon does (its model runner
+// under the engine's pass loop, reached through the engine's queue) and
+// answers one JSON request on stdin with what the engine computes, for the
 // transformers parity tests (tests/e2e/test_qwen3_parity.py), the benchmarks
 // and the GPU check.
 //
@@ -38,11 +39,13 @@
 #include <random>
 #include <string>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/config/config_loader.h"
 #include "common/config/set_flag.h"
 #include "common/text/bpe_tokenizer.h"
-#include "server/engine/qwen3_backend.h"
+#include "server/engine/checkpoint_model.h"
+#include "server/engine/engine.h"
 #include "server/model/qwen3_loader.h"
 #include "tests/tools/pass_anatomy.h"
 
@@ -73,11 +76,69 @@ struct CountingObserver : mesa_anyjev::engine::EngineObserver {
     misses += m;
     reused += r;
   }
-  void OnBatch(int64_t, int64_t t, absl::Duration) override {
-    tokens += t;
+  void OnPass(const mesa_anyjev::engine::PassRecord& pass) override {
+    tokens += pass.tokens;
     ++passes;
   }
 };
+
+// The checkpoint served as the daemon serves it: the runner under the
+// engine's pass loop. The engine is never started: its work runs on this
+// thread (Engine::RunHere), where the profiler of a "profile" request sees
+// the passes.
+struct Served {
+  std::unique_ptr<mesa_anyjev::engine::CheckpointModel> checkpoint;
+  std::unique_ptr<mesa_anyjev::engine::Engine> engine;
+};
+
+absl::StatusOr<Served> Serve(const mesa_anyjev::config::ModelConfig& config,
+                             const mesa_anyjev::config::EngineConfig& engine,
+                             CountingObserver* observer) {
+  namespace e = mesa_anyjev::engine;
+  Served served;
+  auto checkpoint = e::LoadCheckpoint(config, engine);
+  if (!checkpoint.ok()) return checkpoint.status();
+  served.checkpoint = *std::move(checkpoint);
+  served.engine = std::make_unique<e::Engine>(e::EngineOptions{}, observer);
+  served.engine->SetLoop(std::make_unique<e::PassLoop>(
+      served.checkpoint->runner.get(), served.checkpoint->LoopOptions(engine),
+      observer));
+  return served;
+}
+
+// Every job at once, as callers' calls reach the engine, then the engine's
+// work on this thread until each is answered.
+std::vector<absl::StatusOr<mesa_anyjev::engine::ForwardOutput>> RunJobs(
+    mesa_anyjev::engine::Engine& engine,
+    const std::vector<std::pair<std::vector<mesa_anyjev::PromptGroup>,
+                                mesa_anyjev::Caller>>& jobs,
+    const mesa_anyjev::engine::ForwardTask& task) {
+  namespace e = mesa_anyjev::engine;
+  std::vector<absl::StatusOr<e::ForwardOutput>> out(jobs.size());
+  size_t answered = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    absl::Status submitted = engine.TrySubmit(
+        {task, jobs[i].first, jobs[i].second,
+         [&out, &answered, i](absl::StatusOr<e::ForwardOutput> answer) {
+           out[i] = std::move(answer);
+           ++answered;
+         }});
+    if (!submitted.ok()) {
+      out[i] = submitted;
+      ++answered;
+    }
+  }
+  engine.RunHere([&] { return answered == jobs.size(); });
+  return out;
+}
+
+// One call's logprobs (top_k 0), for timing: only its status.
+absl::Status Logprobs(Served& served,
+                      const std::vector<mesa_anyjev::PromptGroup>& groups) {
+  return RunJobs(*served.engine, {{groups, {}}},
+                 mesa_anyjev::engine::LogprobsTask{0})[0]
+      .status();
+}
 
 // One request: "prompts" (each a group of one whole prompt) or "groups"
 // ([{"prefix": ids, "suffixes": [ids]}]), "layers", "label_ids", "top_k".
@@ -97,33 +158,32 @@ std::vector<mesa_anyjev::PromptGroup> Groups(const json& request) {
 }
 
 // Runs a request's work and drops the results (for timing).
-absl::Status RunOnly(mesa_anyjev::Backend& backend, const json& request) {
-  const auto groups = Groups(request);
-  const mesa_anyjev::CallControl control;
+absl::Status RunOnly(Served& served, const json& request) {
+  namespace e = mesa_anyjev::engine;
   const auto layers = request.value("layers", std::vector<int32_t>{});
-  if (!layers.empty()) {
-    return backend.HiddenStates(groups, layers, control).status();
-  }
-  return backend.Logprobs(groups, request.value("top_k", 0), control).status();
+  const e::ForwardTask task =
+      layers.empty()
+          ? e::ForwardTask(e::LogprobsTask{request.value("top_k", 0)})
+          : e::ForwardTask(e::HiddenStatesTask{layers});
+  return RunJobs(*served.engine, {{Groups(request), {}}}, task)[0].status();
 }
 
 // "parts": [{"first_group": g, "stopped": "cancelled" | "deadline" | null}]
-// makes the call a merged one, as the job queue hands the backend: one
-// member per part (its groups from first_group up to the next part's), each
-// member's caller already stopped as named. Without it, one member.
-struct Members {
-  std::vector<std::vector<mesa_anyjev::PromptGroup>> groups;
-  std::vector<std::unique_ptr<std::atomic<bool>>> flags;
-  std::vector<mesa_anyjev::engine::ForwardMember> members;
+// sends the request as several callers' calls at once: one call per part
+// (its groups from first_group up to the next part's), each caller already
+// stopped as named. Without it, one call.
+struct Part {
+  std::vector<mesa_anyjev::PromptGroup> groups;
+  std::unique_ptr<std::atomic<bool>> cancelled;
+  mesa_anyjev::Caller caller;
 };
 
-std::unique_ptr<Members> MembersOf(
-    const json& request, std::vector<mesa_anyjev::PromptGroup> groups) {
-  auto out = std::make_unique<Members>();
+std::vector<Part> PartsOf(const json& request,
+                          std::vector<mesa_anyjev::PromptGroup> groups) {
   const json parts = request.value("parts", json::array());
+  std::vector<Part> out;
   if (parts.empty()) {
-    out->groups.push_back(std::move(groups));
-    out->members.push_back({&out->groups.back(), {}});
+    out.push_back({std::move(groups), nullptr, {}});
     return out;
   }
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -131,62 +191,95 @@ std::unique_ptr<Members> MembersOf(
     const size_t end = i + 1 < parts.size()
                            ? parts[i + 1].at("first_group").get<size_t>()
                            : groups.size();
-    out->groups.emplace_back(groups.begin() + first, groups.begin() + end);
-  }
-  for (size_t i = 0; i < parts.size(); ++i) {
     const std::string stopped =
         parts[i].contains("stopped") && parts[i]["stopped"].is_string()
             ? parts[i]["stopped"].get<std::string>()
             : "";
-    out->flags.push_back(
-        std::make_unique<std::atomic<bool>>(stopped == "cancelled"));
-    out->members.push_back(
-        {&out->groups[i],
-         {stopped == "deadline" ? absl::Now() : absl::InfiniteFuture(),
-          out->flags.back().get()}});
+    Part part{{groups.begin() + first, groups.begin() + end},
+              std::make_unique<std::atomic<bool>>(stopped == "cancelled"),
+              {}};
+    part.caller = {stopped == "deadline" ? absl::Now() : absl::InfiniteFuture(),
+                   part.cancelled.get()};
+    out.push_back(std::move(part));
   }
   return out;
 }
 
-absl::StatusOr<json> Answer(mesa_anyjev::engine::ForwardModel& model,
+// Every part's call at once, each a job of its own.
+std::vector<absl::StatusOr<mesa_anyjev::engine::ForwardOutput>> RunParts(
+    mesa_anyjev::engine::Engine& engine, const std::vector<Part>& parts,
+    const mesa_anyjev::engine::ForwardTask& task) {
+  std::vector<
+      std::pair<std::vector<mesa_anyjev::PromptGroup>, mesa_anyjev::Caller>>
+      jobs;
+  for (const Part& part : parts) jobs.push_back({part.groups, part.caller});
+  return RunJobs(engine, jobs, task);
+}
+
+// The answers of the parts that were served, in order, and each part's
+// status ("OK" or "CODE: message") when there are parts; the first refusal
+// when no part was served.
+absl::StatusOr<json> Answer(mesa_anyjev::engine::Engine& engine,
                             const json& request) {
-  using mesa_anyjev::engine::OutputAs;
-  const std::unique_ptr<Members> call = MembersOf(request, Groups(request));
+  namespace e = mesa_anyjev::engine;
+  const std::vector<Part> parts = PartsOf(request, Groups(request));
   json out = json::object();
+  // Each part's first failure (OK while it has none).
+  std::vector<absl::Status> statuses(parts.size());
+  const auto note = [&](size_t part, const absl::Status& status) {
+    if (statuses[part].ok()) statuses[part] = status;
+  };
   const auto layers = request.value("layers", std::vector<int32_t>{});
   if (!layers.empty()) {
-    auto hidden = OutputAs<mesa_anyjev::HiddenStatesResult>(model.Run(
-        {mesa_anyjev::engine::HiddenStatesTask{layers}, call->members}));
-    if (!hidden.ok()) return hidden.status();
     json rows = json::array();
-    const size_t h = static_cast<size_t>(hidden->hidden_size);
-    for (int32_t p = 0; p < hidden->n_prompts; ++p) {
-      json per_layer = json::array();
-      for (size_t l = 0; l < layers.size(); ++l) {
-        const float* begin = hidden->values.data() +
-                             (static_cast<size_t>(p) * layers.size() + l) * h;
-        per_layer.push_back(std::vector<float>(begin, begin + h));
+    auto answers = RunParts(engine, parts, e::HiddenStatesTask{layers});
+    for (size_t i = 0; i < answers.size(); ++i) {
+      auto hidden =
+          e::OutputAs<mesa_anyjev::HiddenStatesResult>(std::move(answers[i]));
+      note(i, hidden.status());
+      if (!hidden.ok()) continue;
+      const size_t h = static_cast<size_t>(hidden->hidden_size);
+      for (int32_t p = 0; p < hidden->n_prompts; ++p) {
+        json per_layer = json::array();
+        for (size_t l = 0; l < layers.size(); ++l) {
+          const float* begin = hidden->values.data() +
+                               (static_cast<size_t>(p) * layers.size() + l) * h;
+          per_layer.push_back(std::vector<float>(begin, begin + h));
+        }
+        rows.push_back(per_layer);
       }
-      rows.push_back(per_layer);
     }
     out["hidden"] = rows;
   }
   if (request.contains("label_ids") || request.value("top_k", 0) > 0) {
-    auto logprobs = OutputAs<mesa_anyjev::engine::GroupLogprobs>(
-        model.Run({mesa_anyjev::engine::LogprobsTask{request.value("top_k", 0)},
-                   call->members}));
-    if (!logprobs.ok()) return logprobs.status();
     json label_rows = json::array(), top = json::array();
-    for (const auto& group : *logprobs) {
-      for (const auto& prompt : group) {
-        label_rows.push_back(prompt.label_logprobs);
-        json entries = json::array();
-        for (const auto& t : prompt.top) entries.push_back({t.id, t.logprob});
-        top.push_back(entries);
+    auto answers =
+        RunParts(engine, parts, e::LogprobsTask{request.value("top_k", 0)});
+    for (size_t i = 0; i < answers.size(); ++i) {
+      auto logprobs = e::OutputAs<e::GroupLogprobs>(std::move(answers[i]));
+      note(i, logprobs.status());
+      if (!logprobs.ok()) continue;
+      for (const auto& group : *logprobs) {
+        for (const auto& prompt : group) {
+          label_rows.push_back(prompt.label_logprobs);
+          json entries = json::array();
+          for (const auto& t : prompt.top) entries.push_back({t.id, t.logprob});
+          top.push_back(entries);
+        }
       }
     }
     out["label_logprobs"] = label_rows;
     out["top"] = top;
+  }
+  const bool any = std::any_of(statuses.begin(), statuses.end(),
+                               [](const absl::Status& st) { return st.ok(); });
+  if (!any) return statuses.front();
+  if (request.contains("parts")) {
+    json named = json::array();
+    for (const absl::Status& st : statuses) {
+      named.push_back(st.ok() ? "OK" : st.ToString());
+    }
+    out["parts"] = named;
   }
   return out;
 }
@@ -238,7 +331,7 @@ std::vector<mesa_anyjev::PromptGroup> FreshPrompts(int64_t tokens,
 // The "time_prefill" request: per shape, seconds per call (median of
 // `repeat` after a warm-up), fresh ids every call, and what the engine
 // counted meanwhile (reused prefix tokens must be 0).
-absl::StatusOr<json> TimePrefill(mesa_anyjev::Backend& backend,
+absl::StatusOr<json> TimePrefill(Served& served,
                                  const CountingObserver& observer,
                                  const json& t) {
   std::mt19937_64 rng(t.value("seed", 1));
@@ -247,7 +340,6 @@ absl::StatusOr<json> TimePrefill(mesa_anyjev::Backend& backend,
                           ? t["shapes"]
                           : json::array({{{"tokens", t.value("tokens", 512)},
                                           {"batch", t.value("batch", 1)}}});
-  const mesa_anyjev::CallControl control;
   json results = json::array();
   for (const json& shape : shapes) {
     const int64_t tokens = shape.at("tokens"), batch = shape.value("batch", 1);
@@ -255,16 +347,15 @@ absl::StatusOr<json> TimePrefill(mesa_anyjev::Backend& backend,
     for (int r = 0; r <= repeat; ++r) {
       calls.push_back(FreshPrompts(tokens, batch, rng));
     }
-    if (auto s = backend.Logprobs(calls[0], 0, control); !s.ok()) {
-      return s.status();
+    if (auto s = Logprobs(served, calls[0]); !s.ok()) {
+      return s;
     }
     const CountingObserver before = observer;
     std::vector<double> seconds;
     for (int r = 1; r <= repeat; ++r) {
       const auto start = std::chrono::steady_clock::now();
-      if (auto s = backend.Logprobs(calls[static_cast<size_t>(r)], 0, control);
-          !s.ok()) {
-        return s.status();
+      if (auto s = Logprobs(served, calls[static_cast<size_t>(r)]); !s.ok()) {
+        return s;
       }
       seconds.push_back(std::chrono::duration<double>(
                             std::chrono::steady_clock::now() - start)
@@ -293,18 +384,16 @@ absl::StatusOr<json> TimePrefill(mesa_anyjev::Backend& backend,
 
 // The "profile" request: one call of fresh prompts under the profiler,
 // after one unprofiled warm-up of the same shape.
-absl::StatusOr<json> Profile(mesa_anyjev::Backend& backend, const json& p,
-                             bool cuda) {
+absl::StatusOr<json> Profile(Served& served, const json& p, bool cuda) {
   std::mt19937_64 rng(p.value("seed", 2));
   const int64_t tokens = p.value("tokens", 512), batch = p.value("batch", 1);
-  const mesa_anyjev::CallControl control;
   const auto warm = FreshPrompts(tokens, batch, rng);
-  if (auto s = backend.Logprobs(warm, 0, control); !s.ok()) return s.status();
+  if (auto s = Logprobs(served, warm); !s.ok()) return s;
   const auto prompts = FreshPrompts(tokens, batch, rng);
   absl::Status status;
   json anatomy = mesa_anyjev::tools::PassAnatomy(
-      [&] { status = backend.Logprobs(prompts, 0, control).status(); }, cuda,
-      backend.capabilities().n_layers);
+      [&] { status = Logprobs(served, prompts); }, cuda,
+      served.checkpoint->capabilities.n_layers);
   if (!status.ok()) return status;
   anatomy["tokens"] = tokens * batch;
   anatomy["batch"] = batch;
@@ -315,7 +404,7 @@ absl::StatusOr<json> Profile(mesa_anyjev::Backend& backend, const json& p,
 // one warm-up; or over each of `passes` (lists of calls), best after the
 // first, so that a timed pass does not find its prefixes cached by an
 // earlier one.
-absl::StatusOr<json> Time(mesa_anyjev::Backend& backend, const json& t) {
+absl::StatusOr<json> Time(Served& served, const json& t) {
   std::vector<const json*> passes;
   if (t.contains("passes")) {
     for (const json& pass : t["passes"]) passes.push_back(&pass);
@@ -328,7 +417,7 @@ absl::StatusOr<json> Time(mesa_anyjev::Backend& backend, const json& t) {
   for (size_t r = 0; r < passes.size(); ++r) {
     const auto start = std::chrono::steady_clock::now();
     for (const json& call : *passes[r]) {
-      if (absl::Status s = RunOnly(backend, call); !s.ok()) return s;
+      if (absl::Status s = RunOnly(served, call); !s.ok()) return s;
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -340,8 +429,7 @@ absl::StatusOr<json> Time(mesa_anyjev::Backend& backend, const json& t) {
 
 // One request after the load; the counters in the answer are this
 // request's own.
-absl::StatusOr<json> Handle(mesa_anyjev::engine::Qwen3Backend& backend,
-                            const CountingObserver& observer,
+absl::StatusOr<json> Handle(Served& served, const CountingObserver& observer,
                             const json& request, bool cuda) {
   const CountingObserver before = observer;
   absl::StatusOr<json> out;
@@ -350,20 +438,20 @@ absl::StatusOr<json> Handle(mesa_anyjev::engine::Qwen3Backend& backend,
       json anatomies = json::array();
       const json& p = request["profile"];
       for (const json& shape : p.value("shapes", json::array({p}))) {
-        auto anatomy = Profile(backend, shape, cuda);
+        auto anatomy = Profile(served, shape, cuda);
         if (!anatomy.ok()) return anatomy.status();
         anatomies.push_back(*std::move(anatomy));
       }
       out =
           p.contains("shapes") ? json{{"anatomies", anatomies}} : anatomies[0];
     } else if (request.contains("time_prefill")) {
-      out = TimePrefill(backend, observer, request["time_prefill"]);
+      out = TimePrefill(served, observer, request["time_prefill"]);
     } else if (request.contains("time")) {
-      out = Time(backend, request["time"]);
+      out = Time(served, request["time"]);
     } else if (request.contains("calls")) {
       json answers = json::array();
       for (const json& call : request["calls"]) {
-        auto answer = Answer(backend, call);
+        auto answer = Answer(*served.engine, call);
         if (!answer.ok()) return answer.status();
         answers.push_back(*std::move(answer));
       }
@@ -371,7 +459,7 @@ absl::StatusOr<json> Handle(mesa_anyjev::engine::Qwen3Backend& backend,
                  {"prefix_hits", observer.hits - before.hits},
                  {"prefix_misses", observer.misses - before.misses}};
     } else {
-      out = Answer(backend, request);
+      out = Answer(*served.engine, request);
     }
   } catch (const std::exception& e) {
     return absl::InternalError(e.what());
@@ -385,9 +473,9 @@ absl::StatusOr<json> Handle(mesa_anyjev::engine::Qwen3Backend& backend,
 }
 
 // A single request's answer on stdout, or its error on stderr (exit 1).
-int Respond(mesa_anyjev::engine::Qwen3Backend& backend,
-            const CountingObserver& observer, const json& request, bool cuda) {
-  auto out = Handle(backend, observer, request, cuda);
+int Respond(Served& served, const CountingObserver& observer,
+            const json& request, bool cuda) {
+  auto out = Handle(served, observer, request, cuda);
   if (!out.ok()) {
     // "time" callers read the message alone, as they always did.
     std::cerr << (request.contains("time") ? std::string(out.status().message())
@@ -399,9 +487,9 @@ int Respond(mesa_anyjev::engine::Qwen3Backend& backend,
                      !request.contains("time_prefill") &&
                      !request.contains("profile");
   if (plain) {
-    (*out)["identity"] = backend.identity().identity;
-    (*out)["weight_bytes"] = backend.weight_bytes();
-    (*out)["n_layers"] = backend.capabilities().n_layers;
+    (*out)["identity"] = served.checkpoint->identity.identity;
+    (*out)["weight_bytes"] = served.checkpoint->runner->shape().weight_bytes;
+    (*out)["n_layers"] = served.checkpoint->capabilities.n_layers;
   }
   std::cout << out->dump() << "\n";
   return 0;
@@ -476,14 +564,13 @@ int main(int argc, char** argv) {
   engine.prefix_caching =
       request.value("prefix_caching", engine.prefix_caching);
   CountingObserver observer;
-  auto backend =
-      mesa_anyjev::engine::Qwen3Backend::Load(config, engine, &observer);
-  if (!backend.ok()) {
-    std::cerr << backend.status().message() << "\n";
+  auto served = Serve(config, engine, &observer);
+  if (!served.ok()) {
+    std::cerr << served.status().message() << "\n";
     return 1;
   }
   const bool cuda = config.device.rfind("cuda", 0) == 0;
-  if (!serve) return Respond(**backend, observer, request, cuda);
+  if (!serve) return Respond(*served, observer, request, cuda);
   // One request a line, one answer a line, until stdin ends.
   for (std::string line; std::getline(std::cin, line);) {
     if (line.empty()) continue;
@@ -497,7 +584,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    auto out = Handle(**backend, observer, next, cuda);
+    auto out = Handle(*served, observer, next, cuda);
     std::cout
         << (out.ok() ? *out : json{{"error", out.status().ToString()}}).dump()
         << std::endl;

@@ -24,31 +24,123 @@ std::vector<TokenId> Ids(int first, int n) {
 
 bool Live(int32_t) { return true; }
 
+// One caller's groups as the old tests wrote them: a group, its caller, and
+// the number of its first output among all of the test's.
+struct PlanGroup {
+  const PromptGroup* group = nullptr;
+  int32_t owner = 0;
+  int64_t first_output = 0;
+};
+
 // Segment s of a pass as one value: its geometry and the slots it sees
-// (model::PassKeys), its tokens and outputs (Segment).
+// (model::PassKeys), its tokens and its outputs (numbered as the test's).
 struct SegmentView {
   int64_t start = 0, length = 0;
   int32_t context = -1;
   bool suffix = false;  // its tokens have blocks of their own
-  const TokenId* tokens = nullptr;
+  std::vector<TokenId> tokens;
   std::vector<int64_t> keys;  // every slot it sees, its own tokens' last
   std::vector<int64_t> outputs;
 };
 
-SegmentView View(const Pass& pass, size_t s) {
-  const model::SegmentKeys& k = pass.keys.segments[s];
-  SegmentView v{k.start,
-                k.length,
-                k.context,
-                !k.own.empty(),
-                pass.segments[s].tokens,
-                {},
-                pass.segments[s].outputs};
-  for (int64_t j = 0; j < k.start + k.length; ++j) {
-    v.keys.push_back(pass.keys.VisibleSlot(k, j));
+struct Pass {
+  PlannedPass planned;
+  std::vector<SegmentView> segments;
+  int64_t tokens = 0;
+  const model::PassKeys& keys() const { return planned.plan.keys; }
+  const std::vector<int64_t>& copy_from() const {
+    return planned.plan.arrays.copy_from;
   }
-  return v;
-}
+  const std::vector<int64_t>& copy_to() const {
+    return planned.plan.arrays.copy_to;
+  }
+};
+
+// The planner as the engine drives it for one tenant: each caller's groups
+// one work, the callers in order, a caller found gone dropped.
+class Planner {
+ public:
+  Planner(KvBlocks* blocks, const std::vector<PlanGroup>& groups,
+          int32_t layers, int64_t budget)
+      : planner_(blocks, budget), layers_(layers) {
+    for (const PlanGroup& g : groups) {
+      if (callers_.empty() || callers_.back().owner != g.owner) {
+        callers_.push_back({g.owner, g.first_output, {}});
+      }
+      callers_.back().groups.push_back(*g.group);
+    }
+    for (Caller& c : callers_) {
+      works_.push_back(planner_.Prepare(c.groups, c.owner));
+    }
+  }
+
+  absl::StatusOr<Pass> Next(const std::function<bool(int32_t)>& live) {
+    if (absl::Status begun = planner_.Begin(layers_); !begun.ok()) {
+      return begun;
+    }
+    for (PlanWork& work : works_) {
+      if (work.done()) continue;
+      if (!live(static_cast<int32_t>(work.owner()))) {
+        planner_.Drop(work);
+        continue;
+      }
+      bool room = true;
+      while (room && !work.done()) {
+        absl::StatusOr<bool> added = planner_.Add(work);
+        if (!added.ok()) return added.status();
+        room = *added;
+      }
+      if (!room) break;
+    }
+    return View(planner_.Take());
+  }
+  void Finish(bool ok) { planner_.Finish(ok); }
+  const PlanStats& stats() const { return planner_.stats(); }
+
+ private:
+  struct Caller {
+    int32_t owner;
+    int64_t first_output;
+    std::vector<PromptGroup> groups;
+  };
+
+  Pass View(PlannedPass planned) const {
+    Pass pass;
+    const model::PassKeys& keys = planned.plan.keys;
+    const model::PassArrays& a = planned.plan.arrays;
+    int64_t at = 0;
+    for (const model::SegmentKeys& k : keys.segments) {
+      SegmentView v{k.start, k.length, k.context, !k.own.empty(), {}, {}, {}};
+      for (int64_t t = 0; t < k.length; ++t) {
+        v.tokens.push_back(
+            static_cast<TokenId>(a.tokens[static_cast<size_t>(at + t)]));
+      }
+      for (int64_t j = 0; j < k.start + k.length; ++j) {
+        v.keys.push_back(keys.VisibleSlot(k, j));
+      }
+      at += k.length;
+      for (size_t r = 0; r < a.rows.size(); ++r) {
+        if (a.rows[r] != at - 1) continue;
+        const RowOwner& row = planned.rows[r];
+        for (const Caller& c : callers_) {
+          if (c.owner == row.owner)
+            v.outputs.push_back(c.first_output + row.output);
+        }
+      }
+      pass.segments.push_back(std::move(v));
+    }
+    pass.tokens = planned.tokens;
+    pass.planned = std::move(planned);
+    return pass;
+  }
+
+  PassPlanner planner_;
+  const int32_t layers_;
+  std::vector<Caller> callers_;
+  std::vector<PlanWork> works_;
+};
+
+const SegmentView& View(const Pass& pass, size_t s) { return pass.segments[s]; }
 
 // Runs a planner to the end; checks each segment against the token
 // sequences it stands for, and returns outputs -> times planned.
@@ -58,7 +150,7 @@ struct Outcome {
   int64_t max_tokens = 0;
 };
 
-Outcome Drain(PassPlanner& planner, int64_t budget,
+Outcome Drain(Planner& planner, int64_t budget,
               const std::function<bool(int32_t)>& live = Live) {
   Outcome outcome;
   for (;;) {
@@ -68,9 +160,9 @@ Outcome Drain(PassPlanner& planner, int64_t budget,
     ++outcome.passes;
     int64_t tokens = 0;
     std::set<int64_t> written;
-    REQUIRE(pass->keys.segments.size() == pass->segments.size());
+    REQUIRE(pass->keys().segments.size() == pass->segments.size());
     for (size_t s = 0; s < pass->segments.size(); ++s) {
-      const SegmentView seg = View(*pass, s);
+      const SegmentView& seg = View(*pass, s);
       REQUIRE(static_cast<int64_t>(seg.keys.size()) == seg.start + seg.length);
       tokens += seg.length;
       for (int64_t t = seg.start; t < seg.start + seg.length; ++t) {
@@ -217,21 +309,20 @@ TEST_CASE("PassPlanner: the tokens every suffix begins with join the prefix",
   b.push_back(7);
   c[2] = 9;  // all three begin 100 101, then differ
   PromptGroup group{Ids(0, 10), {a, b, c}, {}};
-  PassPlanner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
+  Planner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
   auto pass = planner.Next(Live);
   REQUIRE(pass.ok());
   REQUIRE(pass->segments.size() == 4);
-  const SegmentView prefix = View(*pass, 0);
+  const SegmentView& prefix = View(*pass, 0);
   CHECK(prefix.length == 12);
   CHECK(prefix.tokens[10] == 100);
   CHECK(prefix.tokens[11] == 101);
   const std::vector<std::vector<TokenId>> rest{{102}, {7}, {9, 103, 104, 105}};
   for (size_t s = 1; s < 4; ++s) {
-    const SegmentView suffix = View(*pass, s);
+    const SegmentView& suffix = View(*pass, s);
     CHECK(suffix.start == 12);
     CHECK(suffix.context == prefix.context);
-    CHECK(std::vector<TokenId>(suffix.tokens, suffix.tokens + suffix.length) ==
-          rest[s - 1]);
+    CHECK(suffix.tokens == rest[s - 1]);
     CHECK(suffix.outputs == std::vector<int64_t>{static_cast<int64_t>(s - 1)});
   }
   CHECK(pass->tokens == 12 + 1 + 1 + 4);
@@ -247,10 +338,10 @@ TEST_CASE(
     KvBlocks blocks(64, 4, true);
     PromptGroup group{Ids(0, 10), {Ids(100, 3), Ids(100, 5)}, {}};
     if (empty) group.suffixes.push_back({});
-    PassPlanner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
+    Planner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
     auto pass = planner.Next(Live);
     REQUIRE(pass.ok());
-    CHECK(pass->keys.segments[0].length == (empty ? 10 : 12));
+    CHECK(pass->keys().segments[0].length == (empty ? 10 : 12));
     CHECK(pass->tokens == (empty ? 10 + 3 + 5 : 12 + 1 + 3));
     planner.Finish(true);
   }
@@ -260,16 +351,16 @@ TEST_CASE("PassPlanner: a group's prefix and its suffixes in one pass",
           "[engine]") {
   KvBlocks blocks(64, 4, true);
   PromptGroup group{Ids(0, 10), {Ids(100, 3), Ids(200, 5), {}}, {}};
-  PassPlanner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
+  Planner planner(&blocks, {{&group, 0, 0}}, 3, 1000);
   auto pass = planner.Next(Live);
   REQUIRE(pass.ok());
   REQUIRE(pass->segments.size() == 3);
-  const SegmentView prefix = View(*pass, 0);
+  const SegmentView& prefix = View(*pass, 0);
   CHECK(prefix.start == 0);
   CHECK(prefix.length == 10);
   CHECK(prefix.outputs == std::vector<int64_t>{2});  // the empty suffix
   for (size_t s = 1; s < 3; ++s) {
-    const SegmentView suffix = View(*pass, s);
+    const SegmentView& suffix = View(*pass, s);
     CHECK(suffix.start == 10);
     CHECK(suffix.suffix);
     // The prefix's slots (one context for all), then its own.
@@ -279,8 +370,8 @@ TEST_CASE("PassPlanner: a group's prefix and its suffixes in one pass",
   }
   // All its keys are the context's: one context in the pass.
   CHECK_FALSE(prefix.suffix);
-  CHECK(pass->keys.contexts.size() == 1);
-  CHECK(pass->keys.contexts[0].size() == 10);
+  CHECK(pass->keys().contexts.size() == 1);
+  CHECK(pass->keys().contexts[0].size() == 10);
   CHECK(pass->tokens == 18);
   planner.Finish(true);
   REQUIRE(planner.Next(Live)->segments.empty());
@@ -300,7 +391,7 @@ TEST_CASE(
   PromptGroup g0{question(0), {Ids(50, 2), Ids(60, 2)}, {}};
   PromptGroup g1{question(1), {Ids(70, 2)}, {}};
   {
-    PassPlanner planner(&blocks, {{&g0, 0, 0}, {&g1, 0, 2}}, 3, 1000);
+    Planner planner(&blocks, {{&g0, 0, 0}, {&g1, 0, 2}}, 3, 1000);
     const Outcome o = Drain(planner, 1000);
     CHECK(o.passes == 1);
     CHECK(o.outputs.size() == 3);
@@ -313,11 +404,11 @@ TEST_CASE(
   }
   CHECK(blocks.referenced() == 0);
   PromptGroup g2{question(2), {Ids(80, 2)}, {}};
-  PassPlanner planner(&blocks, {{&g2, 0, 0}}, 3, 1000);
+  Planner planner(&blocks, {{&g2, 0, 0}}, 3, 1000);
   Drain(planner, 1000);
   CHECK(planner.stats().reused_tokens == 16 + 2);
   // A deeper pass cannot use blocks computed to 3 blocks.
-  PassPlanner deeper(&blocks, {{&g2, 0, 0}}, 4, 1000);
+  Planner deeper(&blocks, {{&g2, 0, 0}}, 4, 1000);
   Drain(deeper, 1000);
   CHECK(deeper.stats().prefix_misses == 1);
 }
@@ -328,7 +419,7 @@ TEST_CASE("PassPlanner: budgets chunk long prefixes on block boundaries",
   PromptGroup a{Ids(0, 30), {Ids(100, 3), Ids(110, 6), Ids(120, 2)}, {}};
   PromptGroup b{{}, {Ids(500, 9), Ids(600, 1)}, {}};
   for (int64_t budget : {1, 3, 8, 13, 1000}) {
-    PassPlanner planner(&blocks, {{&a, 0, 0}, {&b, 1, 3}}, 2, budget);
+    Planner planner(&blocks, {{&a, 0, 0}, {&b, 1, 3}}, 2, budget);
     const Outcome o = Drain(planner, budget);
     REQUIRE(o.outputs.size() == 5);
     for (const auto& [out, times] : o.outputs) CHECK(times == 1);
@@ -351,9 +442,9 @@ TEST_CASE(
   for (size_t g = 0; g < groups.size(); ++g) {
     plan.push_back({&groups[g], 0, static_cast<int64_t>(2 * g)});
   }
-  REQUIRE(PassPlanner::Check(plan, blocks).ok());
+  REQUIRE(PassPlanner::Check(groups, blocks).ok());
   {
-    PassPlanner planner(&blocks, plan, 2, 1000);
+    Planner planner(&blocks, plan, 2, 1000);
     const Outcome o = Drain(planner, 1000);
     CHECK(o.outputs.size() == 12);
     CHECK(o.passes > 1);
@@ -362,7 +453,7 @@ TEST_CASE(
   CHECK(blocks.referenced() == 0);
   KvBlocks tiny(3, 4, true);
   std::optional<PoolShortfall> shortfall;
-  const absl::Status status = PassPlanner::Check(plan, tiny, &shortfall);
+  const absl::Status status = PassPlanner::Check(groups, tiny, &shortfall);
   CHECK(status.code() == absl::StatusCode::kResourceExhausted);
   // The sizes, and no configuration key: the backend names the setting.
   CHECK(status.message() ==
@@ -382,7 +473,7 @@ TEST_CASE(
   PromptGroup a{Ids(0, 20), {Ids(100, 3), Ids(200, 3)}, {}};
   PromptGroup b{Ids(1000, 20), {Ids(300, 3)}, {}};
   {
-    PassPlanner planner(&blocks, {{&a, 0, 0}, {&b, 1, 2}}, 2, 22);
+    Planner planner(&blocks, {{&a, 0, 0}, {&b, 1, 2}}, 2, 22);
     auto first = planner.Next(Live);
     REQUIRE(first.ok());
     planner.Finish(true);
@@ -395,7 +486,7 @@ TEST_CASE(
   CHECK(blocks.referenced() == 0);
   KvBlocks fresh(64, 4, true);
   {
-    PassPlanner planner(&fresh, {{&a, 0, 0}}, 2, 1000);
+    Planner planner(&fresh, {{&a, 0, 0}}, 2, 1000);
     REQUIRE(planner.Next(Live).ok());
     planner.Finish(false);
   }
@@ -404,14 +495,14 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "PassPlanner: Next refuses while a pass is in flight; a planner "
+    "PassPlanner: Begin refuses while a pass is in flight; a planner "
     "dropped mid-pass withdraws that pass and releases every block",
     "[engine]") {
   KvBlocks blocks(64, 4, true);
   PromptGroup a{Ids(0, 20), {Ids(100, 3), Ids(200, 3)}, {}};
   PromptGroup b{Ids(1000, 20), {Ids(300, 3)}, {}};
   {
-    PassPlanner planner(&blocks, {{&a, 0, 0}, {&b, 0, 2}}, 2, 26);
+    Planner planner(&blocks, {{&a, 0, 0}, {&b, 0, 2}}, 2, 26);
     auto first = planner.Next(Live);
     REQUIRE(first.ok());
     REQUIRE_FALSE(first->segments.empty());
@@ -431,7 +522,7 @@ TEST_CASE(
   // closes in a pass that stays empty: what it held is released.
   PromptGroup cached{Ids(0, 20), {}, {}};
   {
-    PassPlanner planner(&blocks, {{&cached, 0, 0}}, 2, 26);
+    Planner planner(&blocks, {{&cached, 0, 0}}, 2, 26);
     auto pass = planner.Next(Live);
     REQUIRE(pass.ok());
     CHECK(pass->segments.empty());
@@ -447,19 +538,19 @@ TEST_CASE(
   KvBlocks blocks(64, 4, true);
   PromptGroup whole{{}, {Ids(0, 8)}, {}};
   for (int round = 0; round < 2; ++round) {
-    PassPlanner planner(&blocks, {{&whole, 0, 0}}, 2, 1000);
+    Planner planner(&blocks, {{&whole, 0, 0}}, 2, 1000);
     auto pass = planner.Next(Live);
     REQUIRE(pass.ok());
     REQUIRE(pass->segments.size() == 1);
     CHECK(pass->segments[0].outputs == std::vector<int64_t>{0});
     // The second time, three of the last block's tokens are copied from
     // the cached one: only the last token runs.
-    CHECK(pass->keys.segments[0].start == (round == 0 ? 0 : 7));
-    CHECK(pass->copy_from.size() == (round == 0 ? 0u : 3u));
+    CHECK(pass->keys().segments[0].start == (round == 0 ? 0 : 7));
+    CHECK(pass->copy_from().size() == (round == 0 ? 0u : 3u));
     planner.Finish(true);
   }
   PromptGroup empty{{}, {{}}, {}};
-  CHECK(PassPlanner::Check({{&empty, 0, 0}}, blocks).code() ==
+  CHECK(PassPlanner::Check({empty}, blocks).code() ==
         absl::StatusCode::kInvalidArgument);
 }
 
@@ -476,20 +567,20 @@ TEST_CASE(
   PromptGroup a{prompt({101, 102, 103}), {Ids(50, 1)}, {}};
   PromptGroup b{prompt({100, 200, 201}), {Ids(60, 1)}, {}};
   PromptGroup c{prompt({100, 201, 202}), {Ids(70, 1)}, {}};
-  PassPlanner first(&blocks, {{&a, 0, 0}}, 2, 1000);
+  Planner first(&blocks, {{&a, 0, 0}}, 2, 1000);
   REQUIRE(Drain(first, 1000).outputs.size() == 1);
   // a's second block [4 5 101 102] is cached. b shares 4 5 with it. c
   // shares 4 5 100 with b's second block, but that block's first positions
   // are themselves a copy of this pass: c copies 4 5 from a's too.
-  PassPlanner second(&blocks, {{&b, 0, 0}, {&c, 0, 1}}, 2, 1000);
+  Planner second(&blocks, {{&b, 0, 0}, {&c, 0, 1}}, 2, 1000);
   auto pass = second.Next(Live);
   REQUIRE(pass.ok());
   const int64_t bs = blocks.block_tokens();
   std::vector<int64_t> to;
   std::set<int64_t> from_blocks;
-  REQUIRE(pass->copy_from.size() == pass->copy_to.size());
-  for (size_t i = 0; i < pass->copy_from.size(); ++i) {
-    const int64_t f = pass->copy_from[i], t = pass->copy_to[i];
+  REQUIRE(pass->copy_from().size() == pass->copy_to().size());
+  for (size_t i = 0; i < pass->copy_from().size(); ++i) {
+    const int64_t f = pass->copy_from()[i], t = pass->copy_to()[i];
     from_blocks.insert(f / bs);
     CHECK(f % bs == t % bs);  // same positions
     to.push_back(t);
@@ -499,7 +590,7 @@ TEST_CASE(
   // Each copy lands in the block its prompt's first segment attends to.
   int prefixes = 0;
   for (size_t s = 0; s < pass->segments.size(); ++s) {
-    const SegmentView seg = View(*pass, s);
+    const SegmentView& seg = View(*pass, s);
     if (seg.suffix) continue;
     ++prefixes;
     CHECK(seg.start == 6);
@@ -518,11 +609,11 @@ TEST_CASE(
   // left for it.
   PromptGroup x{{}, {Ids(0, 3)}, {}};
   PromptGroup d{prompt({150, 151, 152}), {Ids(80, 1)}, {}};
-  PassPlanner tiny(&blocks, {{&x, 0, 0}, {&d, 1, 1}}, 2, 4);
+  Planner tiny(&blocks, {{&x, 0, 0}, {&d, 1, 1}}, 2, 4);
   auto one = tiny.Next(Live);
   REQUIRE(one.ok());
   CHECK(one->segments.size() == 1);
-  CHECK(one->copy_from.size() == 2);
+  CHECK(one->copy_from().size() == 2);
   CHECK(tiny.stats().reused_tokens == 4 + 2);  // d started
   tiny.Finish(true);
   auto dropped = tiny.Next([](int32_t owner) { return owner != 1; });
@@ -544,14 +635,14 @@ TEST_CASE(
   b_ids.push_back(150);
   PromptGroup a{{}, {a_ids}, {}};
   PromptGroup b{{}, {b_ids}, {}};
-  PassPlanner first(&blocks, {{&a, 0, 0}}, 2, 1000);
+  Planner first(&blocks, {{&a, 0, 0}}, 2, 1000);
   REQUIRE(Drain(first, 1000).outputs.size() == 1);
-  PassPlanner second(&blocks, {{&b, 0, 0}}, 2, 1000);
+  Planner second(&blocks, {{&b, 0, 0}}, 2, 1000);
   auto pass = second.Next(Live);
   REQUIRE(pass.ok());
   REQUIRE(pass->segments.size() == 1);
-  CHECK(pass->copy_from.empty());
-  CHECK(pass->keys.segments[0].start == 4);
+  CHECK(pass->copy_from().empty());
+  CHECK(pass->keys().segments[0].start == 4);
   second.Finish(true);
   REQUIRE(second.Next(Live)->segments.empty());
   CHECK(blocks.referenced() == 0);

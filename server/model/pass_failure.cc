@@ -1,4 +1,4 @@
-#include "server/engine/pass_failure.h"
+#include "server/model/pass_failure.h"
 
 #include <c10/util/Exception.h>
 
@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/text/utf8.h"
-#include "server/engine/device_fault.h"
 #include "server/model/cuda/cuda_calls.h"
+#include "server/model/device_fault.h"
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
 namespace {
 
 // CUDA errors after which the context is unusable ("sticky": every later
@@ -71,7 +71,7 @@ bool LeavesContextUnusable(const std::exception& e, bool on_cuda) {
   if (!on_cuda) return false;
   // Anything else on CUDA: a context that still works synchronises.
   try {
-    model::cuda::Synchronize(model::cuda::CurrentDevice());
+    cuda::Synchronize(cuda::CurrentDevice());
   } catch (const std::exception&) {
     return true;
   }
@@ -91,7 +91,7 @@ absl::Status PassFailure(const std::exception& e, const PassSize& size,
   if (IsOutOfMemory(e)) {
     // The pass's tensors are gone; what the allocator kept of them goes
     // back to the device, for other processes and the next pass alike.
-    if (on_cuda) model::cuda::EmptyCache();
+    if (on_cuda) cuda::EmptyCache();
     return absl::ResourceExhaustedError(absl::StrCat(
         "a forward pass of ", size.tokens, " new tokens (", size.segments,
         " segments) ran out of memory on ", device, ": ", ExceptionLine(e),
@@ -122,4 +122,4 @@ void ThrowInjected(InjectedFault fault) {
                               "encountered (injected by --inject-faults)");
 }
 
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model

@@ -1,8 +1,10 @@
-// The bounded queue: refusal when full, arrival order, work whose deadline
-// passed or whose caller cancelled never running, and compatible jobs
-// queued together running as one ForwardCall whose output each caller gets
-// its share of (or its own status when it stopped meanwhile).
-#include "server/engine/job_queue.h"
+// The engine over a model with only the Backend seam (its call loop):
+// refusal when full, arrival order for one tenant, work whose deadline
+// passed or whose caller cancelled never running, and compatible jobs held
+// together running as one ForwardCall whose output each caller gets its
+// share of (or its own status when it stopped meanwhile). The pass loop's
+// tests are in engine_passes_test.cc.
+#include "server/engine/engine.h"
 
 #include <catch2/catch.hpp>
 #include <functional>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "server/engine/call_loop.h"
 
 namespace mesa_anyjev::engine {
 namespace {
@@ -20,7 +23,7 @@ struct Recorder : EngineObserver {
   std::mutex mu;
   std::vector<std::string> skipped;
   int64_t max_depth = 0;
-  int runs = 0;
+  int runs = 0;  // model calls
   void OnSkipped(const std::string& reason) override {
     std::lock_guard<std::mutex> lock(mu);
     skipped.push_back(reason);
@@ -29,7 +32,7 @@ struct Recorder : EngineObserver {
     std::lock_guard<std::mutex> lock(mu);
     max_depth = std::max(max_depth, depth);
   }
-  void OnRun(absl::Duration) override {
+  void OnPass(const PassRecord&) override {
     std::lock_guard<std::mutex> lock(mu);
     ++runs;
   }
@@ -108,6 +111,19 @@ struct Answers {
   }
 };
 
+// An engine over `model` (null: none loaded yet) with the call loop's
+// merging budget, holding up to `capacity` calls.
+std::unique_ptr<Engine> MakeEngine(int32_t capacity, EngineObserver* observer,
+                                   ForwardModel* model, int64_t budget = 0) {
+  EngineOptions options;
+  options.limits.capacity = capacity;
+  auto engine = std::make_unique<Engine>(options, observer);
+  if (model != nullptr) {
+    engine->SetLoop(std::make_unique<CallLoop>(model, budget, observer));
+  }
+  return engine;
+}
+
 // A model whose first call blocks until released, so that the jobs
 // submitted meanwhile queue behind it.
 struct Blocker {
@@ -124,45 +140,43 @@ struct Blocker {
   }
 };
 
-TEST_CASE("the job queue refuses at once when the queue is full",
-          "[job_queue]") {
+TEST_CASE("the engine refuses at once when it holds its capacity", "[engine]") {
   Recorder recorder;
   RecordingModel model;
   Blocker blocker;
   blocker.Install(model);
-  JobQueue job_queue(/*capacity=*/2, &recorder);
-  job_queue.SetModel(&model);
-  job_queue.Start();
+  // The call running counts: it is held until answered.
+  auto engine = MakeEngine(3, &recorder, &model);
+  engine->Start();
   Answers answers;
-  REQUIRE(job_queue.TrySubmit(answers.Job(0, 1)).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(0, 1)).ok());
   blocker.running.WaitForNotification();  // the engine thread is busy now
   for (int i = 1; i <= 2; ++i) {
-    REQUIRE(job_queue.TrySubmit(answers.Job(i, 1)).ok());
+    REQUIRE(engine->TrySubmit(answers.Job(i, 1)).ok());
   }
   ForwardJob refused = answers.Job(9, 1);
   refused.done = [](absl::StatusOr<ForwardOutput>) {
     FAIL("a refused job must not complete");
   };
-  absl::Status full = job_queue.TrySubmit(std::move(refused));
+  absl::Status full = engine->TrySubmit(std::move(refused));
   CHECK(absl::IsResourceExhausted(full));
   CHECK_THAT(std::string(full.message()),
              Catch::Contains("server.queue_capacity"));
   blocker.release.Notify();
-  job_queue.Stop();
+  engine->Stop();
   CHECK(answers.by_id.size() == 3);
-  CHECK(recorder.max_depth == 2);
+  CHECK(recorder.max_depth == 3);
 }
 
-TEST_CASE("the job queue runs jobs in arrival order", "[job_queue]") {
+TEST_CASE("the engine runs jobs in arrival order", "[engine]") {
   RecordingModel model;
-  JobQueue job_queue(/*capacity=*/16, nullptr);
-  job_queue.SetModel(&model);
+  auto engine = MakeEngine(16, nullptr, &model);
   Answers answers;
   for (int i = 0; i < 10; ++i) {
-    REQUIRE(job_queue.TrySubmit(answers.Job(i, 1)).ok());
+    REQUIRE(engine->TrySubmit(answers.Job(i, 1)).ok());
   }
-  job_queue.Start();
-  job_queue.Stop();  // drains everything accepted
+  engine->Start();
+  engine->Stop();  // drains everything accepted
   // No batch budget: each job is a call of its own.
   const std::vector<std::vector<int>> want = {{0}, {1}, {2}, {3}, {4},
                                               {5}, {6}, {7}, {8}, {9}};
@@ -174,24 +188,23 @@ TEST_CASE("the job queue runs jobs in arrival order", "[job_queue]") {
   }
 }
 
-TEST_CASE("expired and cancelled jobs never run", "[job_queue]") {
+TEST_CASE("expired and cancelled jobs never run", "[engine]") {
   Recorder recorder;
   RecordingModel model;
-  JobQueue job_queue(/*capacity=*/4, &recorder);
-  job_queue.SetModel(&model);
+  auto engine = MakeEngine(4, &recorder, &model);
   std::atomic<bool> cancelled{true};
   Answers answers;
-  REQUIRE(job_queue
-              .TrySubmit(
+  REQUIRE(engine
+              ->TrySubmit(
                   answers.Job(1, 1, LogprobsTask{},
                               {absl::Now() - absl::Milliseconds(1), nullptr}))
               .ok());
-  REQUIRE(job_queue
-              .TrySubmit(answers.Job(2, 1, LogprobsTask{},
-                                     {absl::InfiniteFuture(), &cancelled}))
+  REQUIRE(engine
+              ->TrySubmit(answers.Job(2, 1, LogprobsTask{},
+                                      {absl::InfiniteFuture(), &cancelled}))
               .ok());
-  job_queue.Start();
-  job_queue.Stop();
+  engine->Start();
+  engine->Stop();
   CHECK(model.calls.empty());
   CHECK(answers.by_id.at(1).status().code() ==
         absl::StatusCode::kDeadlineExceeded);
@@ -201,75 +214,71 @@ TEST_CASE("expired and cancelled jobs never run", "[job_queue]") {
   CHECK(recorder.skipped == std::vector<std::string>{"deadline", "cancelled"});
 }
 
-TEST_CASE("a stopped job queue refuses new work as UNAVAILABLE",
-          "[job_queue]") {
-  JobQueue job_queue(/*capacity=*/4, nullptr);
-  job_queue.Start();
-  job_queue.Stop();
+TEST_CASE("a stopped engine refuses new work as UNAVAILABLE", "[engine]") {
+  auto engine = MakeEngine(4, nullptr, nullptr);
+  engine->Start();
+  engine->Stop();
   Answers answers;
-  CHECK(absl::IsUnavailable(job_queue.TrySubmit(answers.Job(1, 1))));
+  CHECK(absl::IsUnavailable(engine->TrySubmit(answers.Job(1, 1))));
   CHECK(answers.by_id.empty());
 }
 
 TEST_CASE("a job that runs before the model is loaded is UNAVAILABLE",
-          "[job_queue]") {
-  JobQueue job_queue(/*capacity=*/4, nullptr);
-  job_queue.Start();
+          "[engine]") {
+  auto engine = MakeEngine(4, nullptr, nullptr);
+  engine->Start();
   const absl::StatusOr<ForwardOutput> out =
-      job_queue.SubmitAndWait(LogprobsTask{}, GroupsOf(1, 1), {});
+      engine->SubmitAndWait(LogprobsTask{}, GroupsOf(1, 1), {});
   CHECK(absl::IsUnavailable(out.status()));
   CHECK_THAT(std::string(out.status().message()),
              Catch::Contains("no model loaded"));
 }
 
-TEST_CASE("an exception in model code becomes INTERNAL", "[job_queue]") {
+TEST_CASE("an exception in model code becomes INTERNAL", "[engine]") {
   RecordingModel model;
   model.before = [](const ForwardCall&) {
     throw std::runtime_error("CUDA out of memory");
   };
-  JobQueue job_queue(/*capacity=*/4, nullptr);
-  job_queue.SetModel(&model);
-  job_queue.Start();
+  auto engine = MakeEngine(4, nullptr, &model);
+  engine->Start();
   const absl::Status seen =
-      job_queue.SubmitAndWait(LogprobsTask{}, GroupsOf(1, 1), {}).status();
+      engine->SubmitAndWait(LogprobsTask{}, GroupsOf(1, 1), {}).status();
   CHECK(absl::IsInternal(seen));
   CHECK_THAT(std::string(seen.message()),
              Catch::Contains("CUDA out of memory"));
 }
 
 TEST_CASE("jobs of one kind queued together run as one call, in order",
-          "[job_queue]") {
+          "[engine]") {
   Recorder recorder;
   RecordingModel model;
   Blocker blocker;
   blocker.Install(model);
-  JobQueue job_queue(/*capacity=*/16, &recorder, /*batch_budget=*/10);
-  job_queue.SetModel(&model);
-  job_queue.Start();
+  auto engine = MakeEngine(16, &recorder, &model, 10);
+  engine->Start();
   Answers answers;
   const ForwardTask top5 = LogprobsTask{5};
   const ForwardTask hidden = HiddenStatesTask{{1, 2}};
-  REQUIRE(job_queue.TrySubmit(answers.Job(0, 1, HiddenStatesTask{{3}})).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(0, 1, HiddenStatesTask{{3}})).ok());
   blocker.running.WaitForNotification();
   // Queued behind the blocker: 1, 2 and 3 share a task and fit the budget
   // (4 + 4 + 2 = 10); 4 would not (12); 5 has another task (other top_k);
   // 6 and 7 share layers; 8 is stale by the time it runs and is answered
   // without running; 9 has other layers.
-  REQUIRE(job_queue.TrySubmit(answers.Job(1, 4, top5)).ok());
-  REQUIRE(job_queue.TrySubmit(answers.Job(2, 4, top5, {}, 2)).ok());
-  REQUIRE(job_queue.TrySubmit(answers.Job(3, 2, top5)).ok());
-  REQUIRE(job_queue.TrySubmit(answers.Job(4, 2, top5)).ok());
-  REQUIRE(job_queue.TrySubmit(answers.Job(5, 1, LogprobsTask{0})).ok());
-  REQUIRE(job_queue.TrySubmit(answers.Job(6, 3, hidden, {}, 2)).ok());
-  REQUIRE(job_queue.TrySubmit(answers.Job(7, 1, hidden)).ok());
-  REQUIRE(job_queue
-              .TrySubmit(answers.Job(8, 1, hidden,
-                                     {absl::Now() - absl::Seconds(1), nullptr}))
+  REQUIRE(engine->TrySubmit(answers.Job(1, 4, top5)).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(2, 4, top5, {}, 2)).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(3, 2, top5)).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(4, 2, top5)).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(5, 1, LogprobsTask{0})).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(6, 3, hidden, {}, 2)).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(7, 1, hidden)).ok());
+  REQUIRE(engine
+              ->TrySubmit(answers.Job(
+                  8, 1, hidden, {absl::Now() - absl::Seconds(1), nullptr}))
               .ok());
-  REQUIRE(
-      job_queue.TrySubmit(answers.Job(9, 1, HiddenStatesTask{{2, 1}})).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(9, 1, HiddenStatesTask{{2, 1}})).ok());
   blocker.release.Notify();
-  job_queue.Stop();
+  engine->Stop();
   const std::vector<std::vector<int>> want = {{0}, {1, 2, 3}, {4},
                                               {5}, {6, 7},    {9}};
   CHECK(model.calls == want);
@@ -310,7 +319,7 @@ TEST_CASE("jobs of one kind queued together run as one call, in order",
 TEST_CASE(
     "a member of a merged call that stops during it gets its own status; "
     "the others their results",
-    "[job_queue]") {
+    "[engine]") {
   RecordingModel model;
   Blocker blocker;
   std::atomic<bool> gone{false}, never{false};
@@ -332,26 +341,25 @@ TEST_CASE(
     seen_stopped.push_back(stopped);
     CHECK_FALSE(call.ShouldStop(absl::Now()));
   };
-  JobQueue job_queue(/*capacity=*/8, nullptr, /*batch_budget=*/100);
-  job_queue.SetModel(&model);
-  job_queue.Start();
+  auto engine = MakeEngine(8, nullptr, &model, 100);
+  engine->Start();
   Answers answers;
-  REQUIRE(job_queue.TrySubmit(answers.Job(0, 1, LogprobsTask{1})).ok());
+  REQUIRE(engine->TrySubmit(answers.Job(0, 1, LogprobsTask{1})).ok());
   blocker.running.WaitForNotification();
-  REQUIRE(job_queue
-              .TrySubmit(answers.Job(1, 2, LogprobsTask{},
-                                     {absl::InfiniteFuture(), &gone}))
+  REQUIRE(engine
+              ->TrySubmit(answers.Job(1, 2, LogprobsTask{},
+                                      {absl::InfiniteFuture(), &gone}))
               .ok());
-  REQUIRE(job_queue
-              .TrySubmit(answers.Job(2, 2, LogprobsTask{},
-                                     {absl::InfiniteFuture(), &never}))
+  REQUIRE(engine
+              ->TrySubmit(answers.Job(2, 2, LogprobsTask{},
+                                      {absl::InfiniteFuture(), &never}))
               .ok());
-  REQUIRE(job_queue
-              .TrySubmit(answers.Job(3, 2, LogprobsTask{},
-                                     {absl::InfiniteFuture(), &gone}))
+  REQUIRE(engine
+              ->TrySubmit(answers.Job(3, 2, LogprobsTask{},
+                                      {absl::InfiniteFuture(), &gone}))
               .ok());
   blocker.release.Notify();
-  job_queue.Stop();
+  engine->Stop();
   REQUIRE(model.calls.size() == 2);
   CHECK(model.calls[1] == std::vector<int>{1, 2, 3});
   CHECK(seen_stopped[0] == std::vector<bool>{true, false, true});

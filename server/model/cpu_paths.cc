@@ -1,4 +1,4 @@
-#include "server/engine/cpu_paths.h"
+#include "server/model/cpu_paths.h"
 
 #include <ATen/ATen.h>
 #include <malloc.h>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/model/row_norm.h"
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
 
 bool KeepFreedHeap() {
   // mallopt returns 1 where glibc took the setting.
@@ -44,4 +44,4 @@ std::string DescribeCpuPaths(const CpuPaths& paths) {
           : "off");
 }
 
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model

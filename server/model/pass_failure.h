@@ -11,9 +11,14 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "server/engine/fault_plan.h"
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
+
+// What the tests' fault plan (server/engine/fault_plan.h) makes a pass do.
+enum class InjectedFault {
+  kOutOfMemory,  // the pass runs out of device memory
+  kDeviceLost,   // a CUDA error that leaves the context unusable
+};
 
 struct PassSize {
   int64_t tokens = 0;        // new tokens of the pass
@@ -33,4 +38,4 @@ absl::Status PassFailure(const std::exception& e, const PassSize& size,
 // c10::AcceleratorError of an illegal address), for the fault tests.
 [[noreturn]] void ThrowInjected(InjectedFault fault);
 
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model

@@ -1,4 +1,4 @@
-#include "server/engine/host_block_cache.h"
+#include "server/model/host_block_cache.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
 namespace {
 
 // Below this, glibc's heap serves allocations well; above it, reuse pays.
@@ -145,4 +145,4 @@ void InstallHostBlockCache(int64_t budget_bytes) {
 
 HostBlockCacheStats GetHostBlockCacheStats() { return Instance()->Stats(); }
 
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
 
 struct HostBlockCacheStats {
   int64_t hits = 0, misses = 0;
@@ -24,4 +24,4 @@ void InstallHostBlockCache(int64_t budget_bytes);
 
 HostBlockCacheStats GetHostBlockCacheStats();
 
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model

@@ -14,7 +14,7 @@
 
 #include "server/model/attention.h"
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
 
 struct CpuPaths {
   bool fused_norms = false;      // row_norm.h, else the ATen composition
@@ -39,4 +39,4 @@ CpuPaths ChooseCpuPaths(const at::TensorOptions& options,
 // host block cache N bytes".
 std::string DescribeCpuPaths(const CpuPaths& paths);
 
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
 
 // The exit code of a daemon whose device was lost: EX_TEMPFAIL of
 // sysexits.h, "try again later", which a fresh process does.
@@ -20,4 +20,4 @@ inline constexpr int kDeviceLostExitCode = 75;
 absl::Status DeviceLostError(absl::string_view message);
 bool IsDeviceLost(const absl::Status& status);
 
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model

@@ -1,8 +1,8 @@
-#include "server/engine/device_fault.h"
+#include "server/model/device_fault.h"
 
 #include "absl/strings/cord.h"
 
-namespace mesa_anyjev::engine {
+namespace mesa_anyjev::model {
 namespace {
 
 constexpr char kDeviceLostPayload[] = "mesa-anyjev/device-lost";
@@ -19,4 +19,4 @@ bool IsDeviceLost(const absl::Status& status) {
   return status.GetPayload(kDeviceLostPayload).has_value();
 }
 
-}  // namespace mesa_anyjev::engine
+}  // namespace mesa_anyjev::model
