@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "client/backends/provider.h"
 #include "client/commands/bundle_access.h"
+#include "client/commands/batch_class.h"
 #include "client/commands/commands.h"
 #include "client/commands/decide_run.h"
 #include "client/commands/missing_labels.h"
@@ -305,8 +306,11 @@ int DecideStream(const DecideCommandOptions& options, Provider& provider,
 
 }  // namespace
 
-int RunDecide(const config::Config& config,
+int RunDecide(const config::Config& given,
               const DecideCommandOptions& options) {
+  // A pipeline run (--out) is dataset work: batch.
+  const config::Config config =
+      options.out.empty() ? given : AsBatchRun(given);
   auto questions = LoadQuestions(options);
   if (!questions.ok()) {
     return UsageError(std::string(questions.status().message()));

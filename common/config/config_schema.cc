@@ -75,6 +75,8 @@ constexpr const char* kCpuGemms[] = {"auto", "onednn", "aten"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
 constexpr const char* kLabelReadouts[] = {"auto", "token_ids", "top_k"};
 constexpr const char* kClientPriors[] = {"run", "daemon"};
+constexpr const char* kClientPriorities[] = {"default", "interactive",
+                                             "batch"};
 constexpr const char* kModelBackends[] = {"local", "composite"};
 constexpr const char* kBackendKinds[] = {"fake", "gateway", "hf", "composite"};
 constexpr const char* kLevels[] = {"raw", "L0", "L1", "L2", "auto"};
@@ -146,6 +148,7 @@ constexpr Field kFields[] = {
 
     MESA_CONFIG_FIELD(auth, token_env),
     MESA_CONFIG_FIELD(auth, token_file),
+    MESA_CONFIG_FIELD(auth, tokens_file),
 
     MESA_CONFIG_FIELD(client, address),
     MESA_CONFIG_FIELD(client, timeout_s),
@@ -153,6 +156,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(client, token_file),
     MESA_CONFIG_FIELD(client, tls_ca),
     MESA_CONFIG_ENUM(client, priors, kClientPriors),
+    MESA_CONFIG_ENUM(client, priority, kClientPriorities),
     MESA_CONFIG_FIELD(client, affinity_bytes),
 
     MESA_CONFIG_ENUM(backend, kind, kBackendKinds),

@@ -18,17 +18,13 @@ using metrics::Method;
 InferenceService::InferenceService(InferenceOptions options,
                                    engine::JobQueue* job_queue,
                                    metrics::ServerMetrics* metrics,
-                                   const BearerAuth* auth,
-                                   const ServingStateFlag* state)
+                                   CallGate gate)
     : options_(std::move(options)),
       job_queue_(job_queue),
       metrics_(metrics),
-      auth_(auth),
-      state_(state) {}
+      gate_(gate) {}
 
-absl::StatusOr<Backend*> InferenceService::Admit(
-    const grpc::CallbackServerContext& context) {
-  RETURN_IF_ERROR(AdmitCall(context, *auth_, *state_, metrics_));
+absl::StatusOr<Backend*> InferenceService::Model() const {
   Backend* backend = backend_.load();
   if (backend == nullptr) return absl::UnavailableError("no model loaded");
   return backend;
@@ -41,7 +37,8 @@ absl::Time InferenceService::Deadline(
 }
 
 void InferenceService::Submit(
-    UnaryCall* call, absl::Time deadline, engine::ForwardTask task,
+    UnaryCall* call, const CallAdmission& admission, absl::Time deadline,
+    engine::ForwardTask task,
     std::vector<PromptGroup> groups,
     std::function<void(const engine::ForwardOutput&)> fill) {
   // `done` runs on the engine thread: a plain handoff of the output to the
@@ -58,7 +55,10 @@ void InferenceService::Submit(
   };
   call->Submitted(job_queue_->TrySubmit(
       {std::move(task), std::move(groups),
-       Caller{.deadline = deadline, .cancelled = call->cancelled()},
+       Caller{.deadline = deadline,
+              .cancelled = call->cancelled(),
+              .tenant = admission.caller.tenant_name(),
+              .priority = admission.priority},
        std::move(done)}));
 }
 
@@ -66,7 +66,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::GetModelInfoRequest, v1::ModelInfo>(
-      context, metrics_, Method::kGetModelInfo, Admit(*context), raw_request,
+      context, metrics_, Method::kGetModelInfo, gate_, Model(), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   const Backend* model = opened.admitted;
@@ -74,6 +74,8 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
                 opened.response);
   FillDeviceInfo(model->device_info(), util::ReadMemAvailable(),
                  opened.response);
+  FillCallerInfo(gate_.auth->enabled(), opened.admission.caller.tenant(),
+                 opened.admission.priority, opened.response);
   opened.call->Complete(absl::OkStatus());
   return opened.call;
 }
@@ -82,7 +84,7 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::TokenizeRequest, v1::TokenizeResponse>(
-      context, metrics_, Method::kTokenize, Admit(*context), raw_request,
+      context, metrics_, Method::kTokenize, gate_, Model(), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
@@ -103,7 +105,7 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::LogprobsRequest, v1::LogprobsResponse>(
-      context, metrics_, Method::kLogprobs, Admit(*context), raw_request,
+      context, metrics_, Method::kLogprobs, gate_, Model(), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
@@ -131,7 +133,7 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  Submit(call, Deadline(*context), engine::LogprobsTask{request.top_k()},
+  Submit(call, opened.admission, Deadline(*context), engine::LogprobsTask{request.top_k()},
          std::move(parsed->groups),
          [response](const engine::ForwardOutput& out) {
            FillLogprobs(std::get<engine::GroupLogprobs>(out), response);
@@ -144,7 +146,7 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     grpc::ByteBuffer* raw_response) {
   const auto opened =
       OpenCall<v1::HiddenStatesRequest, v1::HiddenStatesResponse>(
-          context, metrics_, Method::kHiddenStates, Admit(*context),
+          context, metrics_, Method::kHiddenStates, gate_, Model(),
           raw_request, raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
@@ -170,7 +172,8 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  Submit(call, Deadline(*context), engine::HiddenStatesTask{*std::move(layers)},
+  Submit(call, opened.admission, Deadline(*context),
+         engine::HiddenStatesTask{*std::move(layers)},
          std::move(parsed->groups),
          [response](const engine::ForwardOutput& out) {
            FillHiddenStates(std::get<HiddenStatesResult>(out), response);
