@@ -165,7 +165,7 @@ int RunTokensAdd(const TokensAddOptions& options) {
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
   // Never write what the daemon would refuse (a weight of 0, a tenant
   // whose other entries disagree).
-  if (auto parsed = auth::ParseTokensFile(updated, "--file"); !parsed.ok()) {
+  if (auto parsed = auth::ParseTokensFile(updated, options.file); !parsed.ok()) {
     return Usage(absl::StrCat(parsed.status().message(),
                               "; nothing was written"));
   }

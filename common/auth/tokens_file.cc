@@ -39,6 +39,12 @@ constexpr double kMaxWeight = 1e6;
 constexpr int64_t kMaxQueuedCalls = 1'000'000;
 constexpr int64_t kMaxQueuedTokens = int64_t{1} << 40;
 
+std::string FormatNumber(double value) {
+  char buffer[32];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, end);
+}
+
 absl::Status FieldError(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
@@ -83,8 +89,8 @@ absl::StatusOr<double> ParseWeight(const YAML::Node& value) {
                                    "' is not a number"));
   }
   if (!std::isfinite(weight) || weight <= 0 || weight > kMaxWeight) {
-    return FieldError("weight", absl::StrCat(text, " is not > 0 and <= ",
-                                             kMaxWeight));
+    return FieldError("weight", absl::StrCat(text, " is not in (0, ",
+                                             static_cast<int64_t>(kMaxWeight), "]"));
   }
   return weight;
 }
@@ -280,12 +286,6 @@ absl::StatusOr<std::shared_ptr<const TenantSet>> FromDocument(
   }
   return std::make_shared<const TenantSet>(std::move(tenants),
                                            std::move(tokens));
-}
-
-std::string FormatNumber(double value) {
-  char buffer[32];
-  const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, end);
 }
 
 }  // namespace
