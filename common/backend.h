@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -84,13 +85,23 @@ enum class Priority { kInteractive = 0, kBatch = 1 };
 // stopped waiting, wherever it is found stopped (the queue, the forward, a
 // merged call's member).
 struct Caller {
-  absl::Time deadline = absl::InfiniteFuture();
-  const std::atomic<bool>* cancelled = nullptr;  // the caller's own
+  // A constructor, not an aggregate: {deadline, &flag} leaves the tenant
+  // and the class at their defaults without a missing-initializer warning.
+  Caller(absl::Time deadline_ = absl::InfiniteFuture(),
+         const std::atomic<bool>* cancelled_ = nullptr,
+         std::string tenant_ = {}, Priority priority_ = Priority::kInteractive)
+      : deadline(deadline_),
+        cancelled(cancelled_),
+        tenant(std::move(tenant_)),
+        priority(priority_) {}
+
+  absl::Time deadline;
+  const std::atomic<bool>* cancelled;  // the caller's own
   // The tenant whose token the call carried (empty: auth off, or the
   // daemon's own work such as its warm-up); the engine shares passes
   // between tenants by the tokens their work costs.
   std::string tenant;
-  Priority priority = Priority::kInteractive;
+  Priority priority;
 
   bool Cancelled() const {
     return cancelled != nullptr && cancelled->load(std::memory_order_relaxed);

@@ -347,8 +347,8 @@ absl::Status Daemon::LoadAndWarmUp() {
   // gateway's missing-label counter starts at 0).
   ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));
   // The daemon's own work: no tenant, interactive.
-  Caller caller;
-  caller.deadline = absl::Now() + absl::Seconds(config_.server.max_deadline_s);
+  const Caller caller{
+      absl::Now() + absl::Seconds(config_.server.max_deadline_s)};
   const absl::Status result =
       job_queue_
           ->SubmitAndWait(engine::LogprobsTask{/*top_k=*/1},

@@ -55,10 +55,8 @@ void InferenceService::Submit(
   };
   call->Submitted(job_queue_->TrySubmit(
       {std::move(task), std::move(groups),
-       Caller{.deadline = deadline,
-              .cancelled = call->cancelled(),
-              .tenant = admission.caller.tenant_name(),
-              .priority = admission.priority},
+       Caller{deadline, call->cancelled(), admission.caller.tenant_name(),
+              admission.priority},
        std::move(done)}));
 }
 

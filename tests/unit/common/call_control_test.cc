@@ -18,7 +18,8 @@ const absl::Time kNow = absl::FromUnixSeconds(1'000'000);
 TEST_CASE("A caller who cancelled is CANCELLED, one out of time late",
           "[call_control]") {
   std::atomic<bool> cancelled{false};
-  Caller caller{.deadline = kNow + absl::Seconds(1), .cancelled = &cancelled};
+  Caller caller{
+      kNow + absl::Seconds(1), &cancelled, {}, Priority::kInteractive};
   CHECK(caller.StopStatus(kNow, "here").ok());
   CHECK(caller.StopStatus(kNow + absl::Seconds(1), "here").code() ==
         absl::StatusCode::kDeadlineExceeded);
