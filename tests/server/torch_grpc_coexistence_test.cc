@@ -21,7 +21,7 @@
 #include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
-#include "server/service/bearer_auth.h"
+#include "server/service/tenant_auth.h"
 #include "server/service/inference_service.h"
 #include "server/service/serving_state.h"
 
@@ -107,14 +107,14 @@ int Run() {
   metrics::ServerMetrics server_metrics("test", "test");
   engine::JobQueue job_queue(8, &server_metrics);
   job_queue.Start();
-  service::BearerAuth auth(std::nullopt);
+  service::TenantAuth auth(nullptr);
   service::ServingStateFlag state;
   state.set(service::ServingState::kServing);
   TorchBackend backend;
   engine::BackendForwardModel forward(&backend);
   job_queue.SetModel(&forward);
-  service::InferenceService inference({}, &job_queue, &server_metrics, &auth,
-                                      &state);
+  service::InferenceService inference({}, &job_queue, &server_metrics,
+                                      service::CallGate{&auth, &state});
   inference.SetBackend(&backend);
   grpc::ServerBuilder builder;
   int port = 0;
