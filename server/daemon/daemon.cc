@@ -212,6 +212,9 @@ void Daemon::ApplyTenants(
     const std::shared_ptr<const auth::TenantSet>& tenants, bool reloaded) {
   metrics_->SetTenantsLoaded(tenants ? tenants->tenants().size() : 0);
   if (tenants == nullptr) return;
+  for (const auth::Tenant& tenant : tenants->tenants()) {
+    metrics_->InitTenant(tenant.name);
+  }
   // Names, roles and shares only: never a token or a digest.
   spdlog::info("auth: {} {}", reloaded ? "reloaded" : "loaded",
                auth::DescribeTenants(*tenants));

@@ -337,6 +337,16 @@ void ServerMetrics::RecordTenantRequest(const std::string& tenant,
       .Increment();
 }
 
+void ServerMetrics::InitTenant(const std::string& tenant) {
+  for (const Priority priority : {Priority::kInteractive, Priority::kBatch}) {
+    tenant_requests_->Add({{"tenant", tenant},
+                           {"class", auth::PriorityName(priority)},
+                           {"code", "OK"}});
+  }
+  priority_capped_->Add({{"tenant", tenant}});
+  rejected_->Add({{"reason", "permission_denied"}, {"tenant", tenant}});
+}
+
 void ServerMetrics::RecordPriorityCapped(const std::string& tenant) {
   priority_capped_->Add({{"tenant", tenant}}).Increment();
 }

@@ -68,6 +68,9 @@ class ServerMetrics : public engine::EngineObserver,
   // A call that asked for interactive and was served as batch (the
   // tenant's max_priority).
   void RecordPriorityCapped(const std::string& tenant);
+  // A tenant loaded: its series start at 0, so rate() has a zero to start
+  // from.
+  void InitTenant(const std::string& tenant);
   // The tokens file read again (SIGHUP): taken, or refused (the old
   // tenants stay).
   void RecordTokensReload(bool ok);
