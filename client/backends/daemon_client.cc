@@ -225,11 +225,12 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
     DaemonCaller caller;
     caller.auth = c.auth();
     caller.tenant.name = c.tenant();
-    caller.tenant.role = auth::ParseRole(c.role()).value_or(auth::Role::kDecide);
+    caller.tenant.role =
+        auth::ParseRole(c.role()).value_or(auth::Role::kDecide);
     caller.tenant.weight = c.weight();
     caller.tenant.priority = auth::ParsePriority(c.default_priority());
-    caller.tenant.max_priority = auth::ParsePriority(c.max_priority())
-                                     .value_or(Priority::kInteractive);
+    caller.tenant.max_priority =
+        auth::ParsePriority(c.max_priority()).value_or(Priority::kInteractive);
     caller.tenant.max_queued_calls = c.max_queued_calls();
     caller.tenant.max_queued_tokens = c.max_queued_tokens();
     caller.priority =

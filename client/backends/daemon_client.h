@@ -35,8 +35,8 @@ namespace mesa_anyjev::client {
 
 // The caller as the daemon sees its token (GetModelInfo's caller).
 struct DaemonCaller {
-  bool auth = false;        // false: auth off, every caller may do all
-  auth::Tenant tenant;      // name "" when auth is off
+  bool auth = false;    // false: auth off, every caller may do all
+  auth::Tenant tenant;  // name "" when auth is off
   Priority priority = Priority::kInteractive;  // the class the call ran at
 };
 
@@ -46,7 +46,7 @@ struct DaemonInfo {
   config::LimitsConfig limits;
   std::optional<DeviceInfo> device;  // a local model's device
   std::optional<int64_t>
-      system_memory_available;  // the daemon host's MemAvailable
+      system_memory_available;         // the daemon host's MemAvailable
   std::optional<DaemonCaller> caller;  // none from a daemon before tenants
 };
 

@@ -15,8 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/backends/provider.h"
-#include "client/commands/bundle_access.h"
 #include "client/commands/batch_class.h"
+#include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/commands/decide_run.h"
 #include "client/commands/missing_labels.h"
@@ -309,8 +309,7 @@ int DecideStream(const DecideCommandOptions& options, Provider& provider,
 int RunDecide(const config::Config& given,
               const DecideCommandOptions& options) {
   // A pipeline run (--out) is dataset work: batch.
-  const config::Config config =
-      options.out.empty() ? given : AsBatchRun(given);
+  const config::Config config = options.out.empty() ? given : AsBatchRun(given);
   auto questions = LoadQuestions(options);
   if (!questions.ok()) {
     return UsageError(std::string(questions.status().message()));

@@ -11,11 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <cerrno>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -142,16 +142,16 @@ ReadExisting(const std::string& file) {
 
 int RunTokensAdd(const TokensAddOptions& options) {
   if (absl::Status name = auth::CheckTenantName(options.tenant); !name.ok()) {
-    return Usage(absl::StrCat("--tenant: '", options.tenant, "': ",
-                              name.message()));
+    return Usage(
+        absl::StrCat("--tenant: '", options.tenant, "': ", name.message()));
   }
   auto locked = LockDirectory(options.file);
   if (!locked.ok()) return Failed(std::string(locked.status().message()));
   const absl::Cleanup unlock = [fd = *locked] { close(fd); };
   auto existing = ReadExisting(options.file);
   if (!existing.ok()) {
-    return Failed(absl::StrCat(existing.status().message(),
-                               "; nothing was written"));
+    return Failed(
+        absl::StrCat(existing.status().message(), "; nothing was written"));
   }
   auto& [text, set] = *existing;
   auto tenant = NewTenant(options, set.get());
@@ -165,9 +165,10 @@ int RunTokensAdd(const TokensAddOptions& options) {
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
   // Never write what the daemon would refuse (a weight of 0, a tenant
   // whose other entries disagree).
-  if (auto parsed = auth::ParseTokensFile(updated, options.file); !parsed.ok()) {
-    return Usage(absl::StrCat(parsed.status().message(),
-                              "; nothing was written"));
+  if (auto parsed = auth::ParseTokensFile(updated, options.file);
+      !parsed.ok()) {
+    return Usage(
+        absl::StrCat(parsed.status().message(), "; nothing was written"));
   }
   if (absl::Status written =
           util::WriteFileAtomic(options.file, updated, /*mode=*/0600);

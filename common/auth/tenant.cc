@@ -44,9 +44,9 @@ absl::Status CheckTenantName(std::string_view name) {
         return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
       });
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "a tenant name is 1..", kMaxTenantName,
-      " of [A-Za-z0-9._-], not starting with '.' or '-'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("a tenant name is 1..", kMaxTenantName,
+                   " of [A-Za-z0-9._-], not starting with '.' or '-'"));
 }
 
 Priority Tenant::Resolve(std::optional<Priority> asked) const {

@@ -28,9 +28,9 @@ namespace mesa_anyjev::auth {
 namespace {
 
 const std::vector<std::string> kFields = {
-    "tenant",         "sha256",           "role",
-    "weight",         "max_queued_calls", "max_queued_tokens",
-    "priority",       "max_priority",     "created"};
+    "tenant",   "sha256",           "role",
+    "weight",   "max_queued_calls", "max_queued_tokens",
+    "priority", "max_priority",     "created"};
 
 // A weight over this is a typo, not a share (and keeps the engine's virtual
 // clocks finite).
@@ -41,7 +41,8 @@ constexpr int64_t kMaxQueuedTokens = int64_t{1} << 40;
 
 std::string FormatNumber(double value) {
   char buffer[32];
-  const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  const auto [end, error] =
+      std::to_chars(buffer, buffer + sizeof buffer, value);
   return std::string(buffer, end);
 }
 
@@ -83,14 +84,15 @@ absl::StatusOr<double> ParseWeight(const YAML::Node& value) {
   double weight = 0;
   const auto [end, error] =
       std::from_chars(text.data(), text.data() + text.size(), weight);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
-    return FieldError("weight",
-                      absl::StrCat("'", text::Printable(text, 32),
-                                   "' is not a number"));
+  if (text.empty() || error != std::errc() ||
+      end != text.data() + text.size()) {
+    return FieldError("weight", absl::StrCat("'", text::Printable(text, 32),
+                                             "' is not a number"));
   }
   if (!std::isfinite(weight) || weight <= 0 || weight > kMaxWeight) {
-    return FieldError("weight", absl::StrCat(text, " is not in (0, ",
-                                             static_cast<int64_t>(kMaxWeight), "]"));
+    return FieldError("weight",
+                      absl::StrCat(text, " is not in (0, ",
+                                   static_cast<int64_t>(kMaxWeight), "]"));
   }
   return weight;
 }
@@ -101,7 +103,8 @@ absl::StatusOr<int64_t> ParseLimit(const YAML::Node& value,
   int64_t n = 0;
   const auto [end, error] =
       std::from_chars(text.data(), text.data() + text.size(), n);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+  if (text.empty() || error != std::errc() ||
+      end != text.data() + text.size()) {
     return FieldError(field, absl::StrCat("'", text::Printable(text, 32),
                                           "' is not an integer"));
   }
@@ -146,10 +149,9 @@ absl::StatusOr<Entry> ParseEntry(const YAML::Node& node) {
     if (key == "tenant") {
       ASSIGN_OR_RETURN(entry.tenant.name, Text(value, "tenant"));
       if (absl::Status ok = CheckTenantName(entry.tenant.name); !ok.ok()) {
-        return FieldError("tenant", absl::StrCat("'",
-                                                 text::Printable(
-                                                     entry.tenant.name, 64),
-                                                 "': ", ok.message()));
+        return FieldError(
+            "tenant", absl::StrCat("'", text::Printable(entry.tenant.name, 64),
+                                   "': ", ok.message()));
       }
     } else if (key == "sha256") {
       ASSIGN_OR_RETURN(entry.digest, ParseDigest(value));
@@ -180,8 +182,8 @@ absl::StatusOr<Entry> ParseEntry(const YAML::Node& node) {
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown field '", text::Printable(key, 64), "'",
-                       util::DidYouMean(key, kFields), "; fields: ",
-                       absl::StrJoin(kFields, ", ")));
+                       util::DidYouMean(key, kFields),
+                       "; fields: ", absl::StrJoin(kFields, ", ")));
     }
   }
   if (entry.tenant.name.empty()) return FieldError("tenant", "missing");
@@ -227,9 +229,9 @@ absl::StatusOr<std::shared_ptr<const TenantSet>> FromDocument(
         where, ": the top level must be a list of entries (- tenant: ...)"));
   }
   if (root.size() > kMaxTokenEntries) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": ", root.size(), " entries exceed the limit of ",
-        kMaxTokenEntries));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", root.size(), " entries exceed the limit of ",
+                     kMaxTokenEntries));
   }
   std::vector<Tenant> tenants;
   std::vector<TenantSet::Token> tokens;
@@ -255,9 +257,8 @@ absl::StatusOr<std::shared_ptr<const TenantSet>> FromDocument(
                         entry->digest.size()) == 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             where, ": ", EntryName(i, name, node),
-            ": sha256: the same token as entry ", entry_of[t] + 1,
-            " (tenant '", tenants[tokens[t].tenant].name,
-            "'); each token is listed once"));
+            ": sha256: the same token as entry ", entry_of[t] + 1, " (tenant '",
+            tenants[tokens[t].tenant].name, "'); each token is listed once"));
       }
     }
     if (const auto it = tenant_at.find(name); it != tenant_at.end()) {
@@ -308,8 +309,7 @@ const Tenant* TenantSet::Match(const TokenDigest& digest) const {
   const Tenant* found = nullptr;
   for (const Token& token : tokens_) {
     // No early exit: every entry costs the same.
-    if (CRYPTO_memcmp(token.digest.data(), digest.data(), digest.size()) ==
-        0) {
+    if (CRYPTO_memcmp(token.digest.data(), digest.data(), digest.size()) == 0) {
       found = &tenants_[token.tenant];
     }
   }
@@ -364,9 +364,9 @@ std::string EntryText(const Tenant& tenant, const TokenDigest& digest,
   std::string hex;
   for (unsigned char byte : digest) absl::StrAppendFormat(&hex, "%02x", byte);
   // Quoted: a name such as "null" or "yes" stays a string to YAML.
-  std::string out = absl::StrCat("- tenant: \"", tenant.name, "\"\n  sha256: ",
-                                 hex, "\n  role: ", RoleName(tenant.role),
-                                 "\n");
+  std::string out =
+      absl::StrCat("- tenant: \"", tenant.name, "\"\n  sha256: ", hex,
+                   "\n  role: ", RoleName(tenant.role), "\n");
   if (tenant.weight != 1.0) {
     absl::StrAppend(&out, "  weight: ", FormatNumber(tenant.weight), "\n");
   }
@@ -379,12 +379,11 @@ std::string EntryText(const Tenant& tenant, const TokenDigest& digest,
                     "\n");
   }
   if (tenant.priority.has_value()) {
-    absl::StrAppend(&out, "  priority: ", PriorityName(*tenant.priority),
-                    "\n");
+    absl::StrAppend(&out, "  priority: ", PriorityName(*tenant.priority), "\n");
   }
   if (tenant.max_priority != Priority::kInteractive) {
-    absl::StrAppend(&out, "  max_priority: ",
-                    PriorityName(tenant.max_priority), "\n");
+    absl::StrAppend(&out, "  max_priority: ", PriorityName(tenant.max_priority),
+                    "\n");
   }
   if (!created.empty()) {
     absl::StrAppend(&out, "  created: ", std::string(created), "\n");

@@ -75,8 +75,7 @@ constexpr const char* kCpuGemms[] = {"auto", "onednn", "aten"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
 constexpr const char* kLabelReadouts[] = {"auto", "token_ids", "top_k"};
 constexpr const char* kClientPriors[] = {"run", "daemon"};
-constexpr const char* kClientPriorities[] = {"default", "interactive",
-                                             "batch"};
+constexpr const char* kClientPriorities[] = {"default", "interactive", "batch"};
 constexpr const char* kModelBackends[] = {"local", "composite"};
 constexpr const char* kBackendKinds[] = {"fake", "gateway", "hf", "composite"};
 constexpr const char* kLevels[] = {"raw", "L0", "L1", "L2", "auto"};

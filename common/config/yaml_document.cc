@@ -51,9 +51,9 @@ absl::StatusOr<std::optional<YAML::Node>> ParseOneYamlDocument(
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": YAML error: ", e.msg));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": YAML syntax error at line ", e.mark.line + 1, ", column ",
-        e.mark.column + 1, ": ", e.msg));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": YAML syntax error at line ", e.mark.line + 1,
+                     ", column ", e.mark.column + 1, ": ", e.msg));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", e.what()));
   }

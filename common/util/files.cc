@@ -129,8 +129,8 @@ absl::Status RenameNoReplace(const std::string& from, const std::string& to) {
   return Errno(absl::StrCat("cannot rename ", from, " to"), to);
 }
 
-absl::Status WriteFileAtomic(const std::string& path,
-                             std::string_view content, mode_t mode) {
+absl::Status WriteFileAtomic(const std::string& path, std::string_view content,
+                             mode_t mode) {
   const std::filesystem::path target(path);
   const std::filesystem::path parent =
       target.has_parent_path() ? target.parent_path() : ".";

@@ -201,15 +201,15 @@ absl::Status Daemon::StartServing() {
       config_.server.tls_cert.empty() ? "" : " (TLS)",
       metrics_port == 0 ? std::string("off")
                         : absl::StrCat("port ", metrics_port),
-      !auth_->enabled()                    ? "off"
+      !auth_->enabled()                   ? "off"
       : !config_.auth.tokens_file.empty() ? "on (tokens file)"
-                                           : "on (one token)",
+                                          : "on (one token)",
       config_.model.path);
   return absl::OkStatus();
 }
 
-void Daemon::ApplyTenants(
-    const std::shared_ptr<const auth::TenantSet>& tenants, bool reloaded) {
+void Daemon::ApplyTenants(const std::shared_ptr<const auth::TenantSet>& tenants,
+                          bool reloaded) {
   metrics_->SetTenantsLoaded(tenants ? tenants->tenants().size() : 0);
   if (tenants == nullptr) return;
   for (const auth::Tenant& tenant : tenants->tenants()) {
@@ -350,8 +350,8 @@ absl::Status Daemon::LoadAndWarmUp() {
   // gateway's missing-label counter starts at 0).
   ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));
   // The daemon's own work: no tenant, interactive.
-  const Caller caller{
-      absl::Now() + absl::Seconds(config_.server.max_deadline_s)};
+  const Caller caller{absl::Now() +
+                      absl::Seconds(config_.server.max_deadline_s)};
   const absl::Status result =
       job_queue_
           ->SubmitAndWait(engine::LogprobsTask{/*top_k=*/1},

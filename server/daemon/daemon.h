@@ -78,7 +78,7 @@ class Daemon {
   // the metrics, and the engine's per-tenant weights and limits.
   void ApplyTenants(const std::shared_ptr<const auth::TenantSet>& tenants,
                     bool reloaded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(auth_mu_);
-  void StartEngine();   // metrics, the job queue's thread, the state flag
+  void StartEngine();  // metrics, the job queue's thread, the state flag
   // inference, bundles, decisions (reads bundles)
   void MakeServices() ABSL_EXCLUSIVE_LOCKS_REQUIRED(auth_mu_);
   // The gRPC server on server.listen; the bound port.

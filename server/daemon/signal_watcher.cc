@@ -27,26 +27,26 @@ void SignalWatcher::BlockSignals() {
 
 void SignalWatcher::Start(std::function<void(int)> on_first,
                           std::function<void()> on_reload) {
-  thread_ = std::thread([on_first = std::move(on_first),
-                         on_reload = std::move(on_reload)] {
-    sigset_t set = WatchedSignals();
-    bool draining = false;
-    for (;;) {
-      int signal_number = 0;
-      if (sigwait(&set, &signal_number) != 0) return;
-      if (signal_number == SIGHUP) {
-        on_reload();
-      } else if (!draining) {
-        draining = true;
-        on_first(signal_number);
-      } else {
-        static const char kMessage[] =
-            "mesa-anyjevd: second signal, exiting without draining\n";
-        (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
-        _exit(128 + signal_number);
-      }
-    }
-  });
+  thread_ = std::thread(
+      [on_first = std::move(on_first), on_reload = std::move(on_reload)] {
+        sigset_t set = WatchedSignals();
+        bool draining = false;
+        for (;;) {
+          int signal_number = 0;
+          if (sigwait(&set, &signal_number) != 0) return;
+          if (signal_number == SIGHUP) {
+            on_reload();
+          } else if (!draining) {
+            draining = true;
+            on_first(signal_number);
+          } else {
+            static const char kMessage[] =
+                "mesa-anyjevd: second signal, exiting without draining\n";
+            (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+            _exit(128 + signal_number);
+          }
+        }
+      });
   // The process exits while this thread still waits for a signal.
   thread_.detach();
 }

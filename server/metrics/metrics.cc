@@ -80,11 +80,10 @@ ServerMetrics::ServerMetrics(const std::string& version,
     // Pre-initialise the common outcomes so rate() has a zero to start from.
     requests_->Add({{"method", name}, {"code", "OK"}});
   }
-  rejected_ =
-      &BuildCounter()
-           .Name("mesa_anyjev_rejected_total")
-           .Help("Calls refused before any work, by reason and tenant.")
-           .Register(*registry_);
+  rejected_ = &BuildCounter()
+                   .Name("mesa_anyjev_rejected_total")
+                   .Help("Calls refused before any work, by reason and tenant.")
+                   .Register(*registry_);
   for (const char* reason : {"queue_full", "draining", "loading",
                              "unauthenticated", "permission_denied"}) {
     rejected_->Add({{"reason", reason}, {"tenant", ""}});
@@ -92,19 +91,22 @@ ServerMetrics::ServerMetrics(const std::string& version,
   tenant_requests_ =
       &BuildCounter()
            .Name("mesa_anyjev_tenant_requests_total")
-           .Help("Finished RPCs past the token and role checks, by tenant, "
-                 "priority class and gRPC status code.")
+           .Help(
+               "Finished RPCs past the token and role checks, by tenant, "
+               "priority class and gRPC status code.")
            .Register(*registry_);
   priority_capped_ =
       &BuildCounter()
            .Name("mesa_anyjev_priority_capped_total")
-           .Help("Calls that asked for interactive and ran as batch, the "
-                 "tenant's max_priority.")
+           .Help(
+               "Calls that asked for interactive and ran as batch, the "
+               "tenant's max_priority.")
            .Register(*registry_);
   auto& reloads = BuildCounter()
                       .Name("mesa_anyjev_tokens_file_reloads_total")
-                      .Help("The tokens file read again on SIGHUP, by result "
-                            "(failed: the old tenants stay).")
+                      .Help(
+                          "The tokens file read again on SIGHUP, by result "
+                          "(failed: the old tenants stay).")
                       .Register(*registry_);
   tokens_reloads_ok_ = &reloads.Add({{"result", "ok"}});
   tokens_reloads_failed_ = &reloads.Add({{"result", "failed"}});

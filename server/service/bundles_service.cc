@@ -48,8 +48,7 @@ Json EmptyFile(const std::string& model) {
 }  // namespace
 
 BundlesService::BundlesService(BundlesOptions options,
-                               metrics::ServerMetrics* metrics,
-                               CallGate gate)
+                               metrics::ServerMetrics* metrics, CallGate gate)
     : options_(std::move(options)),
       metrics_(metrics),
       gate_(gate),

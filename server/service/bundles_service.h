@@ -4,8 +4,8 @@
 // and head in the live Decider (Decider::ReplaceKeyArtifacts), so calls in
 // flight finish on the old version and later ones see the new one.
 //
-// Handlers check the token, role and state on the gRPC thread, then run on one store
-// worker (file I/O and fsync never hold a gRPC thread; one worker also
+// Handlers check the token, role and state on the gRPC thread, then run on one
+// store worker (file I/O and fsync never hold a gRPC thread; one worker also
 // orders every mutation). The decider serves one lock directory: at start
 // the one whose pointers moved last, then the lock of each Promote or
 // Rollback.

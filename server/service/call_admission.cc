@@ -26,8 +26,8 @@ absl::StatusOr<std::optional<Priority>> AskedPriority(
     return asked;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "metadata ", auth::kPriorityMetadata, ": '",
-      text::Printable(value, 32), "' is not ", auth::PriorityNames()));
+      "metadata ", auth::kPriorityMetadata, ": '", text::Printable(value, 32),
+      "' is not ", auth::PriorityNames()));
 }
 
 absl::Status CheckServing(const ServingStateFlag& state,
@@ -65,10 +65,9 @@ absl::StatusOr<CallAdmission> AdmitCall(
     metrics->RecordRejected("permission_denied", tenant);
     return allowed;
   }
-  ASSIGN_OR_RETURN(const std::optional<Priority> asked,
-                   AskedPriority(context));
-  CallAdmission admission{*std::move(caller), asked.value_or(
-                                                  Priority::kInteractive)};
+  ASSIGN_OR_RETURN(const std::optional<Priority> asked, AskedPriority(context));
+  CallAdmission admission{*std::move(caller),
+                          asked.value_or(Priority::kInteractive)};
   if (const auth::Tenant* entry = admission.caller.tenant()) {
     admission.priority = entry->Resolve(asked);
     if (entry->Caps(asked)) metrics->RecordPriorityCapped(tenant);

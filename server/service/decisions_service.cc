@@ -43,8 +43,7 @@ absl::StatusOr<nlohmann::ordered_json> ParseJson(
 DecisionsService::DecisionsService(DecisionsOptions options,
                                    engine::JobQueue* job_queue,
                                    metrics::ServerMetrics* metrics,
-                                   CallGate gate,
-                                   const BundlesService* bundles)
+                                   CallGate gate, const BundlesService* bundles)
     : options_(std::move(options)),
       job_queue_(job_queue),
       metrics_(metrics),

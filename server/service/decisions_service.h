@@ -1,8 +1,8 @@
 // mesa.anyjev.v1.Decisions on gRPC's callback API. A handler checks the
-// token, role and state and validates on the gRPC thread, then hands the call to a decision
-// worker; the worker runs the Decider, whose model calls become engine jobs
-// (QueuedBackend), and finishes the call. No gRPC thread waits on the
-// model. Export, load and reset touch no model and answer inline.
+// token, role and state and validates on the gRPC thread, then hands the call
+// to a decision worker; the worker runs the Decider, whose model calls become
+// engine jobs (QueuedBackend), and finishes the call. No gRPC thread waits on
+// the model. Export, load and reset touch no model and answer inline.
 #pragma once
 
 #include <atomic>

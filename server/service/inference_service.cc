@@ -38,8 +38,7 @@ absl::Time InferenceService::Deadline(
 
 void InferenceService::Submit(
     UnaryCall* call, const CallAdmission& admission, absl::Time deadline,
-    engine::ForwardTask task,
-    std::vector<PromptGroup> groups,
+    engine::ForwardTask task, std::vector<PromptGroup> groups,
     std::function<void(const engine::ForwardOutput&)> fill) {
   // `done` runs on the engine thread: a plain handoff of the output to the
   // reply thread.
@@ -131,8 +130,8 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  Submit(call, opened.admission, Deadline(*context), engine::LogprobsTask{request.top_k()},
-         std::move(parsed->groups),
+  Submit(call, opened.admission, Deadline(*context),
+         engine::LogprobsTask{request.top_k()}, std::move(parsed->groups),
          [response](const engine::ForwardOutput& out) {
            FillLogprobs(std::get<engine::GroupLogprobs>(out), response);
          });
@@ -144,8 +143,8 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     grpc::ByteBuffer* raw_response) {
   const auto opened =
       OpenCall<v1::HiddenStatesRequest, v1::HiddenStatesResponse>(
-          context, metrics_, Method::kHiddenStates, gate_, Model(),
-          raw_request, raw_response);
+          context, metrics_, Method::kHiddenStates, gate_, Model(), raw_request,
+          raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::HiddenStatesRequest& request = *opened.request;

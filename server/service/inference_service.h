@@ -1,8 +1,8 @@
 // mesa.anyjev.v1.Inference on gRPC's callback API. Handlers check the token,
-// role and state, validate, hand the work to the engine's job queue and return. The
-// engine thread hands each job's output to the service's reply thread, which
-// builds and writes the response, so the engine goes on to the next job at
-// once. No handler blocks while the model runs.
+// role and state, validate, hand the work to the engine's job queue and return.
+// The engine thread hands each job's output to the service's reply thread,
+// which builds and writes the response, so the engine goes on to the next job
+// at once. No handler blocks while the model runs.
 #pragma once
 
 #include <atomic>

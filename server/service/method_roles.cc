@@ -36,10 +36,10 @@ Role RequiredRole(Method method) {
 absl::Status Authorize(Method method, const CallerIdentity& caller) {
   const Role needed = RequiredRole(method);
   if (caller.role() >= needed) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat(
-      metrics::MethodName(method), " needs role ", auth::RoleName(needed),
-      "; tenant '", caller.tenant_name(), "' has role ",
-      auth::RoleName(caller.role())));
+  return absl::PermissionDeniedError(
+      absl::StrCat(metrics::MethodName(method), " needs role ",
+                   auth::RoleName(needed), "; tenant '", caller.tenant_name(),
+                   "' has role ", auth::RoleName(caller.role())));
 }
 
 }  // namespace mesa_anyjev::service

@@ -165,9 +165,9 @@ OpenedCall<Request, Response, std::monostate> OpenCall(
     grpc::CallbackServerContext* context, metrics::ServerMetrics* metrics,
     metrics::Method method, const CallGate& gate,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
-  return OpenCall<Request, Response, std::monostate>(
-      context, metrics, method, gate, std::monostate{}, raw_request,
-      raw_response);
+  return OpenCall<Request, Response, std::monostate>(context, metrics, method,
+                                                     gate, std::monostate{},
+                                                     raw_request, raw_response);
 }
 
 }  // namespace mesa_anyjev::service

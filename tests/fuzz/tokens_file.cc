@@ -1,11 +1,12 @@
 // The daemon's tokens file (auth.tokens_file) through its parser; what
 // parses must survive the round trip through the entries `tokens add`
 // writes, tenant for tenant.
+#include "common/auth/tokens_file.h"
+
 #include <cstdlib>
 #include <string>
 
 #include "common/auth/tenant_source.h"
-#include "common/auth/tokens_file.h"
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -21,9 +21,9 @@
 #include "server/engine/job_queue.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
-#include "server/service/tenant_auth.h"
 #include "server/service/inference_service.h"
 #include "server/service/serving_state.h"
+#include "server/service/tenant_auth.h"
 
 namespace mesa_anyjev {
 namespace {

@@ -20,8 +20,9 @@ using ::mesa_anyjev::testing::TempDir;
 
 std::string Entry(const std::string& tenant, const std::string& token,
                   const std::string& role, const std::string& more = "") {
-  return absl::StrCat("- tenant: ", tenant, "\n  sha256: ",
-                      util::Sha256Hex(token), "\n  role: ", role, "\n", more);
+  return absl::StrCat("- tenant: ", tenant,
+                      "\n  sha256: ", util::Sha256Hex(token),
+                      "\n  role: ", role, "\n", more);
 }
 
 std::shared_ptr<const TenantSet> Parse(const std::string& text) {
@@ -39,24 +40,23 @@ std::string Refusal(const std::string& text) {
   CHECK_THAT(message, Catch::StartsWith("tokens.yaml: "));
   // One line, and never a digest (of any entry).
   CHECK(message.find('\n') == std::string::npos);
-  CHECK(message.find(util::Sha256Hex("t1").substr(0, 16)) ==
-        std::string::npos);
+  CHECK(message.find(util::Sha256Hex("t1").substr(0, 16)) == std::string::npos);
   return message;
 }
 
 TEST_CASE("tokens file: tenants, roles, shares and the token's tenant",
           "[auth]") {
-  const auto set = Parse(
-      "# a team\n" + Entry("ops", "t1", "admin") +
-      Entry("pipe", "t2", "decide",
-            "  weight: 2.5\n  max_queued_calls: 16\n"
-            "  max_queued_tokens: 200000\n  priority: batch\n"
-            "  max_priority: batch\n  created: 2026-12-06T10:00:00Z\n") +
-      Entry("pipe", "t3", "decide",
-            "  weight: 2.5\n  max_queued_calls: 16\n"
-            "  max_queued_tokens: 200000\n  priority: batch\n"
-            "  max_priority: batch\n") +
-      Entry("curator", "t4", "learn"));
+  const auto set =
+      Parse("# a team\n" + Entry("ops", "t1", "admin") +
+            Entry("pipe", "t2", "decide",
+                  "  weight: 2.5\n  max_queued_calls: 16\n"
+                  "  max_queued_tokens: 200000\n  priority: batch\n"
+                  "  max_priority: batch\n  created: 2026-12-06T10:00:00Z\n") +
+            Entry("pipe", "t3", "decide",
+                  "  weight: 2.5\n  max_queued_calls: 16\n"
+                  "  max_queued_tokens: 200000\n  priority: batch\n"
+                  "  max_priority: batch\n") +
+            Entry("curator", "t4", "learn"));
   REQUIRE(set->tenants().size() == 3);
   CHECK(set->token_count() == 4);
   const Tenant* pipe = set->Find("pipe");
@@ -108,7 +108,8 @@ TEST_CASE("tokens file: roles nest and classes resolve under the cap",
 TEST_CASE("tokens file: bad files are refused by entry, field and rule",
           "[auth]") {
   const std::string ok = Entry("ops", "t1", "admin");
-  CHECK_THAT(Refusal("- tenant: [oops\n"), Contains("YAML syntax error at line"));
+  CHECK_THAT(Refusal("- tenant: [oops\n"),
+             Contains("YAML syntax error at line"));
   CHECK_THAT(Refusal(""), Contains("lists no token"));
   CHECK_THAT(Refusal("# only a comment\n"), Contains("lists no token"));
   CHECK_THAT(Refusal("[]\n"), Contains("lists no token"));
@@ -171,7 +172,8 @@ TEST_CASE("tokens file: bad files are refused by entry, field and rule",
 TEST_CASE("tokens file: the file must be readable by its owner only",
           "[auth]") {
   TempDir dir;
-  const std::string path = dir.Write("tokens.yaml", Entry("ops", "t1", "admin"));
+  const std::string path =
+      dir.Write("tokens.yaml", Entry("ops", "t1", "admin"));
   ::chmod(path.c_str(), 0644);
   auto loose = ReadTokensFile(path);
   REQUIRE_FALSE(loose.ok());
