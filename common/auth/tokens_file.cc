@@ -79,40 +79,47 @@ absl::StatusOr<TokenDigest> ParseDigest(const YAML::Node& value) {
   return digest;
 }
 
-absl::StatusOr<double> ParseWeight(const YAML::Node& value) {
-  const std::string text = Scalar(value);
-  double weight = 0;
+// The number the whole of `text` spells, if it spells one.
+template <typename T>
+std::optional<T> WholeNumber(const std::string& text) {
+  T n{};
   const auto [end, error] =
-      std::from_chars(text.data(), text.data() + text.size(), weight);
+      std::from_chars(text.data(), text.data() + text.size(), n);
   if (text.empty() || error != std::errc() ||
       end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+absl::StatusOr<double> ParseWeight(const YAML::Node& value) {
+  const std::string text = Scalar(value);
+  const std::optional<double> weight = WholeNumber<double>(text);
+  if (!weight.has_value()) {
     return FieldError("weight", absl::StrCat("'", text::Printable(text, 32),
                                              "' is not a number"));
   }
-  if (!std::isfinite(weight) || weight <= 0 || weight > kMaxWeight) {
+  if (!std::isfinite(*weight) || *weight <= 0 || *weight > kMaxWeight) {
     return FieldError("weight",
                       absl::StrCat(text, " is not in (0, ",
                                    static_cast<int64_t>(kMaxWeight), "]"));
   }
-  return weight;
+  return *weight;
 }
 
 absl::StatusOr<int64_t> ParseLimit(const YAML::Node& value,
                                    const std::string& field, int64_t max) {
   const std::string text = Scalar(value);
-  int64_t n = 0;
-  const auto [end, error] =
-      std::from_chars(text.data(), text.data() + text.size(), n);
-  if (text.empty() || error != std::errc() ||
-      end != text.data() + text.size()) {
+  const std::optional<int64_t> n = WholeNumber<int64_t>(text);
+  if (!n.has_value()) {
     return FieldError(field, absl::StrCat("'", text::Printable(text, 32),
                                           "' is not an integer"));
   }
-  if (n < 0 || n > max) {
-    return FieldError(field, absl::StrCat(n, " is not in [0, ", max,
+  if (*n < 0 || *n > max) {
+    return FieldError(field, absl::StrCat(*n, " is not in [0, ", max,
                                           "] (0: the engine's default)"));
   }
-  return n;
+  return *n;
 }
 
 absl::StatusOr<Priority> ParseClass(const YAML::Node& value,
