@@ -151,7 +151,8 @@ struct ClientConfig {
   std::string tls_ca;  // PEM of the CA that signed the daemon's cert; on = TLS
   // Whose batch priors a run's Decide calls use: "run" (this client's,
   // carried in each call, so any daemon of a pool gives the same decisions)
-  // or "daemon" (the daemon's running priors, shared by all its callers).
+  // or "daemon" (the daemon's running priors of the token's tenant, shared
+  // by that tenant's callers).
   std::string priors = "run";
   // The priority class the calls ask for (metadata mesa-anyjev-priority):
   // "default" (the tenant's), "interactive" or "batch". Dataset runs
