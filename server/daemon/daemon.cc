@@ -395,9 +395,10 @@ void Daemon::Drain() {
     spdlog::default_logger()->flush();
     std::_Exit(1);
   });
+  // The state first: once the log line says so, no new call is served.
+  if (state_) state_->set(service::ServingState::kDraining);
   spdlog::info("draining: health NOT_SERVING, new calls UNAVAILABLE, {} queued",
                job_queue_ ? job_queue_->depth() : 0);
-  if (state_) state_->set(service::ServingState::kDraining);
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     if (config_.server.drain_grace_s > 0) {

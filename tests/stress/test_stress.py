@@ -173,7 +173,11 @@ def test_5_drain_finishes_sixteen_calls(start_daemon, record):
                        "draining_logged_s": not_serving, "exit_after_signal_s": exited,
                        "new_call": refused.value.code().name})
     assert ok == 16 and code == 0
-    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    # Refused, never served: UNAVAILABLE from the daemon (draining) or from
+    # gRPC once its listener closed; a call that reaches the transport just
+    # as gRPC's Shutdown begins is cancelled by gRPC itself (CANCELLED: seen
+    # once in 25 runs on a loaded 2-core host; our clients retry both).
+    assert refused.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 
 
 def leaking_control():
