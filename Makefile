@@ -22,7 +22,6 @@ $(BUILD_DIR)/build.ninja: | install-core
 	cmake -S . -B $(BUILD_DIR) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) \
 	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" \
-	  -DCMAKE_CUDA_COMPILER=$${CUDACXX:-/usr/local/cuda/bin/nvcc} \
 	  -DMESA_ANYJEV_PYTHON=$(PYTHON) $(CMAKE_ARGS)
 
 configure: install-core $(BUILD_DIR)/build.ninja
@@ -49,7 +48,6 @@ test-asan: install
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
 	  -DCMAKE_PREFIX_PATH="$$TORCH_PREFIX" \
-	  -DCMAKE_CUDA_COMPILER=$${CUDACXX:-/usr/local/cuda/bin/nvcc} \
 	  -DMESA_ANYJEV_PYTHON=$(PYTHON) -DMESA_ANYJEV_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_DIR) -j $(JOBS) --target unit_tests mesa-anyjevd \
 	  mesa-anyjev bundle_writer $(FUZZ_REPLAYS)

@@ -209,13 +209,13 @@ std::vector<double> HashUnitVector(std::string_view text) {
   return v;
 }
 
-std::string Descriptor() {
+std::string Descriptor(double temperature) {
   return absl::StrCat(
       std::string(FakeBackend::kVersion),
       ";vocab_size=", FakeTokenizer::kVocabSize,
       ";n_layers=", FakeBackend::kNumLayers,
       ";hidden_size=", FakeBackend::kHiddenSize,
-      ";temperature=", absl::StrFormat("%.17g", FakeBackend::kTemperature),
+      ";temperature=", absl::StrFormat("%.17g", temperature),
       ";rest_logit=", absl::StrFormat("%.17g", FakeBackend::kRestLogit),
       ";position_bias=",
       absl::StrJoin(FakeBackend::kPositionBias, ",",
@@ -298,9 +298,15 @@ double DefaultFakeContent(std::string_view state, std::string_view option) {
   return (hit ? 1.0 : 0.0) + jitter;
 }
 
+std::string FakeModelName(double temperature) {
+  return temperature == kFakeTemperature
+             ? std::string("fake")
+             : absl::StrFormat("fake-t%g", temperature);
+}
+
 FakeBackend::FakeBackend(FakeBackendOptions options) : options_(options) {
-  identity_.name = "fake";
-  identity_.identity = util::Sha256Hex(Descriptor());
+  identity_.name = FakeModelName(options_.temperature);
+  identity_.identity = util::Sha256Hex(Descriptor(options_.temperature));
   identity_.dtype = "float32";
   identity_.device = "cpu";
   identity_.attention = "none (synthetic)";
@@ -348,7 +354,7 @@ std::vector<double> FakeBackend::FullLogprobs(const FakePrompt& prompt) const {
     if (j < kPositionBias.size()) {
       z += kPositionBias[j];
     }
-    label_logits.emplace_back(id, z / kTemperature);
+    label_logits.emplace_back(id, z / options_.temperature);
   }
   if (label_logits.empty()) {
     return std::vector<double>(vocab, -std::log(static_cast<double>(vocab)));
@@ -376,7 +382,7 @@ std::vector<double> FakeBackend::SignalVector(const FakePrompt& prompt) const {
   const size_t n_positions =
       std::min<size_t>(prompt.options.size(), kStateDim0);
   for (size_t j = 0; j < n_positions && j < kPositionBias.size(); ++j) {
-    v[j] = kPositionBias[j] / kTemperature;
+    v[j] = kPositionBias[j] / options_.temperature;
   }
   const std::vector<double> state_vec = HashUnitVector(prompt.state);
   std::copy(state_vec.begin(), state_vec.end(), v.begin() + kStateDim0);

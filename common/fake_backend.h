@@ -21,11 +21,23 @@
 
 namespace mesa_anyjev {
 
+// The fake model's temperature unless told otherwise.
+inline constexpr double kFakeTemperature = 0.7;
+
 struct FakeBackendOptions {
   // Seconds each Logprobs / HiddenStates call takes (checked against the
   // call's deadline and cancel flag every millisecond); 0 = immediate.
   double delay_s = 0;
+  // Divides every label logit and the hidden states' position signal: the
+  // same answers, sharper or flatter probabilities. Another temperature is
+  // another model: its name is "fake-t<T>" (FakeModelName) and its identity
+  // differs, so two fakes can be compared (bench compare) and bundles of one
+  // are refused by the other.
+  double temperature = kFakeTemperature;
 };
+
+// "fake" at the default temperature, else "fake-t<T>" (%g: "fake-t1.4").
+std::string FakeModelName(double temperature);
 
 // What the fake reads out of a prompt's text.
 struct FakePrompt {
@@ -59,7 +71,7 @@ class FakeBackend : public Backend {
   static constexpr int32_t kNumLayers = 4;
   static constexpr int32_t kHiddenSize = 64;
   static constexpr int32_t kMaxChoiceK = kMaxChoiceOptions;
-  static constexpr double kTemperature = 0.7;
+  static constexpr double kTemperature = kFakeTemperature;  // the default
   // Logit of "the rest of the vocabulary", spread evenly over non-label ids.
   static constexpr double kRestLogit = -5.0;
   static constexpr std::array<double, 4> kPositionBias = {0.6, 0.2, 0.0, -0.1};

@@ -40,10 +40,10 @@ TORCH_VERSION="$("$HOST_PY" -c 'import torch; print(torch.__version__)')"
 TORCH_PREFIX="$("$HOST_PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 log "torch $TORCH_VERSION from $HOST_VENV"
 
-# CUDA 13.0 toolkit for a cu130 torch; sm_90 only (the H200).
+# nvcc from the compiler wheels (cmake/libtorch.cmake), as every build; sm_90
+# only (the H200).
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
-  -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" \
   -DTORCH_CUDA_ARCH_LIST=9.0 \
   -DMESA_ANYJEV_PYTHON="$HOST_PY" >/dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target mesa-anyjevd qwen3_dump kernel_check

@@ -119,39 +119,40 @@ install_venv() {
 }
 
 install_venv "$VENV" "$REQS"
-# A CUDA torch needs nvcc at configure time (cuda-compiler-requirements.txt
-# says why); where there is none, the compiler and headers come from
-# NVIDIA's wheels on PyPI, laid out as a toolkit in /usr/local/cuda-13.0.
+# One CUDA build environment on every host (docs/build.md): a CUDA torch
+# needs nvcc at configure time and our kernels need it to compile; it comes
+# from NVIDIA's compiler wheels on PyPI (cuda-compiler-requirements.txt says
+# which), laid out as a toolkit in a folder of the project's own, on a build
+# host, in the image's build stage and on the GB10 alike. A CUDA toolkit
+# installed on the machine is never used (nor touched): what compiles here
+# then compiles in the image.
+CUDA_ROOT="${MESA_ANYJEV_CUDA_ROOT:-/opt/mesa-anyjev/cuda-13.0}"
 install_cuda_compiler() {
-  local want dir=/usr/local/cuda-13.0 tmp arch
+  local want tmp arch
   want="$(sha256sum <"$HERE/cuda-compiler-requirements.txt" | cut -d' ' -f1)"
-  if [ "$(cat "$dir/.mesa-anyjev-reqs" 2>/dev/null || true)" = "$want" ]; then
-    log "CUDA compiler $dir: up to date"
+  if [ "$(cat "$CUDA_ROOT/.mesa-anyjev-reqs" 2>/dev/null || true)" = "$want" ]; then
+    log "CUDA compiler $CUDA_ROOT: up to date"
     return
   fi
-  log "CUDA compiler: nvcc and headers from PyPI into $dir"
+  log "CUDA compiler: nvcc and its headers from PyPI into $CUDA_ROOT"
   tmp="$(mktemp -d)"
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$tmp" \
     -r "$HERE/cuda-compiler-requirements.txt"
-  sudo_if_needed rm -rf "$dir"
-  sudo_if_needed mv "$tmp/nvidia/cu13" "$dir"
+  sudo_if_needed rm -rf "$CUDA_ROOT"
+  sudo_if_needed mkdir -p "$(dirname "$CUDA_ROOT")"
+  sudo_if_needed mv "$tmp/nvidia/cu13" "$CUDA_ROOT"
   rm -rf "$tmp"
   # Where nvcc.profile and CMake's FindCUDAToolkit look: targets/<arch>
   # (sbsa-linux on aarch64), lib64, and an unversioned libcudart.so.
   case "$(uname -m)" in aarch64) arch=sbsa-linux ;; *) arch="$(uname -m)-linux" ;; esac
-  sudo_if_needed mkdir -p "$dir/targets/$arch"
-  sudo_if_needed ln -sfn ../../include "$dir/targets/$arch/include"
-  sudo_if_needed ln -sfn ../../lib "$dir/targets/$arch/lib"
-  sudo_if_needed ln -sfn lib "$dir/lib64"
-  sudo_if_needed ln -sfn libcudart.so.13 "$dir/lib/libcudart.so"
-  [ -e /usr/local/cuda ] || sudo_if_needed ln -s cuda-13.0 /usr/local/cuda
-  echo "$want" | sudo_if_needed tee "$dir/.mesa-anyjev-reqs" >/dev/null
+  sudo_if_needed mkdir -p "$CUDA_ROOT/targets/$arch"
+  sudo_if_needed ln -sfn ../../include "$CUDA_ROOT/targets/$arch/include"
+  sudo_if_needed ln -sfn ../../lib "$CUDA_ROOT/targets/$arch/lib"
+  sudo_if_needed ln -sfn lib "$CUDA_ROOT/lib64"
+  sudo_if_needed ln -sfn libcudart.so.13 "$CUDA_ROOT/lib/libcudart.so"
+  echo "$want" | sudo_if_needed tee "$CUDA_ROOT/.mesa-anyjev-reqs" >/dev/null
 }
-if [ -f /usr/local/cuda-13.0/.mesa-anyjev-reqs ]; then
-  install_cuda_compiler  # this script's own: kept to its pins
-elif [ -x "${CUDACXX:-/usr/local/cuda/bin/nvcc}" ] || [ -e /usr/local/cuda-13.0 ]; then
-  :  # a toolkit someone installed (the build hosts, the GB10): left alone
-elif [ -n "$("$VENV/bin/python" -c 'import torch; print(torch.version.cuda or "")')" ]; then
+if [ -n "$("$VENV/bin/python" -c 'import torch; print(torch.version.cuda or "")')" ]; then
   install_cuda_compiler
 fi
 if [ "$GPU_BUNDLE" -eq 1 ]; then

@@ -30,6 +30,17 @@ forbid server/model 'grpc|google/protobuf|mesa/anyjev/v1/|server/(engine|service
 forbid server/engine 'grpc|google/protobuf|mesa/anyjev/v1/|server/(service|daemon)/' \
   "server/engine sees no gRPC/protobuf and depends on nothing above it"
 forbid server/service 'torch/|ATen/|c10/' "server/service never includes libtorch"
+# One seam for CUDA (server/model/cuda/cuda_calls.h): only its CUDA side
+# includes CUDA's, c10_cuda's or ATen/cuda's headers (the kernels' .cu files
+# are not C++ sources here); the CPU-only link of the daemon proves the
+# same for calls (docs/build.md).
+hits=$(git grep -nE '^#include [<"](c10/cuda/|ATen/cuda/|cuda_runtime|cuda\.h|cuda_bf16|cuda_fp16|cublas|cusparse|cusolver)' \
+  -- '*.h' '*.cc' ':!server/model/cuda/cuda_calls.cc' ':!tests/build_checks/*' || true)
+if [ -n "$hits" ]; then
+  echo "lint: CUDA headers outside the CUDA seam (server/model/cuda/cuda_calls.cc):"
+  echo "$hits" | sed 's/^/  /'
+  status=1
+fi
 forbid client 'torch/|ATen/|c10/|server/' "client/ depends on common/ only"
 forbid client/commands 'grpc|google/protobuf|mesa/anyjev/v1/' \
   "only client/backends/ sees protobuf types"

@@ -29,6 +29,9 @@ CompositeProvider::CompositeProvider(std::unique_ptr<LocalProvider> gateway,
     : gateway_(std::move(gateway)), daemon_(std::move(daemon)) {
   info_.kind = "composite";
   info_.model = daemon_->info().model;  // bundles are keyed by the local model
+  info_.identity = daemon_->info().identity;
+  info_.n_layers = daemon_->info().n_layers;
+  info_.hidden_size = daemon_->info().hidden_size;
   info_.served_model = gateway_->info().served_model;
   // The readout below L2 is still the gateway's top 20.
   info_.max_choice_k = gateway_->info().max_choice_k;
@@ -38,12 +41,54 @@ CompositeProvider::CompositeProvider(std::unique_ptr<LocalProvider> gateway,
   info_.max_call_questions = daemon_->info().max_call_questions;
 }
 
+namespace {
+
+// A gateway failure that the daemon may stand in for: the gateway did not
+// answer (down, breaker open) or not in time. Refusals (a bad request, a
+// level it cannot serve) are the gateway's answer and stay.
+bool GatewayDown(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
+
+void MarkServedBy(std::vector<decision::Decision>& decisions,
+                  const std::string& model, const std::string& why) {
+  for (decision::Decision& d : decisions) {
+    d.diagnostics.served_by = model;
+    d.diagnostics.failover = why;
+  }
+}
+
+}  // namespace
+
+template <typename Result, typename Daemon, typename Mark>
+Result CompositeProvider::OrFailover(Result gateway,
+                                     const decision::Question& question,
+                                     Daemon daemon, Mark mark) {
+  if (gateway.ok() || !GatewayDown(gateway.status()) ||
+      !failover_keys_.contains(question.key())) {
+    return gateway;
+  }
+  Result served = daemon();
+  if (!served.ok()) return gateway;  // the gateway's failure is the news
+  mark(*served, absl::StrCat("gateway ",
+                             absl::StatusCodeToString(gateway.status().code()),
+                             ": ", gateway.status().message()));
+  return served;
+}
+
 absl::StatusOr<std::vector<decision::Decision>> CompositeProvider::DecideBatch(
     const std::vector<std::string>& states, const decision::Question& question,
     Level level) {
   if (level == Level::kL2) return daemon_->DecideBatch(states, question, level);
+  const std::string& model = daemon_->info().model;
+  auto mark = [&](std::vector<decision::Decision>& decided,
+                  const std::string& why) {
+    MarkServedBy(decided, model, why);
+  };
   if (level != Level::kAuto) {
-    return gateway_->DecideBatch(states, question, level);
+    return OrFailover(
+        gateway_->DecideBatch(states, question, level), question,
+        [&] { return daemon_->DecideBatch(states, question, level); }, mark);
   }
   // The daemon refuses before any work when it has no head to serve L2.
   auto l2 =
@@ -51,7 +96,10 @@ absl::StatusOr<std::vector<decision::Decision>> CompositeProvider::DecideBatch(
   if (l2.ok() || l2.status().code() != absl::StatusCode::kFailedPrecondition) {
     return l2;
   }
-  return gateway_->DecideBatch(states, question, Level::kAuto);
+  return OrFailover(
+      gateway_->DecideBatch(states, question, Level::kAuto), question,
+      [&] { return daemon_->DecideBatch(states, question, Level::kAuto); },
+      mark);
 }
 
 absl::StatusOr<std::vector<std::vector<decision::Decision>>>
@@ -61,15 +109,26 @@ CompositeProvider::DecideCall(const std::vector<std::string>& states,
   std::vector<std::vector<decision::Decision>> out(states.size());
   for (const decision::Question& question : questions) {
     absl::StatusOr<std::vector<std::vector<decision::Decision>>> column;
+    const Level asked = level;
+    auto on_daemon = [&] {
+      return daemon_->DecideCall(states, {question}, asked);
+    };
+    auto mark = [&](std::vector<std::vector<decision::Decision>>& decided,
+                    const std::string& why) {
+      for (auto& row : decided) MarkServedBy(row, daemon_->info().model, why);
+    };
     if (level == Level::kL2) {
       column = daemon_->DecideCall(states, {question}, level);
     } else if (level != Level::kAuto) {
-      column = gateway_->DecideCall(states, {question}, level);
+      column = OrFailover(gateway_->DecideCall(states, {question}, level),
+                          question, on_daemon, mark);
     } else {
       column = daemon_->DecideCallRequiring(states, {question}, Level::kAuto,
                                             Level::kL2);
       if (absl::IsFailedPrecondition(column.status())) {
-        column = gateway_->DecideCall(states, {question}, Level::kAuto);
+        column =
+            OrFailover(gateway_->DecideCall(states, {question}, Level::kAuto),
+                       question, on_daemon, mark);
       }
     }
     if (!column.ok()) return column.status();

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,13 +67,31 @@ class CompositeProvider : public Provider {
   LocalProvider& gateway() { return *gateway_; }
   DaemonProvider& daemon() { return *daemon_; }
 
+  // Question keys whose raw, L0 and L1 the daemon may serve when the
+  // gateway fails a call with UNAVAILABLE or DEADLINE_EXCEEDED
+  // (backend.failover_to_daemon, for the keys a current agreement record
+  // covers: the command layer decides which). Each decision so served
+  // names the daemon's model in diagnostics.served_by. None by default: a
+  // failed gateway call fails.
+  void AllowFailover(std::set<std::string> keys) {
+    failover_keys_ = std::move(keys);
+  }
+
  private:
   CompositeProvider(std::unique_ptr<LocalProvider> gateway,
                     std::unique_ptr<DaemonProvider> daemon);
 
+  // `gateway`'s answer, or the daemon's (`daemon`) in its place when the
+  // gateway failed over a question that may fail over; `mark` names the
+  // daemon's model on each decision served so.
+  template <typename Result, typename Daemon, typename Mark>
+  Result OrFailover(Result gateway, const decision::Question& question,
+                    Daemon daemon, Mark mark);
+
   std::unique_ptr<LocalProvider> gateway_;
   std::unique_ptr<DaemonProvider> daemon_;
   ProviderInfo info_;
+  std::set<std::string> failover_keys_;
 };
 
 }  // namespace mesa_anyjev::client

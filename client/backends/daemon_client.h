@@ -17,6 +17,7 @@
 #include "client/backends/retry_rule.h"
 #include "common/auth/tenant.h"
 #include "common/backend.h"
+#include "common/bundles/agreement_record.h"
 #include "common/bundles/bundle_store.h"
 #include "common/config/config.h"
 #include "common/decision/decision.h"
@@ -58,6 +59,10 @@ struct RemoteBundles {
   std::map<std::string, int> current;  // question id -> version
   std::string served_lock_sha;         // lock dir the daemon serves from
   std::string write_error;             // "" when a new version can be written
+  // Questions with no CURRENT under this lock that an earlier lock's
+  // CURRENT serves (lock, version, manifest; no artifacts).
+  std::map<std::string, bundles::InheritedVersion> inherited;
+  std::vector<bundles::StoredAgreement> agreements;
 };
 
 class DaemonClient {
@@ -104,9 +109,14 @@ class DaemonClient {
       decision::Level level);
   // The Bundles service (docs/bundles.md), for the daemon's model under
   // the questions lock `lock_sha`. Errors carry the daemon's message as it
-  // is (the CLI prints promote refusals verbatim). Implemented in
+  // is (the CLI prints promote refusals verbatim). Under the CLI's own lock
+  // each call carries the lock's questions, so the daemon knows the keys a
+  // new lock keeps (Across question locks). Implemented in
   // daemon_bundles.cc.
   absl::StatusOr<RemoteBundles> ListBundles(const std::string& lock_sha);
+  // One version, its files verified by the daemon.
+  absl::StatusOr<bundles::BundleVersion> GetBundle(const std::string& lock_sha,
+                                                   int version);
   // A new version (learn fit --backend hf); returns its number.
   absl::StatusOr<int> PutBundle(
       const std::string& lock_sha, const nlohmann::ordered_json& artifacts,
@@ -117,6 +127,9 @@ class DaemonClient {
       bool force);
   absl::StatusOr<bundles::PointerMove> RollbackBundle(
       const std::string& lock_sha, const std::string& question_id);
+  // Keeps an agreement record beside the daemon's bundles; returns where.
+  absl::StatusOr<std::string> PutAgreement(
+      const std::string& lock_sha, const nlohmann::ordered_json& record);
   // Clears running batch priors (every key when `keys` is empty).
   absl::Status ResetPriors(const std::vector<std::string>& keys = {});
   const std::string& address() const { return endpoint_.address; }

@@ -26,6 +26,11 @@ absl::StatusOr<std::unique_ptr<DaemonProvider>> DaemonProvider::Create(
   ProviderInfo info;
   info.kind = "hf";
   info.model = daemon->identity.name;
+  info.identity = daemon->identity.identity;
+  if (daemon->capabilities.hidden_states) {
+    info.n_layers = daemon->capabilities.n_layers;
+    info.hidden_size = daemon->capabilities.hidden_size;
+  }
   info.max_choice_k = daemon->capabilities.max_choice_k;
   info.hidden_states = daemon->capabilities.hidden_states;
   info.max_call_states = daemon->limits.max_decide_states;

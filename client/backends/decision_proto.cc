@@ -83,7 +83,11 @@ absl::StatusOr<std::vector<std::vector<decision::Decision>>> FromProto(
 void ToProto(const decision::PriorTable& carried,
              const std::vector<decision::Question>& questions,
              ::mesa::anyjev::v1::DecideRequest* request) {
-  for (const auto& [listing, acc] : carried) {
+  for (const auto& entry : carried) {
+    // Named, not a structured binding: clang before 16 refuses a lambda's
+    // capture of a binding.
+    const std::string& listing = entry.first;
+    const auto& acc = entry.second;
     const bool asked = std::any_of(
         questions.begin(), questions.end(), [&](const decision::Question& q) {
           return absl::StartsWith(listing, absl::StrCat(q.key(), "|"));

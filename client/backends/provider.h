@@ -25,6 +25,12 @@ struct ProviderInfo {
   std::string kind;          // fake | gateway | hf | composite
   std::string model;         // the model bundles are keyed by
   std::string served_model;  // the gateway's served name ("" without one)
+  // The fingerprint its bundles' manifests record (the fake's, the
+  // daemon's GetModelInfo.identity); "" for the gateway, which has none.
+  std::string identity;
+  // The hidden states' shape where L2 is served (0 without).
+  int32_t n_layers = 0;
+  int32_t hidden_size = 0;
   int32_t max_choice_k = kMaxChoiceOptions;
   bool hidden_states = false;  // L2 can be served
   int32_t logprob_top_k = 0;   // 0: the full vocabulary

@@ -49,13 +49,18 @@ absl::StatusOr<std::unique_ptr<Provider>> MakeProvider(
     std::shared_ptr<const RetryRule> retries) {
   const std::string kind = kind_in.empty() ? config.backend.kind : kind_in;
   if (kind == "fake") {
+    const FakeBackendOptions fake{.delay_s = 0,
+                                  .temperature = config.model.fake_temperature};
     ProviderInfo info;
     info.kind = "fake";
-    info.model = "fake";
+    info.model = FakeModelName(fake.temperature);
+    info.identity = FakeBackend(fake).identity().identity;
+    info.n_layers = FakeBackend::kNumLayers;
+    info.hidden_size = FakeBackend::kHiddenSize;
     info.max_choice_k = FakeBackend::kMaxChoiceK;
     info.hidden_states = true;
     return std::make_unique<LocalProvider>(
-        std::make_unique<FakeBackend>(), std::move(info),
+        std::make_unique<FakeBackend>(fake), std::move(info),
         decision::DeciderOptionsFrom(config.decider));
   }
   if (kind == "gateway") {

@@ -115,4 +115,29 @@ std::string RiskCoverageSvg(const std::vector<eval::RiskPoint>& curve,
   return svg;
 }
 
+std::string AgreementSvg(const eval::ProbRows& a, const eval::ProbRows& b,
+                         bool noul, const std::string& title,
+                         const std::string& a_label,
+                         const std::string& b_label) {
+  std::string svg = Axes(title, a_label, b_label);
+  absl::StrAppend(&svg, absl::StrFormat("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" "
+                                        "y2=\"%g\" stroke=\"#999\" "
+                                        "stroke-dasharray=\"4 3\"/>\n",
+                                        X(0), Y(0), X(1), Y(1)));
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const size_t width = noul ? 1 : std::min(a[i].size(), b[i].size());
+    for (size_t k = 0; k < width && k < a[i].size() && k < b[i].size(); ++k) {
+      absl::StrAppend(
+          &svg,
+          absl::StrFormat("<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" "
+                          "fill=\"#1f77b4\" fill-opacity=\"0.5\">"
+                          "<title>state %d option %d: %.3f, %.3f"
+                          "</title></circle>\n",
+                          X(a[i][k]), Y(b[i][k]), i, k, a[i][k], b[i][k]));
+    }
+  }
+  absl::StrAppend(&svg, "</svg>\n");
+  return svg;
+}
+
 }  // namespace mesa_anyjev::bench

@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "client/backends/daemon_client.h"
+#include "client/commands/agreement_access.h"
 #include "common/fake_backend.h"
 #include "common/questions/question_lock.h"
 #include "common/questions/question_set.h"
@@ -14,11 +16,38 @@ std::string BundleLockSha() {
 
 std::string BundleModelFor(const config::Config& config,
                            const std::string& kind) {
-  return kind == "fake" ? "fake" : config.backend.canonical_model;
+  return kind == "fake" ? FakeModelName(config.model.fake_temperature)
+                        : config.backend.canonical_model;
 }
 
 bool BundlesInDaemon(const std::string& kind) {
   return kind == "hf" || kind == "composite";
+}
+
+absl::StatusOr<bundles::RecordedModel> BundleModelOf(
+    const config::Config& config, const std::string& kind) {
+  if (kind == "fake") {
+    const FakeBackend fake(
+        {.delay_s = 0, .temperature = config.model.fake_temperature});
+    return bundles::RecordedModel{
+        fake.identity().name, fake.identity().identity, kind,
+        std::pair<int, int>{FakeBackend::kNumLayers, FakeBackend::kHiddenSize}};
+  }
+  if (!BundlesInDaemon(kind)) {
+    return bundles::RecordedModel{config.backend.canonical_model, "", kind,
+                                  std::nullopt};
+  }
+  auto client = DaemonClient::Create(config.client);
+  if (!client.ok()) return client.status();
+  auto info = (*client)->Info();
+  if (!info.ok()) return info.status();
+  bundles::RecordedModel model{info->identity.name, info->identity.identity,
+                               kind, std::nullopt};
+  if (info->capabilities.hidden_states) {
+    model.hidden = std::pair<int, int>{info->capabilities.n_layers,
+                                       info->capabilities.hidden_size};
+  }
+  return model;
 }
 
 absl::StatusOr<std::unique_ptr<bundles::BundleStore>> OpenLocalBundleStore(
@@ -27,13 +56,19 @@ absl::StatusOr<std::unique_ptr<bundles::BundleStore>> OpenLocalBundleStore(
   // binds by name.
   const bundles::ModelBinding model{
       BundleModelFor(config, kind),
-      kind == "fake" ? FakeBackend().identity().identity : ""};
+      kind == "fake"
+          ? FakeBackend(
+                {.delay_s = 0, .temperature = config.model.fake_temperature})
+                .identity()
+                .identity
+          : ""};
   return bundles::BundleStore::Open(config.artifacts.dir, model,
                                     BundleLockSha());
 }
 
 void LoadPromotedBundle(const config::Config& config, const std::string& kind,
                         Provider* provider) {
+  if (kind == "composite") EnableAgreedFailover(config, provider);
   if (BundlesInDaemon(kind)) return;
   auto store = OpenLocalBundleStore(config, kind);
   if (!store.ok()) {
@@ -41,7 +76,10 @@ void LoadPromotedBundle(const config::Config& config, const std::string& kind,
               << "\n";
     return;
   }
-  auto served = (*store)->Served();
+  // The CLI's lock keys: a question with no CURRENT under it inherits an
+  // earlier lock's of the same key (docs/bundles.md).
+  const auto keys = questions::LockKeys(questions::QuestionSet::Reference());
+  auto served = (*store)->Served(&keys);
   if (!served.ok()) {
     std::cerr << "artifact bundle refused: " << served.status().message()
               << "\n";

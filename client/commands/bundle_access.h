@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/backends/provider.h"
+#include "common/bundles/agreement_record.h"
 #include "common/bundles/bundle_store.h"
 #include "common/config/config.h"
 
@@ -24,6 +25,13 @@ std::string BundleModelFor(const config::Config& config,
 
 // hf and composite keep their bundles in the daemon.
 bool BundlesInDaemon(const std::string& kind);
+
+// The model whose bundles `kind` serves, as its manifests record it: the
+// fake's name and fingerprint, the gateway's canonical_model (no
+// identity), or the daemon's (asked over GetModelInfo for hf and
+// composite), with its hidden states' shape where it serves L2.
+absl::StatusOr<bundles::RecordedModel> BundleModelOf(
+    const config::Config& config, const std::string& kind);
 
 // The local store for fake (bound to the fake model's fingerprint) or the
 // gateway (bound by backend.canonical_model; it reports no fingerprint).

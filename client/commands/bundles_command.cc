@@ -12,11 +12,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/backends/daemon_client.h"
+#include "client/commands/agreement_access.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/ui/table.h"
 #include "client/ui/terminal.h"
 #include "common/bundles/bundle_store.h"
+#include "common/questions/question_lock.h"
+#include "common/questions/question_set.h"
 #include "common/status/status_macros.h"
 
 namespace mesa_anyjev::client {
@@ -34,6 +37,8 @@ struct Listing {
   std::string dir;
   std::vector<bundles::VersionEntry> versions;
   std::map<std::string, int> current;
+  std::map<std::string, bundles::InheritedVersion> inherited;
+  std::vector<bundles::StoredAgreement> agreements;
 };
 
 absl::StatusOr<Listing> Load(const config::Config& config,
@@ -43,8 +48,12 @@ absl::StatusOr<Listing> Load(const config::Config& config,
     if (!client.ok()) return client.status();
     auto remote = (*client)->ListBundles(BundleLockSha());
     if (!remote.ok()) return remote.status();
-    return Listing{remote->model, remote->dir, std::move(remote->versions),
-                   std::move(remote->current)};
+    return Listing{remote->model,
+                   remote->dir,
+                   std::move(remote->versions),
+                   std::move(remote->current),
+                   std::move(remote->inherited),
+                   std::move(remote->agreements)};
   }
   auto store = OpenLocalBundleStore(config, kind);
   if (!store.ok()) return store.status();
@@ -52,8 +61,35 @@ absl::StatusOr<Listing> Load(const config::Config& config,
   if (!versions.ok()) return versions.status();
   auto current = (*store)->CurrentAll();
   if (!current.ok()) return current.status();
-  return Listing{(*store)->model().model, (*store)->dir(), *std::move(versions),
-                 *std::move(current)};
+  return Listing{(*store)->model().model,
+                 (*store)->dir(),
+                 *std::move(versions),
+                 *std::move(current),
+                 (*store)->Inherited(
+                     questions::LockKeys(questions::QuestionSet::Reference())),
+                 bundles::ListAgreements((*store)->dir())};
+}
+
+// The LOCO figure of a manifest for a question, as the table shows it.
+std::string Metric(const Json& manifest, const std::string& id,
+                   const char* key) {
+  Json loco;
+  if (manifest.contains("validation") && manifest["validation"].is_object() &&
+      manifest["validation"].contains(id) &&
+      manifest["validation"][id].is_object()) {
+    loco = manifest["validation"][id].value("loco", Json());
+  }
+  if (!loco.is_object() || !loco.contains(key)) return "-";
+  const Json& v = loco[key];
+  if (v.is_number_integer()) return absl::StrCat(v.get<int64_t>());
+  return v.is_number() ? absl::StrFormat("%.3f", v.get<double>()) : "-";
+}
+
+std::string LevelOf(const Json& manifest, const std::string& id) {
+  const Json per = manifest.value("per_question", Json::object());
+  return per.is_object() && per.contains(id) && per[id].is_object()
+             ? per[id].value("level", std::string("?"))
+             : std::string("?");
 }
 
 // Where a command moves a question's CURRENT: the daemon's store (through
@@ -129,6 +165,15 @@ int RunBundlesList(const config::Config& config,
       }
       out["versions"].push_back(std::move(v));
     }
+    out["inherited"] = Json::object();
+    for (const auto& [id, from] : listing->inherited) {
+      out["inherited"][id] = Json{{"lock", from.lock},
+                                  {"version", from.version},
+                                  {"manifest", from.manifest}};
+    }
+    out["agreements"] =
+        AgreementsJson(listing->agreements, {listing->model, ""},
+                       CurrentLabelsDigests(config));
     ui::PrintJson(out, std::cout);
     return 0;
   }
@@ -157,35 +202,39 @@ int RunBundlesList(const config::Config& config,
     if (!per.is_object()) continue;
     for (const auto& [id, fit] : per.items()) {
       if (!options.question.empty() && id != options.question) continue;
-      Json loco;
-      if (m.contains("validation") && m["validation"].is_object() &&
-          m["validation"].contains(id) && m["validation"][id].is_object()) {
-        loco = m["validation"][id].value("loco", Json());
-      }
-      auto metric = [&](const char* key) -> std::string {
-        if (!loco.is_object() || !loco.contains(key)) return "-";
-        const Json& v = loco[key];
-        if (v.is_number_integer()) return absl::StrCat(v.get<int64_t>());
-        return v.is_number() ? absl::StrFormat("%.3f", v.get<double>()) : "-";
-      };
       const auto current = listing->current.find(id);
       const bool is_current =
           current != listing->current.end() && current->second == entry.version;
-      table.AddRow({version, id,
-                    fit.is_object() ? fit.value("level", std::string("?"))
-                                    : std::string("?"),
-                    metric("acc"), metric("ece"), metric("n"),
+      table.AddRow({version, id, LevelOf(m, id), Metric(m, id, "acc"),
+                    Metric(m, id, "ece"), Metric(m, id, "n"),
                     m.value("created", std::string()), is_current ? "*" : ""});
     }
   }
+  // A question this lock has no CURRENT for, served by an earlier lock's.
+  for (const auto& [id, from] : listing->inherited) {
+    if (!options.question.empty() && id != options.question) continue;
+    const Json& m = from.manifest;
+    table.AddRow({absl::StrCat("v", from.version), id, LevelOf(m, id),
+                  Metric(m, id, "acc"), Metric(m, id, "ece"),
+                  Metric(m, id, "n"), m.value("created", std::string()),
+                  absl::StrCat("* inherited from lock ", from.lock)});
+  }
+  const std::vector<std::string> agreements = AgreementLines(
+      listing->agreements, {listing->model, ""}, CurrentLabelsDigests(config));
   if (table.empty()) {
     std::cout << (options.question.empty()
                       ? "no versions yet: `mesa-anyjev learn fit` writes one\n"
                       : absl::StrCat("no version holds ", options.question,
                                      "\n"));
-    return 0;
+  } else {
+    table.Print(std::cout, ui::OutputColumns());
   }
-  table.Print(std::cout, ui::OutputColumns());
+  if (!agreements.empty()) {
+    std::cout << "agreements (" << listing->dir << "/agreements):\n";
+    for (const std::string& line : agreements) {
+      std::cout << "  " << line << "\n";
+    }
+  }
   return 0;
 }
 

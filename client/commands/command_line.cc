@@ -33,6 +33,18 @@ void AddLearnPromote(CommandLine* line, CLI::App* learn) {
   AddBundleFlags(line, promote, options.get());
 }
 
+// bench run's and bench compare's: which tasks, at which levels, where.
+void AddTaskFlags(CLI::App* command, std::string* tasks, std::string* levels,
+                  std::string* out, std::string* date, const char* choices) {
+  command->add_option("--tasks", *tasks,
+                      "task names a,b (default: every task with items)");
+  command->add_option("--levels", *levels,
+                      std::string(choices) + " subset (default raw,L0,L1)");
+  command->add_option("--out", *out, "results root (default bench/results)");
+  command->add_option("--date", *date,
+                      "results directory name YYYY-MM-DD (default today, UTC)");
+}
+
 }  // namespace
 
 std::vector<Connection::Given> Connection::Flags() const {
@@ -325,20 +337,40 @@ void AddBenchCommand(CommandLine* line) {
         return RunBenchRun(in.config, *options);
       });
   line->AddBackendFlags(run, &options->backend);
-  run->add_option("--tasks", options->tasks,
-                  "task names a,b (default: every task with items)");
-  run->add_option("--levels", options->levels,
-                  "raw,L0,L1,L2 subset (default raw,L0,L1)");
+  AddTaskFlags(run, &options->tasks, &options->levels, &options->out,
+               &options->date, "raw,L0,L1,L2");
   run->add_flag("--no-loco", options->no_loco, "L1/L2 cells become n/a");
   run->add_flag("--no-flip", options->no_flip,
                 "skip the option-reversal probe");
   run->add_flag("--strict", options->strict,
                 "exit 1 when a label logprob was missing");
-  run->add_option("--out", options->out,
-                  "results root (default bench/results)");
-  run->add_option("--date", options->date,
-                  "results directory name YYYY-MM-DD (default today, UTC)");
   CommandLine::AddJson(run, &options->json);
+
+  auto compare = std::make_shared<BenchCompareOptions>();
+  CLI::App* versus = line->Command(
+      bench, "compare",
+      "decide the labelled states through two backends and say per question "
+      "whether they agree; keeps the agreement record",
+      [compare](const Invocation& in) {
+        return RunBenchCompare(in.config, *compare);
+      });
+  versus->add_option("--a", compare->a_kind, "model a's backend kind")
+      ->required()
+      ->check(CLI::IsMember(kKinds));
+  versus->add_option("--b", compare->b_kind, "model b's backend kind")
+      ->required()
+      ->check(CLI::IsMember(kKinds));
+  versus->add_option("--a-set", compare->a_sets,
+                     "section.field=value for model a only (repeatable)");
+  versus->add_option("--b-set", compare->b_sets,
+                     "section.field=value for model b only (repeatable)");
+  line->AddDaemonFlags(versus);
+  line->AddGatewayFlags(versus);
+  AddTaskFlags(versus, &compare->tasks, &compare->levels, &compare->out,
+               &compare->date, "raw,L0,L1");
+  versus->add_flag("--no-record", compare->no_record,
+                   "keep no agreement record");
+  CommandLine::AddJson(versus, &compare->json);
 
   CLI::App* table = line->Command(
       bench, "table", "print the table of a results file",
@@ -367,6 +399,28 @@ void AddBundlesCommand(CommandLine* line) {
       });
   AddBundleFlags(line, rollback, options.get());
   rollback->add_option("--question", options->question)->required();
+
+  auto adopt_options = std::make_shared<BundlesCommandOptions>();
+  CLI::App* adopt = line->Command(
+      bundles, "adopt",
+      "take another model's version of --question, where an agreement "
+      "record says the two agree on it",
+      [adopt_options](const Invocation& in) {
+        return RunBundlesAdopt(in.config, *adopt_options);
+      });
+  AddBundleFlags(line, adopt, adopt_options.get());
+  adopt->add_option("--question", adopt_options->question)->required();
+  adopt
+      ->add_option("--from", adopt_options->from_kind,
+                   "the other model's backend kind")
+      ->required()
+      ->check(CLI::IsMember(kKinds));
+  adopt->add_option("--from-set", adopt_options->from_sets,
+                    "section.field=value for the other model only "
+                    "(repeatable)");
+  adopt->add_option("--version", adopt_options->version,
+                    "the other model's version (default: its CURRENT)");
+  adopt->add_flag("--force", adopt_options->force, "skip the LOCO gate");
 }
 
 void AddTokensCommand(CommandLine* line) {

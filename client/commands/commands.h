@@ -101,9 +101,12 @@ int RunAnnotate(const config::Config& config,
 struct BundlesCommandOptions {
   std::string backend;   // "" = backend.kind
   std::string question;  // list: whose CURRENT is marked ("" = any)
-  int version = 0;       // promote
-  bool force = false;    // promote: skip the LOCO gate
+  int version = 0;       // promote; adopt: the other model's (0 = CURRENT)
+  bool force = false;    // promote, adopt: skip the LOCO gate
   bool json = false;     // list
+  // adopt: the other model's backend kind and its own --set values.
+  std::string from_kind;
+  std::vector<std::string> from_sets;
 };
 
 // The reference's three lines per version (docs/bundles.md); exit 0.
@@ -116,6 +119,11 @@ int RunLearnPromote(const config::Config& config,
 // The question's CURRENT back to the one before; exit 0 iff moved.
 int RunBundlesRollback(const config::Config& config,
                        const BundlesCommandOptions& options);
+// A version of another model for one question, put and promoted here once
+// a current agreement record says the two agree on it (docs/bundles.md,
+// Agreement); exit 0 iff adopted and promoted, 1 refused, 2 usage.
+int RunBundlesAdopt(const config::Config& config,
+                    const BundlesCommandOptions& options);
 
 // The effective configuration as YAML (secrets reported as set/unset only).
 int RunConfigShow(const config::Config& config, const OutputOptions& output);
@@ -155,6 +163,25 @@ struct BenchOptions {
 int RunBenchRun(const config::Config& config, const BenchOptions& options);
 // bench table: the Markdown table of a results file.
 int RunBenchTable(const BenchOptions& options);
+
+struct BenchCompareOptions {
+  std::string a_kind;  // fake | gateway | hf | composite
+  std::string b_kind;
+  std::vector<std::string> a_sets;  // section.field=value for model a only
+  std::vector<std::string> b_sets;
+  std::string tasks;  // "a,b"; "" = every task with items
+  std::string levels = "raw,L0,L1";
+  std::string out = "bench/results";
+  std::string date;        // "" = today (UTC)
+  bool no_record = false;  // write no agreement record
+  bool json = false;
+};
+
+// bench compare: the label store's tasks through two backends, per question
+// and level; writes the results and keeps the agreement record beside both
+// models' bundles. Exit 0 when every question agrees, 1 otherwise, 2 usage.
+int RunBenchCompare(const config::Config& config,
+                    const BenchCompareOptions& options);
 
 // tokens add (docs/operations.md, "Tenants and roles"): a new token for a
 // tenant, printed once; its digest appended to the daemon's tokens file.

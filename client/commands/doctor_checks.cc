@@ -16,6 +16,7 @@
 #include "client/backends/daemon_provider.h"
 #include "client/backends/local_provider.h"
 #include "client/backends/provider.h"
+#include "client/commands/agreement_access.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "common/decision/label_resolver.h"
@@ -104,6 +105,7 @@ class Doctor {
     // Agreement needs only both tokenizers, whatever else failed.
     if (kind_ == "composite") Agreement(gateway_.get(), daemon_.get());
     Artifacts();
+    Agreements();
     return std::move(checks_);
   }
 
@@ -403,6 +405,43 @@ class Doctor {
           absl::StrCat(question, "=v", version, " fitted_on=", fitted_on));
     }
     Add("artifacts", ok, absl::StrJoin(parts, "; "));
+  }
+
+  // The agreement records beside this kind's bundles (docs/bundles.md,
+  // Agreement), each question's standing judged against the CLI's lock and
+  // the label store now: ok unless a record cannot be read.
+  void Agreements() {
+    if (BundlesInDaemon(kind_) && daemon_ == nullptr) {
+      Add("agreements", false, "needs a reachable daemon (see above)");
+      return;
+    }
+    const std::string model = BundlesInDaemon(kind_)
+                                  ? daemon_->info().model
+                                  : BundleModelFor(config_, kind_);
+    auto listed = ListAgreementsOf(config_, kind_);
+    if (!listed.ok()) {
+      // A daemon without a store keeps no records either.
+      const bool none = absl::IsFailedPrecondition(listed.status());
+      Add("agreements", none,
+          none ? "none (the daemon keeps no bundle store)"
+               : std::string(listed.status().message()));
+      return;
+    }
+    if (listed->records.empty()) {
+      Add("agreements", true,
+          absl::StrCat("none for ", model,
+                       " (`mesa-anyjev bench compare` "
+                       "measures one)"));
+      return;
+    }
+    bool readable = true;
+    for (const auto& stored : listed->records) {
+      readable = readable && stored.record.ok();
+    }
+    Add("agreements", readable,
+        absl::StrJoin(AgreementLines(listed->records, {model, ""},
+                                     CurrentLabelsDigests(config_)),
+                      "; "));
   }
 
   const config::Config& config_;

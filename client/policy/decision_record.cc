@@ -66,6 +66,10 @@ Json DiagnosticsSubset(const decision::Decision& d) {
     out["exit_layer"] = g.exit_layer;
     out["readout"] = g.readout;
   }
+  if (!g.served_by.empty()) {
+    out["served_by"] = g.served_by;
+    out["failover"] = g.failover;
+  }
   return out;
 }
 

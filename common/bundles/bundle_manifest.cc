@@ -64,7 +64,10 @@ absl::Status CheckBinding(const Json& manifest, const ModelBinding& serving,
         "bundle was fit on model '", model, "' (identity ",
         identity.empty() ? "unknown" : identity, "), the serving model is '",
         serving.model, "' (identity ",
-        serving.identity.empty() ? "unknown" : serving.identity, ")"));
+        serving.identity.empty() ? "unknown" : serving.identity,
+        "); another model's bundle loads only through `mesa-anyjev bundles "
+        "adopt`, once `mesa-anyjev bench compare` shows the two agree on the "
+        "question"));
   }
   const std::string lock = StringField(manifest, "questions_lock_sha");
   if (lock == lock_sha || live_keys == nullptr) return absl::OkStatus();

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/bundles/agreement_record.h"
 #include "common/status/status_macros.h"
 #include "common/text/json_numbers.h"
 #include "common/util/files.h"
@@ -29,6 +30,7 @@ constexpr char kArtifacts[] = "artifacts.json";
 constexpr char kObservations[] = "observations.json";
 constexpr char kManifest[] = "manifest.json";
 constexpr char kCurrentDir[] = "current";
+constexpr char kLockQuestions[] = "questions.json";
 constexpr size_t kMaxHistory = 64;
 
 // Manifest fields only the store writes.
@@ -129,9 +131,38 @@ absl::StatusOr<std::string> Dump(const Json& value, const std::string& name,
   return text;
 }
 
+// A version adopted from another model: every question it holds must be
+// agreed on by a current record of the two in this lock's agreements/.
+absl::Status CheckAdoption(const Json& extra, const std::string& dir,
+                           const ModelBinding& model,
+                           const std::string& lock_sha) {
+  const Json& from = extra["adopted_from"];
+  if (!from.is_object() || !from.contains("model") ||
+      !from["model"].is_string() || !from.contains("model_identity") ||
+      !from["model_identity"].is_string()) {
+    return absl::InvalidArgumentError(
+        "manifest.adopted_from: {model, model_identity, ...} required");
+  }
+  const ModelBinding other{from["model"].get<std::string>(),
+                           from["model_identity"].get<std::string>()};
+  const std::vector<StoredAgreement> records = ListAgreements(dir);
+  for (const auto& [id, entry] : extra["per_question"].items()) {
+    const AgreementLookup found =
+        FindAgreement(records, model, other, lock_sha, id,
+                      entry["key"].get<std::string>(), nullptr);
+    if (!found.record.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("a version adopted from '", other.model, "' for ", id,
+                       " needs a current agreement record: ", found.why_not));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckPutInput(const Json& artifacts, const Json& extra,
                            const Json* observations, const ModelBinding& model,
-                           const std::string& lock_sha) {
+                           const std::string& lock_sha,
+                           const std::string& dir) {
   if (!artifacts.is_object()) {
     return absl::InvalidArgumentError("artifacts: must be a JSON object");
   }
@@ -192,6 +223,9 @@ absl::Status CheckPutInput(const Json& artifacts, const Json& extra,
                        ": artifacts.json has no artifact or head under it"));
     }
   }
+  if (extra.contains("adopted_from")) {
+    RETURN_IF_ERROR(CheckAdoption(extra, dir, model, lock_sha));
+  }
   if (extra.contains("validation")) {
     if (!extra["validation"].is_object()) {
       return absl::InvalidArgumentError(
@@ -216,6 +250,11 @@ BundleStore::BundleStore(std::string dir, ModelBinding model,
       model_(std::move(model)),
       lock_sha_(std::move(lock_sha)),
       options_(std::move(options)) {}
+
+BundleStore BundleStore::Sibling(const std::string& lock8) const {
+  return BundleStore((fs::path(dir_).parent_path() / lock8).string(), model_,
+                     lock8, options_);
+}
 
 absl::StatusOr<std::unique_ptr<BundleStore>> BundleStore::Open(
     const std::string& root, ModelBinding model, const std::string& lock_sha,
@@ -321,7 +360,7 @@ absl::StatusOr<int> BundleStore::Put(const Json& artifacts,
                                      const Json& manifest_extra,
                                      const Json* observations) {
   RETURN_IF_ERROR(CheckPutInput(artifacts, manifest_extra, observations, model_,
-                                lock_sha_));
+                                lock_sha_, dir_));
   std::vector<std::pair<std::string, std::string>> files;
   ASSIGN_OR_RETURN(std::string artifacts_text,
                    Dump(artifacts, kArtifacts, options_));
@@ -535,8 +574,10 @@ absl::StatusOr<PointerMove> BundleStore::Rollback(
   ASSIGN_OR_RETURN(StoreLock lock, StoreLock::Take(dir_));
   ASSIGN_OR_RETURN(std::vector<int> history, History(question_id));
   if (history.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("question ", question_id, " has no CURRENT version"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "question ", question_id, " has no CURRENT version under lock ",
+        lock_sha_.substr(0, 8),
+        " (an inherited one is rolled back under its own lock)"));
   }
   if (history.size() < 2) {
     return absl::FailedPreconditionError(
@@ -551,12 +592,108 @@ absl::StatusOr<PointerMove> BundleStore::Rollback(
   return PointerMove{history.front(), previous};
 }
 
+absl::Status BundleStore::KeepLockQuestions(const Json& questions) {
+  if (!questions.is_object()) {
+    return absl::InvalidArgumentError(
+        "questions_json: the lock's \"questions\" mapping, a JSON object");
+  }
+  const std::string path = (fs::path(dir_) / kLockQuestions).string();
+  std::error_code error;
+  if (fs::exists(path, error)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(StoreLock lock, StoreLock::Take(dir_));
+  if (fs::exists(path, error)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string text,
+                   Dump(questions, kLockQuestions, options_));
+  return util::WriteFileAtomic(path, text);
+}
+
+std::optional<std::map<std::string, std::string>> BundleStore::LockKeys()
+    const {
+  auto text = util::ReadFile((fs::path(dir_) / kLockQuestions).string(),
+                             {.max_bytes = options_.max_file_bytes,
+                              .limit_name = options_.limit_name,
+                              .follow_symlinks = false});
+  if (!text.ok()) return std::nullopt;
+  auto parsed = ParseJsonLimited(*text, kLockQuestions);
+  if (!parsed.ok() || !parsed->is_object()) return std::nullopt;
+  std::map<std::string, std::string> keys;
+  for (const auto& [id, entry] : parsed->items()) {
+    if (entry.is_object() && entry.contains("key") &&
+        entry["key"].is_string()) {
+      keys[id] = entry["key"].get<std::string>();
+    }
+  }
+  return keys;
+}
+
+std::map<std::string, InheritedVersion> BundleStore::Inherited(
+    const std::map<std::string, std::string>& live_keys) const {
+  std::map<std::string, InheritedVersion> out;
+  const std::string own = fs::path(dir_).filename().string();
+  // Per question, the other locks' pointers, newest move first.
+  std::map<std::string, std::vector<std::pair<fs::file_time_type, std::string>>>
+      pointers;
+  std::error_code error;
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(dir_).parent_path(), error)) {
+    const std::string lock8 = entry.path().filename().string();
+    if (lock8.size() != 8 || lock8 == own || lock8[0] == '.') continue;
+    for (const auto& [id, key] : live_keys) {
+      std::error_code ignored;
+      const fs::path pointer = entry.path() / kCurrentDir / id;
+      if (!CheckQuestionId(id).ok() || !fs::is_regular_file(pointer, ignored)) {
+        continue;
+      }
+      const auto when = fs::last_write_time(pointer, ignored);
+      if (!ignored) pointers[id].emplace_back(when, lock8);
+    }
+  }
+  for (auto& [id, found] : pointers) {
+    if (Current(id).value_or(std::nullopt).has_value()) continue;
+    std::sort(found.rbegin(), found.rend());
+    for (const auto& [when, lock8] : found) {
+      const BundleStore sibling = Sibling(lock8);
+      auto current = sibling.Current(id);
+      if (!current.ok() || !current->has_value()) continue;
+      auto read = sibling.Get(**current);
+      if (!read.ok() ||
+          !CheckBinding(read->manifest, model_, lock_sha_, nullptr).ok()) {
+        continue;
+      }
+      auto key = QuestionKey(read->version, read->manifest, id);
+      if (!key.ok() || *key != live_keys.at(id)) continue;  // reworded
+      out[id] = InheritedVersion{lock8,
+                                 read->version,
+                                 read->path,
+                                 *key,
+                                 std::move(read->manifest),
+                                 std::move(read->artifacts)};
+      break;
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<ServedSet> BundleStore::Served(
     const std::map<std::string, std::string>* live_keys) const {
   ASSIGN_OR_RETURN(const auto pointers, CurrentAll());
+  std::optional<std::map<std::string, std::string>> recorded;
+  if (live_keys == nullptr) {
+    recorded = LockKeys();
+    if (recorded.has_value()) live_keys = &*recorded;
+  }
   ServedSet served;
   Json artifacts = Json::object();
   Json heads = Json::object();
+  // Copies the entries of `file` under `key` into the served file.
+  auto take = [&](const Json& file, const std::string& key) {
+    if (file.contains("artifacts") && file["artifacts"].contains(key)) {
+      artifacts[key] = file["artifacts"][key];
+    }
+    if (file.contains("heads") && file["heads"].contains(key)) {
+      heads[key] = file["heads"][key];
+    }
+  };
   std::map<int, absl::StatusOr<BundleVersion>> read;
   for (const auto& [question_id, version] : pointers) {
     auto it = read.find(version);
@@ -573,15 +710,17 @@ absl::StatusOr<ServedSet> BundleStore::Served(
           absl::StrCat(question_id, ": ", key.status().message()));
       continue;
     }
-    const Json& file = it->second->artifacts;
-    if (file.contains("artifacts") && file["artifacts"].contains(*key)) {
-      artifacts[*key] = file["artifacts"][*key];
-    }
-    if (file.contains("heads") && file["heads"].contains(*key)) {
-      heads[*key] = file["heads"][*key];
-    }
+    take(it->second->artifacts, *key);
     served.versions[question_id] = version;
     served.keys[question_id] = *key;
+  }
+  if (live_keys != nullptr) {
+    for (const auto& [id, from] : Inherited(*live_keys)) {
+      take(from.artifacts, from.key);
+      served.versions[id] = from.version;
+      served.keys[id] = from.key;
+      served.inherited[id] = from.lock;
+    }
   }
   served.file["model"] = model_.model;
   served.file["artifacts"] = std::move(artifacts);

@@ -9,6 +9,15 @@
 //                             files {name: sha256}, + the fitter's extra
 //     current/<question_id>   "v<N>\n" then the earlier CURRENTs, newest
 //                             first (the rollback history), one per line
+//     questions.json          the lock's questions {qid: {kind, text,
+//                             options, key, twin}}, as clients recorded it
+//     agreements/             bench compare's records (agreement_record.h)
+//
+// Across locks: a question with no CURRENT under this lock is served by
+// the CURRENT of an earlier lock of the same model whose version holds the
+// question's live key (the question unchanged: the key says so); the one
+// whose pointer moved last wins. Promote and Rollback act on this lock's
+// pointers only.
 //
 // A version is written into a temporary directory, every file and the
 // directory fsynced, renamed to v<N> (never over an existing one), and the
@@ -74,6 +83,19 @@ struct ServedSet {
   // "<question_id>: <why>" for pointers that could not be served (a version
   // that fails verification or binding); those questions are left out.
   std::vector<std::string> refused;
+  // question id -> lock_sha[:8] of the earlier lock whose CURRENT serves it
+  // (versions[id] is that lock's version).
+  std::map<std::string, std::string> inherited;
+};
+
+// A question's CURRENT under an earlier lock that serves it under this one.
+struct InheritedVersion {
+  std::string lock;  // lock_sha[:8] of the lock directory it is from
+  int version = 0;
+  std::string path;
+  std::string key;
+  Json manifest;
+  Json artifacts;
 };
 
 // <root (~ expanded)>/<model_slug>/<lock_sha[:8]>: where Open keeps a
@@ -111,7 +133,11 @@ class BundleStore {
   absl::StatusOr<std::vector<VersionEntry>> List() const;
 
   // Writes a new version N = last + 1 and returns N. `artifacts` is a
-  // heads/export file of this model; `manifest_extra` must carry
+  // heads/export file of this model; a version adopted from another model
+  // (`adopted_from` {model, model_identity, ...} in the manifest, artifacts
+  // rebound to this model) needs a record under agreements/ in which the
+  // two agree on every question it holds (FAILED_PRECONDITION naming why
+  // not). `manifest_extra` must carry
   // per_question {qid: {key, level, ...}} whose keys artifacts.json holds,
   // and may carry validation {qid: {loco: {acc, ece, ...}, ...}}, fitted_on
   // and anything else. The store sets model, model_identity,
@@ -142,14 +168,32 @@ class BundleStore {
   absl::StatusOr<PointerMove> Rollback(const std::string& question_id);
 
   // What to serve now. `live_keys` (question id -> key of the caller's
-  // question set), when given, refuses versions whose keys went stale under
-  // another lock; a version whose keys all live is served whatever its lock.
+  // question set; without it, the keys of questions.json when recorded)
+  // refuses versions whose keys went stale under another lock (a version
+  // whose keys all live is served whatever its lock) and lets a question
+  // with no CURRENT here inherit an earlier lock's (see the top).
   absl::StatusOr<ServedSet> Served(
       const std::map<std::string, std::string>* live_keys = nullptr) const;
+
+  // For each live question with no CURRENT under this lock, the earlier
+  // lock's CURRENT that serves it: the newest-moved pointer whose version
+  // verifies, is bound to this model and holds the live key. Versions that
+  // fail are skipped.
+  std::map<std::string, InheritedVersion> Inherited(
+      const std::map<std::string, std::string>& live_keys) const;
+
+  // Records the lock's "questions" mapping in questions.json when it is not
+  // there yet (the caller checked that it hashes to the lock's sha).
+  absl::Status KeepLockQuestions(const Json& questions);
+  // {question id: key} of questions.json; nullopt when none is recorded.
+  std::optional<std::map<std::string, std::string>> LockKeys() const;
 
  private:
   BundleStore(std::string dir, ModelBinding model, std::string lock_sha,
               StoreOptions options);
+
+  // Another lock directory of the same model, for reading.
+  BundleStore Sibling(const std::string& lock8) const;
 
   std::string VersionDir(int version) const;
   std::string PointerPath(const std::string& question_id) const;

@@ -58,6 +58,9 @@ struct ModelConfig {
   int32_t threads = 0;        // intra-op threads; 0 = all cores
   double fake_delay_s = 0.0;  // fake model: service time per call (tests)
   double fake_load_s = 0.0;   // fake model: time to "load" (tests)
+  // The fake model's temperature: another value is another model
+  // ("fake-t<T>"), the pair bench compare's tests measure.
+  double fake_temperature = 0.7;
 };
 
 struct EngineConfig {
@@ -156,7 +159,8 @@ struct ClientConfig {
   std::string priors = "run";
   // The priority class the calls ask for (metadata mesa-anyjev-priority):
   // "default" (the tenant's), "interactive" or "batch". Dataset runs
-  // (decide --out, bench, learn fit) ask batch unless this says otherwise.
+  // (decide --out, bench run and compare, learn fit) ask batch unless this
+  // says otherwise.
   std::string priority = "default";
   // Every call carries the metadata mesa-anyjev-affinity: a hash of the
   // first this many bytes of its first state or prompt, for a balancer that
@@ -200,6 +204,11 @@ struct BackendConfig {
   std::string health_path;
   int32_t workers = 8;     // concurrent gateway requests
   double timeout = 120.0;  // seconds per gateway request
+  // composite: when the gateway fails a call (UNAVAILABLE, deadline),
+  // serve that question's raw/L0/L1 from the daemon instead, where a
+  // current agreement record says the two models agree on it; each such
+  // decision names the model that served it (docs/bundles.md).
+  bool failover_to_daemon = false;
 };
 
 // The CLI's decider: the level asked for and the L0 settings of the decider
@@ -235,6 +244,15 @@ struct ArtifactsConfig {
   bool strict = true;  // refuse bundles fit on another backend kind
 };
 
+// bench compare (docs/learning.md): when two models count as agreeing on a
+// question, and the bootstrap behind the accuracy difference's interval.
+struct CompareConfig {
+  double max_flip = 0.10;      // the flip rate's Wilson upper bound, at most
+  double max_acc_diff = 0.03;  // |accuracy difference| interval bound
+  int32_t resamples = 2000;    // bootstrap resamples of the states
+  int32_t seed = 0;            // numpy RandomState seed of the resamples
+};
+
 // The label store (docs/learning.md).
 struct LabelsConfig {
   std::string dir = "~/.mesa/anyjev/labels";  // holds labels.jsonl
@@ -256,6 +274,7 @@ struct Config {
   DeciderConfig decider;
   PolicyConfig policy;
   ArtifactsConfig artifacts;
+  CompareConfig compare;
   LabelsConfig labels;
   LogConfig log;
 };

@@ -305,6 +305,15 @@ absl::StatusOr<Config> LoadConfig(const LoadOptions& options) {
   return state.config;
 }
 
+absl::StatusOr<Config> WithOverrides(const Config& base,
+                                     const std::vector<Override>& flags) {
+  State state;
+  state.config = base;
+  RETURN_IF_ERROR(ApplyFlags(flags, &state));
+  RETURN_IF_ERROR(ValidateMerged(state.config, state.origins));
+  return state.config;
+}
+
 absl::Status ValidateConfig(const Config& config) {
   const std::map<std::string, std::string, std::less<>> no_origins;
   return ValidateMerged(config, no_origins);

@@ -49,6 +49,12 @@ std::map<std::string, std::string> ProcessEnvironment();
 // reported together, joined with "; ", in schema order.
 absl::StatusOr<Config> LoadConfig(const LoadOptions& options);
 
+// `base` with `flags` applied in order, validated as LoadConfig validates:
+// one command's second configuration (bench compare's --b-set on top of
+// the configuration every command gets).
+absl::StatusOr<Config> WithOverrides(const Config& base,
+                                     const std::vector<Override>& flags);
+
 // The validation step of LoadConfig alone, for a Config built in code.
 absl::Status ValidateConfig(const Config& config);
 

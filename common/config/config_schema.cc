@@ -113,6 +113,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(model, threads),
     MESA_CONFIG_FIELD(model, fake_delay_s),
     MESA_CONFIG_FIELD(model, fake_load_s),
+    MESA_CONFIG_FIELD(model, fake_temperature),
 
     MESA_CONFIG_FIELD(engine, batch_tokens),
     MESA_CONFIG_FIELD(engine, kv_pool_bytes),
@@ -174,6 +175,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(backend, health_path),
     MESA_CONFIG_FIELD(backend, workers),
     MESA_CONFIG_FIELD(backend, timeout),
+    MESA_CONFIG_FIELD(backend, failover_to_daemon),
 
     MESA_CONFIG_ENUM(decider, level, kLevels),
     MESA_CONFIG_ENUM(decider, prior, kPriors),
@@ -190,6 +192,11 @@ constexpr Field kFields[] = {
 
     MESA_CONFIG_FIELD(artifacts, dir),
     MESA_CONFIG_FIELD(artifacts, strict),
+
+    MESA_CONFIG_FIELD(compare, max_flip),
+    MESA_CONFIG_FIELD(compare, max_acc_diff),
+    MESA_CONFIG_FIELD(compare, resamples),
+    MESA_CONFIG_FIELD(compare, seed),
 
     MESA_CONFIG_FIELD(labels, dir),
 
@@ -241,7 +248,7 @@ constexpr size_t FieldsIn(std::string_view section) {
   return count;
 }
 
-static_assert(MemberCount<Config>() == 13, "a new section needs kFields lines");
+static_assert(MemberCount<Config>() == 14, "a new section needs kFields lines");
 static_assert(MemberCount<DecisionsConfig>() == FieldsIn("decisions"),
               "every DecisionsConfig member needs a line in kFields");
 static_assert(MemberCount<EngineConfig>() == FieldsIn("engine"),
@@ -264,6 +271,8 @@ static_assert(MemberCount<PolicyConfig>() == FieldsIn("policy"),
               "every PolicyConfig member needs a line in kFields");
 static_assert(MemberCount<ArtifactsConfig>() == FieldsIn("artifacts"),
               "every ArtifactsConfig member needs a line in kFields");
+static_assert(MemberCount<CompareConfig>() == FieldsIn("compare"),
+              "every CompareConfig member needs a line in kFields");
 static_assert(MemberCount<LabelsConfig>() == FieldsIn("labels"),
               "every LabelsConfig member needs a line in kFields");
 static_assert(MemberCount<LogConfig>() == FieldsIn("log"),

@@ -126,6 +126,11 @@ class Validator {
                    std::numeric_limits<int32_t>::max());
     SecondsUpToAnHour("model.fake_delay_s", m.fake_delay_s);
     SecondsUpToAnHour("model.fake_load_s", m.fake_load_s);
+    if (!(m.fake_temperature > 0 && m.fake_temperature <= 100)) {
+      Error("model.fake_temperature",
+            absl::StrCat(FormatDouble(m.fake_temperature),
+                         " is outside (0, 100]"));
+    }
     const EngineConfig& e = config_.engine;
     Range<int64_t>("engine.batch_tokens", e.batch_tokens, 1, int64_t{1} << 24);
     Range<int64_t>("engine.kv_pool_bytes", e.kv_pool_bytes, 1,
@@ -176,6 +181,17 @@ class Validator {
 
   void CheckStores() {
     if (config_.artifacts.dir.empty()) Error("artifacts.dir", "is empty");
+    const CompareConfig& c = config_.compare;
+    for (const auto& [key, value] :
+         {std::pair<absl::string_view, double>{"compare.max_flip", c.max_flip},
+          {"compare.max_acc_diff", c.max_acc_diff}}) {
+      if (!(value >= 0.0 && value <= 1.0)) {
+        Error(key, absl::StrCat(FormatDouble(value), " is outside [0, 1]"));
+      }
+    }
+    Range<int64_t>("compare.resamples", c.resamples, 1, 100000);
+    Range<int64_t>("compare.seed", c.seed, 0,
+                   std::numeric_limits<int32_t>::max());
     if (config_.labels.dir.empty()) Error("labels.dir", "is empty");
   }
 

@@ -47,6 +47,10 @@ struct DecisionDiagnostics {
   int adapt_n = 0;
   std::string head_version;
   // Every level.
+  // Set only when another model than the provider's own served it (the
+  // composite's failover to the daemon): that model, and why.
+  std::string served_by;
+  std::string failover;
   int prompts = 0;            // prompts scored for this decision
   std::string prompt_sha256;  // of the prompt with the caller's order
   std::vector<std::string> prompt_texts;  // when asked for

@@ -95,9 +95,15 @@ double Coverage(const std::vector<RiskPoint>& curve, double risk) {
   return 1.0;
 }
 
-std::vector<ReliabilityBin> Bins(const ProbRows& rows,
-                                 const std::vector<int>& labels, int n_bins) {
-  const std::vector<size_t> order = ByConfidence(rows, /*descending=*/false);
+// Items by confidence ascending (stable), cut as numpy.array_split cuts:
+// the first N mod B bins one larger; empty bins left out.
+std::vector<ReliabilityBin> BinsOf(const std::vector<double>& confidence,
+                                   const std::vector<char>& right, int n_bins) {
+  std::vector<size_t> order(confidence.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return confidence[a] < confidence[b];
+  });
   const size_t n = order.size();
   const size_t base = n / static_cast<size_t>(n_bins);
   const size_t extra = n % static_cast<size_t>(n_bins);
@@ -106,19 +112,38 @@ std::vector<ReliabilityBin> Bins(const ProbRows& rows,
   for (size_t b = 0; b < static_cast<size_t>(n_bins); ++b) {
     const size_t size = base + (b < extra ? 1 : 0);
     if (size == 0) continue;
-    double conf = 0.0, right = 0.0;
+    double conf = 0.0, hits = 0.0;
     for (size_t k = at; k < at + size; ++k) {
-      const auto& row = rows[order[k]];
-      const int top = Argmax(row);
-      conf += row[top];
-      right += top == labels[order[k]] ? 1.0 : 0.0;
+      conf += confidence[order[k]];
+      hits += right[order[k]] != 0 ? 1.0 : 0.0;
     }
     bins.push_back({static_cast<int64_t>(size),
                     conf / static_cast<double>(size),
-                    right / static_cast<double>(size)});
+                    hits / static_cast<double>(size)});
     at += size;
   }
   return bins;
+}
+
+std::vector<ReliabilityBin> Bins(const ProbRows& rows,
+                                 const std::vector<int>& labels, int n_bins) {
+  std::vector<double> confidence(rows.size());
+  std::vector<char> right(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int top = Argmax(rows[i]);
+    confidence[i] = rows[i][top];
+    right[i] = top == labels[i] ? 1 : 0;
+  }
+  return BinsOf(confidence, right, n_bins);
+}
+
+double EceOfBins(const std::vector<ReliabilityBin>& bins, double n) {
+  double ece = 0.0;
+  for (const ReliabilityBin& bin : bins) {
+    ece += static_cast<double>(bin.count) / n *
+           std::abs(bin.confidence - bin.accuracy);
+  }
+  return ece;
 }
 
 // F1 per class over the classes among labels and predictions (scikit-learn's
@@ -171,10 +196,7 @@ absl::StatusOr<Summary> Summarize(const ProbRows& probs,
   s.brier = brier / dn;
   s.nll = nll / dn;
   s.macro_f1 = MacroF1(predicted, labels);
-  for (const ReliabilityBin& bin : Bins(*rows, labels, kEceBins)) {
-    s.ece += static_cast<double>(bin.count) / dn *
-             std::abs(bin.confidence - bin.accuracy);
-  }
+  s.ece = EceOfBins(Bins(*rows, labels, kEceBins), dn);
   const std::vector<RiskPoint> curve = Curve(*rows, labels);
   s.cov5 = Coverage(curve, 0.05);
   double risk_sum = 0.0;
@@ -190,6 +212,13 @@ absl::StatusOr<Summary> Summarize(const ProbRows& probs,
     s.flip = flips / dn;
   }
   return s;
+}
+
+double EqualMassEce(const std::vector<double>& confidence,
+                    const std::vector<char>& right, int n_bins) {
+  if (confidence.empty() || n_bins < 1) return 0.0;
+  return EceOfBins(BinsOf(confidence, right, n_bins),
+                   static_cast<double>(confidence.size()));
 }
 
 absl::StatusOr<double> CoverageAtRisk(const ProbRows& probs,

@@ -53,6 +53,13 @@ struct ReliabilityBin {
 absl::StatusOr<std::vector<ReliabilityBin>> ReliabilityBins(
     const ProbRows& probs, const std::vector<int>& labels, int n_bins = 15);
 
+// The ECE of items given each one's top-1 confidence and whether its top
+// answer is right (`right` 0 or 1), binned as ReliabilityBins: what
+// Summarize reports, for callers that resample items (agreement.h). 0 for
+// no items.
+double EqualMassEce(const std::vector<double>& confidence,
+                    const std::vector<char>& right, int n_bins = 15);
+
 // The risk-coverage curve: point k (1-based) is (k / N, errors_k / k) in
 // descending confidence order.
 struct RiskPoint {

@@ -86,7 +86,17 @@ Json LockQuestions(const QuestionSet& set) {
 }
 
 std::string LockSha(const QuestionSet& set) {
-  return util::Sha256Hex(decision::PyJsonCanonical(LockQuestions(set)));
+  return LockShaOf(LockQuestions(set));
+}
+
+std::string LockShaOf(const Json& questions) {
+  return util::Sha256Hex(decision::PyJsonCanonical(questions));
+}
+
+std::map<std::string, std::string> LockKeys(const QuestionSet& set) {
+  std::map<std::string, std::string> keys;
+  for (const QuestionEntry& e : set.entries()) keys[e.id()] = e.question.key();
+  return keys;
 }
 
 std::string HostedSql(const decision::Question& question) {

@@ -7,6 +7,7 @@
 // "hosted_sql": {qid: prompt_jev SQL}, "lock_sha": hex}, byte for byte.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,11 @@ nlohmann::ordered_json LockQuestions(const QuestionSet& set);
 // SHA-256 hex of the "questions" mapping alone, serialised with sorted keys,
 // separators "," and ":" and non-ASCII kept (hosted_sql is outside it).
 std::string LockSha(const QuestionSet& set);
+// The same of a "questions" mapping as a client sends it (the Bundles
+// service checks a recorded lock against its sha).
+std::string LockShaOf(const nlohmann::ordered_json& questions);
+// {question id: key} of the set.
+std::map<std::string, std::string> LockKeys(const QuestionSet& set);
 
 // The prompt_jev SQL literal hosted Jev would run for a question:
 // prompt_jev(state_text, '<text>', noul := TRUE) | choice := ['a', ...] |

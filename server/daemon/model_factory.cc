@@ -103,6 +103,7 @@ absl::StatusOr<LoadedModel> LoadModel(
     }
     FakeBackendOptions options;
     options.delay_s = model.fake_delay_s;
+    options.temperature = model.fake_temperature;
     return Adapted(std::make_unique<FakeBackend>(options));
   }
   std::error_code error;

@@ -1,7 +1,5 @@
 #include "server/engine/pass_failure.h"
 
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -13,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "common/text/utf8.h"
 #include "server/engine/device_fault.h"
+#include "server/model/cuda/cuda_calls.h"
 
 namespace mesa_anyjev::engine {
 namespace {
@@ -72,7 +71,7 @@ bool LeavesContextUnusable(const std::exception& e, bool on_cuda) {
   if (!on_cuda) return false;
   // Anything else on CUDA: a context that still works synchronises.
   try {
-    c10::cuda::device_synchronize();
+    model::cuda::Synchronize(model::cuda::CurrentDevice());
   } catch (const std::exception&) {
     return true;
   }
@@ -92,7 +91,7 @@ absl::Status PassFailure(const std::exception& e, const PassSize& size,
   if (IsOutOfMemory(e)) {
     // The pass's tensors are gone; what the allocator kept of them goes
     // back to the device, for other processes and the next pass alike.
-    if (on_cuda) c10::cuda::CUDACachingAllocator::emptyCache();
+    if (on_cuda) model::cuda::EmptyCache();
     return absl::ResourceExhaustedError(absl::StrCat(
         "a forward pass of ", size.tokens, " new tokens (", size.segments,
         " segments) ran out of memory on ", device, ": ", ExceptionLine(e),

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 
 #include <algorithm>
 #include <cstring>
@@ -24,6 +23,7 @@
 #include "server/engine/pass_planner.h"
 #include "server/model/attention_buckets.h"
 #include "server/model/cpu_gemm.h"
+#include "server/model/cuda/cuda_calls.h"
 #include "server/model/device_probe.h"
 #include "server/model/kernels/resolve.h"
 #include "server/model/memory_fit.h"
@@ -611,12 +611,9 @@ std::optional<DeviceInfo> Qwen3Backend::device_info() const {
 std::optional<DeviceMemory> Qwen3Backend::device_memory() const {
   const at::Device device = state_->model->device();
   if (!device.is_cuda()) return std::nullopt;
-  const auto stats =
-      c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-  constexpr auto kAll =
-      static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-  return DeviceMemory{stats.allocated_bytes[kAll].current,
-                      stats.reserved_bytes[kAll].current};
+  const model::cuda::AllocatorStats stats =
+      model::cuda::ReadAllocatorStats(device.index());
+  return DeviceMemory{stats.allocated_bytes, stats.reserved_bytes};
 }
 
 }  // namespace mesa_anyjev::engine

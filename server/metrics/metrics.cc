@@ -43,7 +43,8 @@ constexpr util::EnumName<Method> kMethodNames[] = {
     {Method::kGetBundle, "Bundles.Get"},
     {Method::kPutBundle, "Bundles.Put"},
     {Method::kPromoteBundle, "Bundles.Promote"},
-    {Method::kRollbackBundle, "Bundles.Rollback"}};
+    {Method::kRollbackBundle, "Bundles.Rollback"},
+    {Method::kPutAgreement, "Bundles.PutAgreement"}};
 static_assert(util::NamesEvery(
     kMethodNames, static_cast<Method>(static_cast<int>(Method::kCount) - 1)));
 

@@ -40,6 +40,7 @@ enum class Method {
   kPutBundle,
   kPromoteBundle,
   kRollbackBundle,
+  kPutAgreement,
   kCount
 };
 const char* MethodName(Method method);

@@ -1,13 +1,10 @@
 #include "server/model/pass_graphs.h"
 
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/InferenceMode.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include "server/model/attention.h"
+#include "server/model/cuda/cuda_calls.h"
 #include "server/model/qwen3_model.h"
 
 namespace mesa_anyjev::model {
@@ -18,7 +15,7 @@ struct PassGraphs::Entry {
   at::Tensor buffer;  // [layout.size] int64 on the device: the static inputs
   // Static outputs: [R, L] float32, [R, top_k] float32 and int64.
   at::Tensor labels, top_values, top_ids;
-  std::unique_ptr<at::cuda::CUDAGraph> graph;  // CUDA only
+  std::unique_ptr<cuda::Graph> graph;  // CUDA only
 };
 
 PassGraphs::PassGraphs(const Qwen3Model& model, KvPool& pool,
@@ -66,28 +63,9 @@ PassGraphs::Entry& PassGraphs::EntryFor(const GraphShape& shape) {
   const std::vector<int64_t> pads = PadsOnly(shape, scratch_slot_);
   e->buffer = at::tensor(pads, at::kLong).to(device);
   if (device.is_cuda()) {
-    // Captured on a side stream after one eager run there (cuBLAS and the
-    // allocator set up outside the capture); graphs of every shape share
-    // one memory pool, safe as they replay one at a time and their static
-    // outputs stay held.
-    static const c10::MempoolId_t pool = at::cuda::graph_pool_handle();
-    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream();
-    const c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool();
-    at::cuda::CUDAEvent before;
-    before.record(current);
-    before.block(stream);
-    {
-      c10::cuda::CUDAStreamGuard guard(stream);
-      Body(*e);
-      stream.synchronize();
-      e->graph = std::make_unique<at::cuda::CUDAGraph>();
-      e->graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
-      Body(*e);
-      e->graph->capture_end();
-    }
-    at::cuda::CUDAEvent after;
-    after.record(stream);
-    after.block(current);
+    // Graphs of every shape share one memory pool, safe as they replay one
+    // at a time and their static outputs stay held.
+    e->graph = cuda::Graph::Capture(device.index(), [&] { Body(*e); });
   }
   entries_.push_back(std::move(e));
   return *entries_.back();
@@ -110,7 +88,7 @@ std::optional<PassGraphs::Outputs> PassGraphs::Run(
   std::copy(padded.begin(), padded.end(), host.data_ptr<int64_t>());
   e.buffer.copy_(host, /*non_blocking=*/true);
   if (cuda) {
-    e.graph->replay();
+    e.graph->Replay();
   } else {
     Body(e);
   }

@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/bundles/agreement_record.h"
+#include "common/questions/question_lock.h"
 #include "common/status/status_macros.h"
 #include "common/text/utf8.h"
 #include "server/service/call_admission.h"
@@ -80,7 +82,7 @@ absl::Status BundlesService::Start(Backend* backend,
 }
 
 absl::StatusOr<BundleStore*> BundlesService::StoreFor(
-    const std::string& lock_sha) {
+    const std::string& lock_sha, const std::string& questions_json) {
   if (options_.dir.empty()) {
     return absl::FailedPreconditionError(
         "this daemon keeps no bundle store (decisions.bundles_dir is off)");
@@ -96,6 +98,19 @@ absl::StatusOr<BundleStore*> BundlesService::StoreFor(
         BundleStore::Open(options_.dir, {identity.name, identity.identity},
                           lock_sha, store_options));
     it = stores_.emplace(lock_sha, std::move(store)).first;
+  }
+  if (!questions_json.empty()) {
+    RETURN_IF_ERROR(
+        CheckSize("questions_json", questions_json, options_.max_bundle_bytes));
+    ASSIGN_OR_RETURN(
+        const Json questions,
+        bundles::ParseJsonLimited(questions_json, "questions_json"));
+    const std::string sha = questions::LockShaOf(questions);
+    if (!sha.starts_with(lock_sha)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "questions_json: hashes to ", sha, ", not to lock_sha ", lock_sha));
+    }
+    RETURN_IF_ERROR(it->second->KeepLockQuestions(questions));
   }
   return it->second.get();
 }
@@ -122,10 +137,12 @@ absl::Status BundlesService::CheckServable(const Json& artifacts) {
         "artifacts_json: no \"model\" naming the model it was fit on");
   }
   if (artifacts["model"].get<std::string>() != served) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("artifacts_json: fit on '",
-                     text::Printable(artifacts["model"].get<std::string>()),
-                     "', the served model is '", served, "'"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "artifacts_json: fit on '",
+        text::Printable(artifacts["model"].get<std::string>()),
+        "', the served model is '", served,
+        "'; another model's bundle loads only through `mesa-anyjev bundles "
+        "adopt`, once `mesa-anyjev bench compare` shows the two agree"));
   }
   // Loaded whole into a scratch store over the same model, as serving
   // would load it: nothing runs on the model and nothing is written yet.
@@ -238,7 +255,9 @@ grpc::ServerUnaryReactor* BundlesService::List(
       context, raw_request, raw_response, Method::kListBundles,
       [this](const v1::ListBundlesRequest* request,
              v1::ListBundlesResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
+        ASSIGN_OR_RETURN(
+            BundleStore * store,
+            StoreFor(request->lock_sha(), request->questions_json()));
         ASSIGN_OR_RETURN(const auto versions, store->List());
         ASSIGN_OR_RETURN(const auto current, store->CurrentAll());
         response->set_model(store->model().model);
@@ -259,6 +278,23 @@ grpc::ServerUnaryReactor* BundlesService::List(
         response->set_served_lock_sha(served_lock_);
         if (absl::Status writable = store->CheckWritable(); !writable.ok()) {
           response->set_write_error(std::string(writable.message()));
+        }
+        if (const auto keys = store->LockKeys(); keys.has_value()) {
+          for (const auto& [id, from] : store->Inherited(*keys)) {
+            v1::InheritedBundle& out = (*response->mutable_inherited())[id];
+            out.set_lock_sha(from.lock);
+            out.set_version(from.version);
+            out.set_manifest_json(from.manifest.dump());
+          }
+        }
+        for (const auto& stored : bundles::ListAgreements(store->dir())) {
+          v1::AgreementInfo* info = response->add_agreements();
+          info->set_path(stored.path);
+          if (stored.record.ok()) {
+            info->set_record_json(stored.record->dump());
+          } else {
+            info->set_error(std::string(stored.record.status().message()));
+          }
         }
         return absl::OkStatus();
       });
@@ -307,7 +343,9 @@ grpc::ServerUnaryReactor* BundlesService::Put(
                                              request->observations_json(),
                                              "observations_json"));
         }
-        ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
+        ASSIGN_OR_RETURN(
+            BundleStore * store,
+            StoreFor(request->lock_sha(), request->questions_json()));
         RETURN_IF_ERROR(CheckServable(artifacts));
         ASSIGN_OR_RETURN(
             const int version,
@@ -336,20 +374,22 @@ grpc::ServerUnaryReactor* BundlesService::Promote(
     grpc::ByteBuffer* raw_response) {
   return Run<v1::PromoteBundleRequest, v1::PromoteBundleResponse>(
       context, raw_request, raw_response, Method::kPromoteBundle,
-      [this](
-          const v1::PromoteBundleRequest* request,
-          v1::PromoteBundleResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        RETURN_IF_ERROR(CheckVersion(request->version()));
-        RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
-        ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
-        RETURN_IF_ERROR(
-            CheckLoads(store, request->version(), request->question_id()));
-        ASSIGN_OR_RETURN(
-            const auto moved,
-            store->Promote(request->version(), request->question_id(),
-                           request->force()));
-        return AnswerMove(store, moved, response);
-      });
+      [this](const v1::PromoteBundleRequest* request,
+             v1::PromoteBundleResponse* response)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            RETURN_IF_ERROR(CheckVersion(request->version()));
+            RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
+            ASSIGN_OR_RETURN(
+                BundleStore * store,
+                StoreFor(request->lock_sha(), request->questions_json()));
+            RETURN_IF_ERROR(
+                CheckLoads(store, request->version(), request->question_id()));
+            ASSIGN_OR_RETURN(
+                const auto moved,
+                store->Promote(request->version(), request->question_id(),
+                               request->force()));
+            return AnswerMove(store, moved, response);
+          });
 }
 
 grpc::ServerUnaryReactor* BundlesService::Rollback(
@@ -357,14 +397,47 @@ grpc::ServerUnaryReactor* BundlesService::Rollback(
     grpc::ByteBuffer* raw_response) {
   return Run<v1::RollbackBundleRequest, v1::RollbackBundleResponse>(
       context, raw_request, raw_response, Method::kRollbackBundle,
+      [this](const v1::RollbackBundleRequest* request,
+             v1::RollbackBundleResponse* response)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
+            ASSIGN_OR_RETURN(
+                BundleStore * store,
+                StoreFor(request->lock_sha(), request->questions_json()));
+            ASSIGN_OR_RETURN(const auto moved,
+                             store->Rollback(request->question_id()));
+            return AnswerMove(store, moved, response);
+          });
+}
+
+grpc::ServerUnaryReactor* BundlesService::PutAgreement(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
+  return Run<v1::PutAgreementRequest, v1::PutAgreementResponse>(
+      context, raw_request, raw_response, Method::kPutAgreement,
       [this](
-          const v1::RollbackBundleRequest* request,
-          v1::RollbackBundleResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        RETURN_IF_ERROR(bundles::CheckQuestionId(request->question_id()));
+          const v1::PutAgreementRequest* request,
+          v1::PutAgreementResponse* response) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        RETURN_IF_ERROR(CheckSize("record_json", request->record_json(),
+                                  options_.max_bundle_bytes));
+        ASSIGN_OR_RETURN(
+            const Json record,
+            bundles::ParseJsonLimited(request->record_json(), "record_json"));
+        RETURN_IF_ERROR(bundles::CheckAgreementRecord(record));
         ASSIGN_OR_RETURN(BundleStore * store, StoreFor(request->lock_sha()));
-        ASSIGN_OR_RETURN(const auto moved,
-                         store->Rollback(request->question_id()));
-        return AnswerMove(store, moved, response);
+        if (!record["questions_lock_sha"].get<std::string>().starts_with(
+                store->lock_sha())) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("record_json: measured under questions lock ",
+                           record["questions_lock_sha"].dump(),
+                           ", not lock_sha ", store->lock_sha()));
+        }
+        ASSIGN_OR_RETURN(
+            const std::string path,
+            bundles::WriteAgreement(store->dir(), store->model(), record));
+        spdlog::info("bundles: agreement record kept at {}", path);
+        response->set_path(path);
+        return absl::OkStatus();
       });
 }
 

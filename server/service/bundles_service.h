@@ -49,7 +49,9 @@ using RawServiceBundles =
             ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Put<
                 ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Promote<
                     ::mesa::anyjev::v1::Bundles::WithRawCallbackMethod_Rollback<
-                        ::mesa::anyjev::v1::Bundles::Service>>>>>;
+                        ::mesa::anyjev::v1::Bundles::
+                            WithRawCallbackMethod_PutAgreement<
+                                ::mesa::anyjev::v1::Bundles::Service>>>>>>;
 
 class BundlesService final : public RawServiceBundles {
  public:
@@ -84,6 +86,9 @@ class BundlesService final : public RawServiceBundles {
   grpc::ServerUnaryReactor* Rollback(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* raw_request,
                                      grpc::ByteBuffer* raw_response) override;
+  grpc::ServerUnaryReactor* PutAgreement(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
+      grpc::ByteBuffer* raw_response) override;
 
  private:
   // Admits the call and runs `work` on the store worker, finishing the call
@@ -94,7 +99,10 @@ class BundlesService final : public RawServiceBundles {
                                 const grpc::ByteBuffer* raw_request,
                                 grpc::ByteBuffer* raw_response,
                                 metrics::Method method, Work work);
-  absl::StatusOr<bundles::BundleStore*> StoreFor(const std::string& lock_sha)
+  // The store of `lock_sha`; with `questions_json` (the lock's questions
+  // mapping, checked against the sha) recorded there when it is not yet.
+  absl::StatusOr<bundles::BundleStore*> StoreFor(
+      const std::string& lock_sha, const std::string& questions_json = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the version's entries for the question load into a decider of
   // this model, without touching the live one.

@@ -24,6 +24,7 @@ Role RequiredRole(Method method) {
     case Method::kLoadArtifacts:
     case Method::kResetPriors:
     case Method::kPutBundle:
+    case Method::kPutAgreement:
       return Role::kLearn;
     case Method::kPromoteBundle:
     case Method::kRollbackBundle:

@@ -87,10 +87,13 @@ def test_doctor_fake_passes_with_the_lock_and_backend_lines():
     assert lines[1] == "[ok] backend: kind=fake planner=static profile=prod"
     assert lines[2].startswith("[ok] artifacts: no promoted bundle for fake under ")
     assert lines[2].endswith("(serving at L0)")
-    assert len(lines) == 3
+    assert lines[3] == ("[ok] agreements: none for fake (`mesa-anyjev bench compare` "
+                        "measures one)")
+    assert len(lines) == 4
     doc = json.loads(run_cli("doctor", "--backend", "fake", "--json").stdout)
     assert doc["ok"] is True and doc["backend"] == "fake"
-    assert [c["name"] for c in doc["checks"]] == ["questions lock", "backend", "artifacts"]
+    assert [c["name"] for c in doc["checks"]] == ["questions lock", "backend", "artifacts",
+                                                  "agreements"]
 
 
 def test_doctor_reports_lock_drift(tmp_path):
@@ -107,7 +110,7 @@ def test_doctor_hf_on_the_fake_daemon(daemon):
     assert r.returncode == 0, r.stdout + r.stderr
     assert check_names(r.stdout) == ["questions lock", "backend", "daemon", "hf model",
                                      "label tokens", "answer mass", "early stop", "attention",
-                                     "artifacts"]
+                                     "artifacts", "agreements"]
     out = r.stdout
     assert f"[ok] daemon: {daemon.address} -> SERVING" in out
     assert "[ok] hf model: fake n_layers=4 hidden_size=64" in out
@@ -156,7 +159,8 @@ def test_doctor_gateway_passes_against_a_vllm_like_server(gateway):
     assert r.returncode == 0, r.stdout + r.stderr
     assert check_names(r.stdout) == ["questions lock", "backend", "gateway liveness",
                                      "tokenizer", "label tokens", "label readout",
-                                     "gateway logprobs", "logprobs cap", "artifacts"]
+                                     "gateway logprobs", "logprobs cap", "artifacts",
+                                     "agreements"]
     assert f"[ok] gateway liveness: {server.url}/health/liveliness -> 200" in r.stdout
     assert "[ok] label readout: top_k (the server refuses logprob_token_ids)" in r.stdout
     assert "[ok] gateway logprobs: top_k=20 labels_present=true " in r.stdout

@@ -155,3 +155,87 @@ def test_rows_of_different_width_are_zero_padded():
 def test_bad_input_is_refused_naming_the_field(case, needle):
     [got] = run([case])
     assert needle in got["error"]
+
+
+# --- two models' agreement (common/eval/agreement.h, bench compare) ---------
+# Oracles: scipy's binomtest for the Wilson interval, numpy.percentile, and a
+# bootstrap written here with numpy's legacy RandomState(seed).randint(0, n,
+# size=(resamples, n)): the same resamples the C++ draws, so the intervals
+# must match to rounding.
+
+def test_wilson_interval_matches_scipy():
+    from scipy.stats import binomtest
+    cases = [[0, 1], [0, 35], [1, 35], [3, 40], [20, 40], [40, 40], [7, 1000], [0, 285]]
+    got = run([{"wilson": c} for c in cases])
+    for (k, n), (lo, hi) in zip(cases, got):
+        ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        assert (lo, hi) == pytest.approx((ci.low, ci.high), abs=1e-12), (k, n)
+
+
+@pytest.mark.parametrize("q", [0, 2.5, 50, 95, 97.5, 100])
+def test_percentile_is_numpys_linear(q):
+    rng = np.random.default_rng(int(q * 10) + 1)
+    for n in (1, 2, 7, 2000):
+        values = rng.normal(size=n).tolist()
+        [got] = run([{"percentile": [values, q]}])
+        assert got == pytest.approx(np.percentile(values, q), abs=1e-12)
+
+
+def bootstrap_oracle(pa, pb, y, resamples, seed):
+    n = len(y)
+    idx = np.random.RandomState(seed).randint(0, n, size=(resamples, n))
+
+    def figures(p, pick):
+        q, t = p[pick], y[pick]
+        return (np.mean(q.argmax(axis=1) == t),
+                -np.mean(np.log(np.maximum(q[np.arange(len(t)), t], 1e-12))),
+                ece_oracle(q, t))
+
+    diffs = np.array([np.subtract(figures(pa, r), figures(pb, r)) for r in idx])
+    return [(np.percentile(diffs[:, m], 2.5), np.percentile(diffs[:, m], 97.5))
+            for m in range(3)]
+
+
+@pytest.mark.parametrize("n,k,seed,resamples", [(40, 2, 0, 500), (150, 4, 7, 300),
+                                                (9, 3, 123, 200)])
+def test_compare_models_matches_numpy_and_sklearn(n, k, seed, resamples):
+    rng = np.random.default_rng(n + k)
+    pa, y = random_case(rng, n, k, 1.5)
+    noise, _ = random_case(rng, n, k, 1.5)
+    pb = 0.7 * pa + 0.3 * noise  # a second model that mostly agrees
+    [got] = run([{"compare": {"a": pa.tolist(), "b": pb.tolist(), "labels": y.tolist(),
+                              "resamples": resamples, "seed": seed}}])
+    flips = int(np.sum(pa.argmax(axis=1) != pb.argmax(axis=1)))
+    assert got["n"] == n and got["flips"] == flips
+    assert got["flip_rate"] == pytest.approx(flips / n, abs=1e-15)
+    from scipy.stats import binomtest
+    ci = binomtest(flips, n).proportion_ci(method="wilson")
+    assert (got["flip_lo"], got["flip_hi"]) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    tv = 0.5 * np.abs(pa - pb).sum(axis=1)
+    assert got["mean_abs_dp"] == pytest.approx(tv.mean(), abs=1e-12)
+    assert got["p95_abs_dp"] == pytest.approx(np.percentile(tv, 95), abs=1e-12)
+    for side, p in (("a", pa), ("b", pb)):
+        assert got[side]["acc"] == pytest.approx(accuracy_score(y, p.argmax(axis=1)), abs=1e-12)
+        assert got[side]["nll"] == pytest.approx(log_loss(y, p, labels=list(range(k))),
+                                                 rel=1e-9)
+        assert got[side]["ece"] == pytest.approx(ece_oracle(p, y), abs=1e-12)
+    for name, (lo, hi) in zip(("acc", "nll", "ece"), bootstrap_oracle(pa, pb, y, resamples,
+                                                                      seed)):
+        assert got[name]["value"] == pytest.approx(got["a"][name] - got["b"][name], abs=1e-15)
+        assert (got[name]["lo"], got[name]["hi"]) == pytest.approx((lo, hi), abs=1e-12), name
+
+
+def test_compare_models_identical_and_refusals():
+    p = [[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]
+    [same] = run([{"compare": {"a": p, "b": p, "labels": [0, 1, 1], "resamples": 50,
+                               "seed": 1}}])
+    assert same["flips"] == 0 and same["mean_abs_dp"] == 0 and same["p95_abs_dp"] == 0
+    assert all(same[m]["lo"] == same[m]["hi"] == 0 for m in ("acc", "nll", "ece"))
+    bad = run([{"compare": {"a": p, "b": p[:2], "labels": [0, 1, 1], "resamples": 5,
+                            "seed": 0}},
+               {"compare": {"a": p, "b": p, "labels": [0, 1, 1], "resamples": 0, "seed": 0}},
+               {"compare": {"a": p, "b": [[0.5, 0.5], [0.5, 0.5], [0.5, -1]],
+                            "labels": [0, 1, 1], "resamples": 5, "seed": 0}}])
+    assert "model a decided 3 states, model b 2" in bad[0]["error"]
+    assert "resamples: 0 is below 1" in bad[1]["error"]
+    assert bad[2]["error"].startswith("model b: probs[2]")

@@ -42,6 +42,7 @@ NEEDS = {
     "mesa.anyjev.v1.Decisions/LoadArtifacts": "learn",
     "mesa.anyjev.v1.Decisions/ResetPriors": "learn",
     "mesa.anyjev.v1.Bundles/Put": "learn",
+    "mesa.anyjev.v1.Bundles/PutAgreement": "learn",
     "mesa.anyjev.v1.Bundles/Promote": "admin",
     "mesa.anyjev.v1.Bundles/Rollback": "admin",
 }
@@ -112,7 +113,7 @@ def test_every_rpc_against_every_role(start_daemon, team):
                                     grpc.StatusCode.UNAUTHENTICATED), (method, tenant, details)
         code, details = code_of(raw_call, daemon, f"/{method}", b"", metadata=auth("nope"))
         assert code == grpc.StatusCode.UNAUTHENTICATED and details == "invalid bearer token"
-    assert denied == {"pipe": 6, "curator": 2, "ops": 0}
+    assert denied == {"pipe": 7, "curator": 2, "ops": 0}
     # Health stays open; the start log names the tenants, never a token or
     # a digest.
     assert daemon.health_status() == "SERVING"

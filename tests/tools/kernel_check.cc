@@ -20,9 +20,6 @@
 // the check fails. Exit 0 all parity within bounds, 1 not, 2 usage.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime_api.h>
 #include <torch/version.h>
 
 #include <CLI/CLI.hpp>
@@ -37,6 +34,7 @@
 #include <vector>
 
 #include "common/config/kernel_set.h"
+#include "server/model/cuda/cuda_calls.h"
 #include "server/model/kernels/qk_norm_rope.h"
 #include "server/model/kernels/resolve.h"
 #include "server/model/kernels/rms_norm.h"
@@ -46,6 +44,7 @@
 namespace {
 
 namespace kernels = mesa_anyjev::model::kernels;
+namespace model = mesa_anyjev::model;
 namespace f64 = mesa_anyjev::kernel_float64;
 using nlohmann::json;
 
@@ -130,10 +129,7 @@ at::Tensor Poisoned(at::IntArrayRef sizes, const Options& o) {
 // Timing
 
 void Synchronize(const at::Device& device) {
-  if (device.is_cuda()) {
-    C10_CUDA_CHECK(cudaStreamSynchronize(
-        c10::cuda::getCurrentCUDAStream(device.index()).stream()));
-  }
+  if (device.is_cuda()) model::cuda::Synchronize(device.index());
 }
 
 // Milliseconds one call takes: device events on CUDA, a clock on the CPU.
@@ -146,20 +142,7 @@ double TimeMs(const at::Device& device, const std::function<void()>& call) {
                std::chrono::steady_clock::now() - start)
         .count();
   }
-  const cudaStream_t stream =
-      c10::cuda::getCurrentCUDAStream(device.index()).stream();
-  cudaEvent_t start, stop;
-  C10_CUDA_CHECK(cudaEventCreate(&start));
-  C10_CUDA_CHECK(cudaEventCreate(&stop));
-  C10_CUDA_CHECK(cudaEventRecord(start, stream));
-  call();
-  C10_CUDA_CHECK(cudaEventRecord(stop, stream));
-  C10_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  C10_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  C10_CUDA_CHECK(cudaEventDestroy(start));
-  C10_CUDA_CHECK(cudaEventDestroy(stop));
-  return ms;
+  return model::cuda::EventMilliseconds(device.index(), call);
 }
 
 json Spread(std::vector<double> ms) {
@@ -394,10 +377,10 @@ json SiluMulCheck(const Options& o, const Shape& s, int64_t n) {
 
 std::string DeviceName(const at::Device& device) {
   if (!device.is_cuda()) return "cpu";
-  cudaDeviceProp props{};
-  C10_CUDA_CHECK(cudaGetDeviceProperties(&props, device.index()));
-  return std::string(props.name) + " (compute capability " +
-         std::to_string(props.major) + "." + std::to_string(props.minor) + ")";
+  const auto props = model::cuda::ReadProperties(device.index());
+  if (!props.ok()) return std::string(props.status().message());
+  return props->name + " (compute capability " + std::to_string(props->major) +
+         "." + std::to_string(props->minor) + ")";
 }
 
 int Run(const Options& o) {

@@ -10,12 +10,18 @@
 // "brier", "nll", "ece", "flip", "cov@5%", "aurc", "coverage" {risk: cov},
 // "bins" [[count, conf, acc]], "curve" [[coverage, risk]]}, or {"error":
 // message} when the metrics refuse the input.
+//
+// A case {"compare": {"a": rows, "b": rows, "labels": [...], "resamples",
+// "seed"}} runs eval::CompareModels instead (common/eval/agreement.h) and
+// answers its figures; {"wilson": [k, n]} answers [lo, hi]; {"percentile":
+// [values, q]} answers numpy.percentile's value.
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/eval/agreement.h"
 #include "common/eval/metrics.h"
 
 namespace {
@@ -23,7 +29,49 @@ namespace {
 using mesa_anyjev::eval::ProbRows;
 using nlohmann::json;
 
+json Diff(const mesa_anyjev::eval::PairedDifference& d) {
+  return {{"value", d.value}, {"lo", d.interval.lo}, {"hi", d.interval.hi}};
+}
+
+json Figures(const mesa_anyjev::eval::ModelFigures& f) {
+  return {{"acc", f.acc}, {"nll", f.nll}, {"ece", f.ece}};
+}
+
+json CompareCase(const json& c) {
+  mesa_anyjev::eval::BootstrapOptions options;
+  options.resamples = c.at("resamples").get<int32_t>();
+  options.seed = c.at("seed").get<uint32_t>();
+  auto got = mesa_anyjev::eval::CompareModels(
+      c.at("a").get<ProbRows>(), c.at("b").get<ProbRows>(),
+      c.at("labels").get<std::vector<int>>(), options);
+  if (!got.ok()) return {{"error", std::string(got.status().message())}};
+  return {{"n", got->n},
+          {"flips", got->flips},
+          {"flip_rate", got->flip_rate},
+          {"flip_lo", got->flip_interval.lo},
+          {"flip_hi", got->flip_interval.hi},
+          {"mean_abs_dp", got->mean_abs_dp},
+          {"p95_abs_dp", got->p95_abs_dp},
+          {"a", Figures(got->a)},
+          {"b", Figures(got->b)},
+          {"acc", Diff(got->acc)},
+          {"nll", Diff(got->nll)},
+          {"ece", Diff(got->ece)}};
+}
+
 json RunCase(const json& c) {
+  if (c.contains("compare")) return CompareCase(c.at("compare"));
+  if (c.contains("wilson")) {
+    const auto w =
+        mesa_anyjev::eval::WilsonInterval(c.at("wilson").at(0).get<int64_t>(),
+                                          c.at("wilson").at(1).get<int64_t>());
+    return json::array({w.lo, w.hi});
+  }
+  if (c.contains("percentile")) {
+    return mesa_anyjev::eval::Percentile(
+        c.at("percentile").at(0).get<std::vector<double>>(),
+        c.at("percentile").at(1).get<double>());
+  }
   const ProbRows probs = c.at("probs").get<ProbRows>();
   const std::vector<int> labels = c.at("labels").get<std::vector<int>>();
   ProbRows flipped;

@@ -1,9 +1,10 @@
 #include "server/model/kernels/cuda_call.h"
 
-#include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+
+#include "server/model/cuda/cuda_calls.h"
 
 namespace mesa_anyjev::model::kernels {
 
@@ -40,12 +41,12 @@ void CheckForLaunch(const char* kernel, const at::Device& device,
   }
 }
 
-cudaStream_t CurrentStream(const at::Device& device) {
-  return c10::cuda::getCurrentCUDAStream(device.index()).stream();
+cuda::Stream CurrentStream(const at::Device& device) {
+  return model::cuda::CurrentStream(device.index());
 }
 
-void CheckLaunched(cudaError_t error, const char* kernel) {
-  TORCH_CHECK(error == cudaSuccess, kernel, ": ", cudaGetErrorString(error));
+void CheckLaunched(int error, const char* kernel) {
+  TORCH_CHECK(error == 0, kernel, ": ", model::cuda::ErrorString(error));
 }
 
 }  // namespace mesa_anyjev::model::kernels

@@ -23,8 +23,9 @@ void CheckForLaunch(const char* kernel, const at::Device& device,
                     bool packed = true);
 
 // The current CUDA stream of `device` (the caller holds a device guard).
-cudaStream_t CurrentStream(const at::Device& device);
+cuda::Stream CurrentStream(const at::Device& device);
 
-void CheckLaunched(cudaError_t error, const char* kernel);
+// A launcher's error as a c10::Error naming the kernel.
+void CheckLaunched(int error, const char* kernel);
 
 }  // namespace mesa_anyjev::model::kernels

@@ -83,18 +83,26 @@ __device__ inline float BlockSum(float v) {
   return WarpSum(lane < warps ? partial[lane] : 0.0f);
 }
 
-// Calls fn with a T of the dtype (its value unused).
+// Calls fn with a T of the dtype (its value unused); the launcher's int.
 template <typename Fn>
-cudaError_t WithType(Dtype dtype, Fn&& fn) {
+int WithType(Dtype dtype, Fn&& fn) {
+  cudaError_t error = cudaErrorInvalidValue;
   switch (dtype) {
     case Dtype::kFloat32:
-      return fn(float{});
+      error = fn(float{});
+      break;
     case Dtype::kBFloat16:
-      return fn(__nv_bfloat16{});
+      error = fn(__nv_bfloat16{});
+      break;
     case Dtype::kFloat16:
-      return fn(__half{});
+      error = fn(__half{});
+      break;
   }
-  return cudaErrorInvalidValue;
+  return static_cast<int>(error);
+}
+
+inline cudaStream_t StreamOf(Stream stream) {
+  return static_cast<cudaStream_t>(stream);
 }
 
 }  // namespace mesa_anyjev::model::kernels::cuda

@@ -2,11 +2,12 @@
 // the ATen reference paths) and their CUDA side (the .cu files): raw
 // pointers and sizes only, so nvcc never parses libtorch's headers (seconds
 // per file instead of minutes on two cores) and the .cu files carry no C++
-// ABI. Each launcher returns the launch's error (cudaGetLastError). A build
-// without the .cu files (cross-compiled) links cuda_launch_unavailable.cc.
+// ABI. Each launcher returns the launch's error (cudaGetLastError, as an
+// int: 0 is success) and takes its stream as the cudaStream_t it is, so no
+// CUDA header is needed to call one. Part of the CUDA seam
+// (server/model/cuda/cuda_calls.h): a build without the CUDA libraries links
+// the twin in server/model/cuda/no_cuda.cc.
 #pragma once
-
-#include <cuda_runtime_api.h>
 
 #include <cstdint>
 
@@ -14,16 +15,19 @@ namespace mesa_anyjev::model::kernels::cuda {
 
 enum class Dtype { kFloat32, kBFloat16, kFloat16 };
 
-// Whether this build compiled the .cu files (resolve.cc).
+// Whether this binary links the .cu files (resolve.cc).
 bool KernelsBuilt();
+
+// A cudaStream_t.
+using Stream = void*;
 
 // Contiguous rows of `h`: residual += x (x null: no add, residual read
 // only), then out = RMSNorm(residual) * weight, rounded as
 // transformers' Qwen3RMSNorm does. h * element size is a multiple of 16,
 // every pointer 16-byte aligned, h * element size <= 40 KiB.
-cudaError_t LaunchAddRmsNorm(Dtype dtype, const void* x, void* residual,
-                             const void* weight, void* out, int64_t rows,
-                             int64_t h, float eps, cudaStream_t stream);
+int LaunchAddRmsNorm(Dtype dtype, const void* x, void* residual,
+                     const void* weight, void* out, int64_t rows, int64_t h,
+                     float eps, Stream stream);
 
 struct QkNormRopeArgs {
   void* qkv = nullptr;  // [tokens, row_stride]: q heads, k heads, v heads
@@ -43,12 +47,11 @@ struct QkNormRopeArgs {
   void* values = nullptr;
   int64_t pool_slots = 0;
 };
-cudaError_t LaunchQkNormRope(Dtype dtype, const QkNormRopeArgs& args,
-                             cudaStream_t stream);
+int LaunchQkNormRope(Dtype dtype, const QkNormRopeArgs& args, Stream stream);
 
 // gate_up [rows, 2 * inner] -> out [rows, inner], both contiguous, 16-byte
 // aligned, inner * element size a multiple of 16.
-cudaError_t LaunchSiluMul(Dtype dtype, const void* gate_up, void* out,
-                          int64_t rows, int64_t inner, cudaStream_t stream);
+int LaunchSiluMul(Dtype dtype, const void* gate_up, void* out, int64_t rows,
+                  int64_t inner, Stream stream);
 
 }  // namespace mesa_anyjev::model::kernels::cuda

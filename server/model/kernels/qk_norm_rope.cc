@@ -1,7 +1,7 @@
 #include "server/model/kernels/qk_norm_rope.h"
 
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAGuard.h>
+#include <c10/core/DeviceGuard.h>
 
 #include "server/model/kernels/cuda_call.h"
 #include "server/model/kernels/rms_norm.h"
@@ -94,7 +94,7 @@ void QkNormRopeCuda(const at::Tensor& qkv, int64_t heads, int64_t kv,
     args.pool_slots = target->keys.numel() / (kv * d);
   }
   if (n == 0) return;
-  const c10::cuda::CUDAGuard guard(device);
+  const c10::DeviceGuard guard(device);
   CheckLaunched(cuda::LaunchQkNormRope(LaunchDtype(qkv, kKernel), args,
                                        CurrentStream(device)),
                 kKernel);

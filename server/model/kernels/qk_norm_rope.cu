@@ -94,14 +94,13 @@ cudaError_t Launch(const QkNormRopeArgs& args, cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t LaunchQkNormRope(Dtype dtype, const QkNormRopeArgs& args,
-                             cudaStream_t stream) {
+int LaunchQkNormRope(Dtype dtype, const QkNormRopeArgs& args, Stream stream) {
   return WithType(dtype, [&](auto t) {
     using T = decltype(t);
     const int64_t half = args.head_dim / 2;
-    if (half <= 32) return Launch<T, 1>(args, stream);
-    if (half <= 64) return Launch<T, 2>(args, stream);
-    if (half <= 128) return Launch<T, 4>(args, stream);
+    if (half <= 32) return Launch<T, 1>(args, StreamOf(stream));
+    if (half <= 64) return Launch<T, 2>(args, StreamOf(stream));
+    if (half <= 128) return Launch<T, 4>(args, StreamOf(stream));
     return cudaErrorInvalidValue;
   });
 }

@@ -4,12 +4,6 @@
 
 namespace mesa_anyjev::model::kernels {
 
-namespace cuda {
-// MESA_ANYJEV_CUDA_KERNELS: 1 where server/model/CMakeLists.txt compiled
-// the .cu files.
-bool KernelsBuilt() { return MESA_ANYJEV_CUDA_KERNELS != 0; }
-}  // namespace cuda
-
 config::KernelSet ResolveKernels(const config::KernelSet& asked,
                                  const c10::Device& device, std::string* note) {
   return config::ResolveKernelSet(asked, device.is_cuda(), cuda::KernelsBuilt(),

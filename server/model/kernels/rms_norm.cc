@@ -1,7 +1,7 @@
 #include "server/model/kernels/rms_norm.h"
 
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAGuard.h>
+#include <c10/core/DeviceGuard.h>
 
 #include "server/model/kernels/cuda_call.h"
 #include "server/model/row_norm.h"
@@ -48,7 +48,7 @@ void AddRmsNormCuda(const at::Tensor& x, const at::Tensor& residual,
           (!x.defined() || !(x.is_alias_of(residual) || x.is_alias_of(out))),
       kKernel, ": x, residual and out must not share memory");
   if (residual.size(0) == 0) return;
-  const c10::cuda::CUDAGuard guard(residual.device());
+  const c10::DeviceGuard guard(residual.device());
   CheckLaunched(cuda::LaunchAddRmsNorm(
                     LaunchDtype(residual, kKernel),
                     x.defined() ? x.data_ptr() : nullptr, residual.data_ptr(),

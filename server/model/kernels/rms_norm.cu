@@ -56,9 +56,9 @@ __global__ void AddRmsNormKernel(const T* __restrict__ x,
 
 }  // namespace
 
-cudaError_t LaunchAddRmsNorm(Dtype dtype, const void* x, void* residual,
-                             const void* weight, void* out, int64_t rows,
-                             int64_t h, float eps, cudaStream_t stream) {
+int LaunchAddRmsNorm(Dtype dtype, const void* x, void* residual,
+                     const void* weight, void* out, int64_t rows, int64_t h,
+                     float eps, Stream stream) {
   return WithType(dtype, [&](auto t) {
     using T = decltype(t);
     const int packs = static_cast<int>(h / Pack<T>::kSize);
@@ -66,7 +66,7 @@ cudaError_t LaunchAddRmsNorm(Dtype dtype, const void* x, void* residual,
     const int threads = std::min(1024, std::max(32, (packs + 31) / 32 * 32));
     const size_t shared = static_cast<size_t>(packs) * sizeof(Pack<T>);
     AddRmsNormKernel<T>
-        <<<static_cast<unsigned>(rows), threads, shared, stream>>>(
+        <<<static_cast<unsigned>(rows), threads, shared, StreamOf(stream)>>>(
             static_cast<const T*>(x), static_cast<T*>(residual),
             static_cast<const T*>(weight), static_cast<T*>(out),
             static_cast<int>(h), eps);

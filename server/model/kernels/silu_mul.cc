@@ -1,7 +1,7 @@
 #include "server/model/kernels/silu_mul.h"
 
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAGuard.h>
+#include <c10/core/DeviceGuard.h>
 
 #include "server/model/kernels/cuda_call.h"
 
@@ -27,7 +27,7 @@ void SiluMulCuda(const at::Tensor& gate_up, const at::Tensor& out) {
   CheckForLaunch(kKernel, gate_up.device(), gate_up.scalar_type(),
                  {&gate_up, &out});
   if (gate_up.size(0) == 0) return;
-  const c10::cuda::CUDAGuard guard(gate_up.device());
+  const c10::DeviceGuard guard(gate_up.device());
   CheckLaunched(
       cuda::LaunchSiluMul(LaunchDtype(gate_up, kKernel), gate_up.data_ptr(),
                           out.data_ptr(), gate_up.size(0), inner,

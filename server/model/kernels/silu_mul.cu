@@ -39,8 +39,8 @@ __global__ void SiluMulKernel(const T* __restrict__ gate_up,
 
 }  // namespace
 
-cudaError_t LaunchSiluMul(Dtype dtype, const void* gate_up, void* out,
-                          int64_t rows, int64_t inner, cudaStream_t stream) {
+int LaunchSiluMul(Dtype dtype, const void* gate_up, void* out, int64_t rows,
+                  int64_t inner, Stream stream) {
   return WithType(dtype, [&](auto t) {
     using T = decltype(t);
     const int64_t packs_per_row = inner / Pack<T>::kSize;
@@ -48,7 +48,8 @@ cudaError_t LaunchSiluMul(Dtype dtype, const void* gate_up, void* out,
     // A grid-stride loop past 2^20 blocks (2^28 packs: 4 G elements).
     const int64_t blocks =
         std::min<int64_t>((packs + kThreads - 1) / kThreads, int64_t{1} << 20);
-    SiluMulKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+    SiluMulKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0,
+                       StreamOf(stream)>>>(
         static_cast<const T*>(gate_up), static_cast<T*>(out), packs_per_row,
         packs);
     return cudaGetLastError();

@@ -176,7 +176,7 @@ TEST_CASE("config: unknown keys are refused, named", "[config]") {
     CHECK_THAT(
         message,
         Contains("server, model, engine, limits, decisions, auth, client, "
-                 "backend, decider, policy, artifacts, labels, log"));
+                 "backend, decider, policy, artifacts, compare, labels, log"));
   }
   SECTION("unknown field in the environment") {
     LoadOptions options;

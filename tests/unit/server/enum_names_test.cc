@@ -65,7 +65,8 @@ TEST_CASE("Method names are distinct", "[enum_names]") {
       {Method::kGetBundle, "Bundles.Get"},
       {Method::kPutBundle, "Bundles.Put"},
       {Method::kPromoteBundle, "Bundles.Promote"},
-      {Method::kRollbackBundle, "Bundles.Rollback"}};
+      {Method::kRollbackBundle, "Bundles.Rollback"},
+      {Method::kPutAgreement, "Bundles.PutAgreement"}};
   CheckNames(expected, metrics::MethodName);
   CHECK(expected.size() == static_cast<size_t>(Method::kCount));
   CHECK(std::string(metrics::MethodName(Method::kCount)) == "unknown");
