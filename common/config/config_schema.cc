@@ -206,18 +206,24 @@ constexpr Field kFields[] = {
 #undef MESA_CONFIG_FIELD
 #undef MESA_CONFIG_ENUM
 
-// ToYaml and the section listing rely on each section being one run.
+// ToYaml and the section listing rely on each section being one run. Linear
+// in the fields but for one pass per section start: clang's constexpr step
+// limit refused the all-pairs version once the table grew.
 constexpr bool SectionsContiguousAndKeysUnique() {
   const size_t n = std::size(kFields);
+  size_t start = 0;  // where the section of field i begins
   for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      const std::string_view key = kFields[i].key_text;
-      if (kFields[j].key_text == key) return false;
+    const std::string_view section = SectionOf(kFields[i].key_text);
+    if (i > 0 && section != SectionOf(kFields[i - 1].key_text)) {
       // A section starting at i must not have appeared before.
-      if (SectionOf(key) != SectionOf(kFields[i - 1].key_text) &&
-          SectionOf(kFields[j].key_text) == SectionOf(key)) {
-        return false;
+      for (size_t j = 0; j < i; ++j) {
+        if (SectionOf(kFields[j].key_text) == section) return false;
       }
+      start = i;
+    }
+    // Sections are runs, so a repeated key would repeat within this one.
+    for (size_t j = start; j < i; ++j) {
+      if (kFields[j].key_text == kFields[i].key_text) return false;
     }
   }
   return true;
