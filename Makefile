@@ -42,7 +42,7 @@ test: install build
 # is built.
 ASAN_DIR   ?= build-asan
 ASAN_TESTS ?= ^(unit:|fuzz replay: |e2e: test_(errors|hardening|decisions|inference|lifecycle|bundles_served|metrics|qwen3_served|reflection)$$)
-FUZZ_REPLAYS := $(addprefix fuzz_,$(addsuffix _replay,strict_json rpc_requests artifacts safetensors tokenizer_json tokenizer_text config_yaml labels gateway_response))
+FUZZ_REPLAYS := $(addprefix fuzz_,$(addsuffix _replay,strict_json rpc_requests artifacts safetensors tokenizer_json tokenizer_text config_yaml tokens_file labels gateway_response))
 test-asan: install
 	@TORCH_PREFIX=$$($(PYTHON) -c 'import torch; print(torch.utils.cmake_prefix_path)') && \
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -175,6 +175,7 @@ int Main(int argc, char** argv) {
   cli::AddLearnCommand(&commands);
   cli::AddBenchCommand(&commands);
   cli::AddBundlesCommand(&commands);
+  cli::AddTokensCommand(&commands);
 
   if (const std::optional<int> code =
           Parse(&app, commands, common, argc, argv)) {

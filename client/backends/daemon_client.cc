@@ -96,18 +96,20 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
                           token.has_value(), config.timeout_s};
   return std::unique_ptr<DaemonClient>(new DaemonClient(
       std::move(channel), std::move(token), absl::Seconds(config.timeout_s),
-      std::move(endpoint), config.affinity_bytes));
+      std::move(endpoint), config.affinity_bytes,
+      config.priority == "default" ? "" : config.priority));
 }
 
 DaemonClient::DaemonClient(std::shared_ptr<grpc::Channel> channel,
                            std::optional<std::string> token,
                            absl::Duration timeout, DaemonEndpoint endpoint,
-                           int32_t affinity_bytes)
+                           int32_t affinity_bytes, std::string priority)
     : channel_(std::move(channel)),
       token_(std::move(token)),
       timeout_(timeout),
       endpoint_(std::move(endpoint)),
-      affinity_bytes_(affinity_bytes) {}
+      affinity_bytes_(affinity_bytes),
+      priority_(std::move(priority)) {}
 
 absl::Status DaemonClient::Failed(const grpc::Status& status,
                                   std::string_view what,
@@ -134,6 +136,9 @@ void DaemonClient::Prepare(grpc::ClientContext& context,
       absl::ToChronoTime(deadline.value_or(absl::Now() + timeout_)));
   if (token_.has_value())
     context.AddMetadata("authorization", "Bearer " + *token_);
+  if (!priority_.empty()) {
+    context.AddMetadata(auth::kPriorityMetadata, priority_);
+  }
   if (const std::string key = util::AffinityKey(first_text, affinity_bytes_);
       !key.empty()) {
     context.AddMetadata(util::kAffinityMetadata, key);
@@ -214,6 +219,23 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
   }
   if (info.system_memory_available_bytes() > 0) {
     out.system_memory_available = info.system_memory_available_bytes();
+  }
+  if (info.has_caller()) {
+    const v1::CallerInfo& c = info.caller();
+    DaemonCaller caller;
+    caller.auth = c.auth();
+    caller.tenant.name = c.tenant();
+    caller.tenant.role =
+        auth::ParseRole(c.role()).value_or(auth::Role::kDecide);
+    caller.tenant.weight = c.weight();
+    caller.tenant.priority = auth::ParsePriority(c.default_priority());
+    caller.tenant.max_priority =
+        auth::ParsePriority(c.max_priority()).value_or(Priority::kInteractive);
+    caller.tenant.max_queued_calls = c.max_queued_calls();
+    caller.tenant.max_queued_tokens = c.max_queued_tokens();
+    caller.priority =
+        auth::ParsePriority(c.priority()).value_or(Priority::kInteractive);
+    out.caller = std::move(caller);
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "client/backends/daemon_errors.h"
 #include "client/backends/retry_rule.h"
+#include "common/auth/tenant.h"
 #include "common/backend.h"
 #include "common/bundles/agreement_record.h"
 #include "common/bundles/bundle_store.h"
@@ -33,13 +34,21 @@ class Status;
 
 namespace mesa_anyjev::client {
 
+// The caller as the daemon sees its token (GetModelInfo's caller).
+struct DaemonCaller {
+  bool auth = false;    // false: auth off, every caller may do all
+  auth::Tenant tenant;  // name "" when auth is off
+  Priority priority = Priority::kInteractive;  // the class the call ran at
+};
+
 struct DaemonInfo {
   ModelIdentity identity;
   Capabilities capabilities;
   config::LimitsConfig limits;
   std::optional<DeviceInfo> device;  // a local model's device
   std::optional<int64_t>
-      system_memory_available;  // the daemon host's MemAvailable
+      system_memory_available;         // the daemon host's MemAvailable
+  std::optional<DaemonCaller> caller;  // none from a daemon before tenants
 };
 
 // The daemon's bundle store under one questions lock (Bundles.List).
@@ -128,7 +137,8 @@ class DaemonClient {
  private:
   DaemonClient(std::shared_ptr<grpc::Channel> channel,
                std::optional<std::string> token, absl::Duration timeout,
-               DaemonEndpoint endpoint, int32_t affinity_bytes);
+               DaemonEndpoint endpoint, int32_t affinity_bytes,
+               std::string priority);
 
   // A failed call in the user's terms (daemon_errors.h); `what` names the
   // call, "" keeps the daemon's message as it is. With `context`, the
@@ -136,8 +146,9 @@ class DaemonClient {
   absl::Status Failed(const grpc::Status& status, std::string_view what,
                       const grpc::ClientContext* context = nullptr) const;
 
-  // Deadline (now + client.timeout_s unless given), token, and the affinity
-  // key of the call's first text.
+  // Deadline (now + client.timeout_s unless given), token, priority class
+  // (client.priority, unless "default"), and the affinity key of the call's
+  // first text.
   void Prepare(grpc::ClientContext& context, std::string_view first_text = "",
                std::optional<absl::Time> deadline = std::nullopt) const;
 
@@ -152,6 +163,7 @@ class DaemonClient {
   absl::Duration timeout_;
   DaemonEndpoint endpoint_;
   int32_t affinity_bytes_;
+  std::string priority_;  // "" = ask none: the tenant's default
   std::shared_ptr<const RetryRule> retry_;
 };
 

@@ -86,6 +86,13 @@ absl::Status ExplainDaemonError(absl::StatusCode code, std::string_view message,
                            " needs a bearer token: pass --token-file FILE "
                            "(mode 0600) or set client.token_env"));
   }
+  if (code == absl::StatusCode::kPermissionDenied) {
+    // The daemon's message names the method, the tenant and the role needed.
+    return said(absl::StrCat(
+        "mesa-anyjevd at ", at, " refused: ", std::string(message),
+        "; a token of that role comes from the daemon's admin (mesa-anyjev "
+        "tokens add)"));
+  }
   if (code == absl::StatusCode::kDeadlineExceeded &&
       (message.empty() || Has(message, "deadline exceeded"))) {
     return said(absl::StrCat("no answer from mesa-anyjevd at ", at, " within ",

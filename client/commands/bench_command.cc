@@ -21,6 +21,7 @@
 #include "client/bench/runner.h"
 #include "client/bench/svg_plots.h"
 #include "client/bench/task.h"
+#include "client/commands/batch_class.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/commands/missing_labels.h"
@@ -217,7 +218,8 @@ absl::StatusOr<std::string> WriteRun(
 
 }  // namespace
 
-int RunBenchRun(const config::Config& config, const BenchOptions& options) {
+int RunBenchRun(const config::Config& given, const BenchOptions& options) {
+  const config::Config config = AsBatchRun(given);
   auto run = RunOptionsFrom(options);
   if (!run.ok()) return Fail("run", run.status().message(), 2);
   auto date = RunDate(options.date);

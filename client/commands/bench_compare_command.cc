@@ -21,6 +21,7 @@
 #include "client/bench/svg_plots.h"
 #include "client/bench/task.h"
 #include "client/commands/agreement_access.h"
+#include "client/commands/batch_class.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/commands/run_retries.h"
@@ -284,8 +285,10 @@ Json Record(const Json& payload, const std::string& results_path) {
 
 }  // namespace
 
-int RunBenchCompare(const config::Config& config,
+int RunBenchCompare(const config::Config& given,
                     const BenchCompareOptions& options) {
+  // Dataset work: both sides ask the batch class (client.priority).
+  const config::Config config = AsBatchRun(given);
   auto levels = ParseLevels(options.levels);
   if (!levels.ok()) return Fail(std::string(levels.status().message()), 2);
   const absl::Time now = absl::Now();

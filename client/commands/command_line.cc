@@ -423,4 +423,56 @@ void AddBundlesCommand(CommandLine* line) {
   adopt->add_flag("--force", adopt_options->force, "skip the LOCO gate");
 }
 
+void AddTokensCommand(CommandLine* line) {
+  // Plain values for CLI11 2.1 (no std::optional); a flag's count says
+  // whether it was given.
+  struct Given {
+    TokensAddOptions options;
+    std::string role, priority, max_priority;
+    double weight = 1;
+    int64_t max_queued_calls = 0, max_queued_tokens = 0;
+    const CLI::App* add = nullptr;  // whose counts say what was given
+  };
+  auto given = std::make_shared<Given>();
+  CLI::App* tokens = line->Group("tokens", "the daemon's tenants and tokens");
+  CLI::App* add = line->Command(
+      tokens, "add",
+      "make a token for --tenant, print it once, append its digest to --file",
+      [given](const Invocation&) {
+        TokensAddOptions options = given->options;
+        auto set = [&](const char* flag, auto& field, const auto& value) {
+          if (given->add->count(flag) > 0) field = value;
+        };
+        set("--role", options.role, given->role);
+        set("--weight", options.weight, given->weight);
+        set("--max-queued-calls", options.max_queued_calls,
+            given->max_queued_calls);
+        set("--max-queued-tokens", options.max_queued_tokens,
+            given->max_queued_tokens);
+        set("--priority", options.priority, given->priority);
+        set("--max-priority", options.max_priority, given->max_priority);
+        return RunTokensAdd(options);
+      });
+  add->add_option("--tenant", given->options.tenant,
+                  "the tenant's name: 1..64 of [A-Za-z0-9._-]")
+      ->required();
+  add->add_option("--file", given->options.file,
+                  "the tokens file (auth.tokens_file); made if missing")
+      ->required();
+  add->add_option("--role", given->role,
+                  "decide | learn | admin (required for a new tenant)");
+  add->add_option("--weight", given->weight,
+                  "the tenant's share against others with work queued (1)");
+  add->add_option("--max-queued-calls", given->max_queued_calls,
+                  "calls it may keep queued (0: the daemon's default)");
+  add->add_option("--max-queued-tokens", given->max_queued_tokens,
+                  "prompt tokens it may keep queued (0: the default)");
+  add->add_option("--priority", given->priority,
+                  "its class when a call asks none: interactive | batch");
+  add->add_option("--max-priority", given->max_priority,
+                  "batch: every call of the tenant runs as batch");
+  CommandLine::AddJson(add, &given->options.json);
+  given->add = add;
+}
+
 }  // namespace mesa_anyjev::client

@@ -89,5 +89,6 @@ void AddConfigCommand(CommandLine* line);
 void AddLearnCommand(CommandLine* line);
 void AddBenchCommand(CommandLine* line);
 void AddBundlesCommand(CommandLine* line);
+void AddTokensCommand(CommandLine* line);
 
 }  // namespace mesa_anyjev::client

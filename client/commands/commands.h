@@ -2,6 +2,8 @@
 // 1 a check failed or the daemon answered an error, 2 usage or config error.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -180,5 +182,24 @@ struct BenchCompareOptions {
 // models' bundles. Exit 0 when every question agrees, 1 otherwise, 2 usage.
 int RunBenchCompare(const config::Config& config,
                     const BenchCompareOptions& options);
+
+// tokens add (docs/operations.md, "Tenants and roles"): a new token for a
+// tenant, printed once; its digest appended to the daemon's tokens file.
+// Flags not given keep the tenant's existing entry's values (a rotation).
+struct TokensAddOptions {
+  std::string tenant;
+  std::string file;
+  std::optional<std::string> role;  // required for a new tenant
+  std::optional<double> weight;
+  std::optional<int64_t> max_queued_calls;
+  std::optional<int64_t> max_queued_tokens;
+  std::optional<std::string> priority;
+  std::optional<std::string> max_priority;
+  bool json = false;  // {"tenant", "role", "token", "file"} on stdout
+};
+
+// Exit 0 written, 1 the file cannot be read or written, 2 a bad flag or an
+// entry the daemon would refuse (nothing written either way).
+int RunTokensAdd(const TokensAddOptions& options);
 
 }  // namespace mesa_anyjev::client

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/backends/provider.h"
+#include "client/commands/batch_class.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/commands/decide_run.h"
@@ -305,8 +306,10 @@ int DecideStream(const DecideCommandOptions& options, Provider& provider,
 
 }  // namespace
 
-int RunDecide(const config::Config& config,
+int RunDecide(const config::Config& given,
               const DecideCommandOptions& options) {
+  // A pipeline run (--out) is dataset work: batch.
+  const config::Config config = options.out.empty() ? given : AsBatchRun(given);
   auto questions = LoadQuestions(options);
   if (!questions.ok()) {
     return UsageError(std::string(questions.status().message()));

@@ -1,8 +1,11 @@
-// `mesa-anyjev info`: what the daemon serves (model, shape, limits).
+// `mesa-anyjev info`: what the daemon serves (model, shape, limits) and who
+// the caller is to it (tenant, role).
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 
 #include "client/backends/daemon_client.h"
 #include "client/commands/commands.h"
@@ -30,11 +33,46 @@ std::string DeviceText(const DeviceInfo& d) {
   return text + (d.shared_memory ? " (memory shared with the system)" : "");
 }
 
+nlohmann::json CallerJson(const DaemonInfo& info) {
+  if (!info.caller.has_value()) return nullptr;
+  const DaemonCaller& c = *info.caller;
+  const auth::Tenant& t = c.tenant;
+  return {{"auth", c.auth},
+          {"tenant", t.name},
+          {"role", auth::RoleName(t.role)},
+          {"priority", auth::PriorityName(c.priority)},
+          {"default_priority", auth::PriorityName(t.Resolve(std::nullopt))},
+          {"max_priority", auth::PriorityName(t.max_priority)},
+          {"weight", t.weight},
+          {"max_queued_calls", t.max_queued_calls},
+          {"max_queued_tokens", t.max_queued_tokens}};
+}
+
+// "tenant pipe, role decide (weight 2, batch only)", or why there is none.
+std::string CallerText(const DaemonCaller& c) {
+  if (!c.auth) return "auth off: every caller may do everything";
+  const auth::Tenant& t = c.tenant;
+  std::ostringstream out;
+  out << "tenant " << t.name << ", role " << auth::RoleName(t.role)
+      << " (weight " << t.weight << ", class "
+      << auth::PriorityName(t.Resolve(std::nullopt))
+      << (t.max_priority == Priority::kBatch ? " only" : " by default");
+  if (t.max_queued_calls != 0) {
+    out << ", max " << t.max_queued_calls << " calls queued";
+  }
+  if (t.max_queued_tokens != 0) {
+    out << ", max " << t.max_queued_tokens << " tokens queued";
+  }
+  out << ")";
+  return out.str();
+}
+
 nlohmann::json ToJson(const DaemonInfo& info) {
   const auto& id = info.identity;
   const auto& caps = info.capabilities;
   const auto& limits = info.limits;
   return {{"name", id.name},
+          {"caller", CallerJson(info)},
           {"device_info", DeviceJson(info)},
           {"system_memory_available_bytes",
            info.system_memory_available.has_value()
@@ -74,6 +112,7 @@ void PrintTable(const std::string& address, const DaemonInfo& info) {
   const auto& limits = info.limits;
   std::cout << "mesa-anyjevd at " << address << "\n";
   row("model", info.identity.name);
+  if (info.caller.has_value()) row("caller", CallerText(*info.caller));
   row("identity", info.identity.identity);
   row("dtype / device", info.identity.dtype + " / " + info.identity.device);
   if (info.device.has_value()) row("device", DeviceText(*info.device));

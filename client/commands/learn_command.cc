@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "client/backends/daemon_client.h"
 #include "client/backends/provider.h"
+#include "client/commands/batch_class.h"
 #include "client/commands/bundle_access.h"
 #include "client/commands/commands.h"
 #include "client/commands/run_retries.h"
@@ -245,7 +246,8 @@ int RunLearnIngest(const config::Config& config, const LearnOptions& options) {
   return 0;
 }
 
-int RunLearnFit(const config::Config& config, const LearnOptions& options) {
+int RunLearnFit(const config::Config& given, const LearnOptions& options) {
+  const config::Config config = AsBatchRun(given);
   auto entry = questions::QuestionSet::Reference().Find(options.question_id);
   if (!entry.ok()) {
     return Fail("fit", absl::StrCat("--question: ", entry.status().message()),

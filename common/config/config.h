@@ -151,10 +151,14 @@ struct DecisionsConfig {
 
 struct AuthConfig {
   // The bearer token comes from the environment variable named here, or from
-  // a file readable by its owner only (mode 0600 or stricter). Neither set =
-  // no auth. Never from the command line or the YAML file itself.
+  // a file readable by its owner only (mode 0600 or stricter): one tenant,
+  // "default", of role admin. Never from the command line or the YAML file
+  // itself.
   std::string token_env;
   std::string token_file;
+  // Tenants and roles instead (docs/operations.md): a 0600 YAML file of
+  // token digests, read again on SIGHUP. None of the three set = no auth.
+  std::string tokens_file;
 };
 
 struct ClientConfig {
@@ -165,8 +169,14 @@ struct ClientConfig {
   std::string tls_ca;  // PEM of the CA that signed the daemon's cert; on = TLS
   // Whose batch priors a run's Decide calls use: "run" (this client's,
   // carried in each call, so any daemon of a pool gives the same decisions)
-  // or "daemon" (the daemon's running priors, shared by all its callers).
+  // or "daemon" (the daemon's running priors of the token's tenant, shared
+  // by that tenant's callers).
   std::string priors = "run";
+  // The priority class the calls ask for (metadata mesa-anyjev-priority):
+  // "default" (the tenant's), "interactive" or "batch". Dataset runs
+  // (decide --out, bench run and compare, learn fit) ask batch unless this
+  // says otherwise.
+  std::string priority = "default";
   // Every call carries the metadata mesa-anyjev-affinity: a hash of the
   // first this many bytes of its first state or prompt, for a balancer that
   // hashes on it (deploy/nginx); 0 sends none.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <system_error>
@@ -26,11 +27,11 @@
 #include "absl/strings/strip.h"
 #include "common/config/config_schema.h"
 #include "common/config/config_validator.h"
+#include "common/config/yaml_document.h"
 #include "common/status/status_macros.h"
 #include "common/text/utf8.h"
 #include "common/util/files.h"
 #include "common/util/host_port.h"
-#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 extern char** environ;
@@ -204,50 +205,14 @@ std::string ExpandHome(const std::string& path,
   return home->second + path.substr(1);
 }
 
-// Parses a document and keeps nothing: how documents are counted.
-class IgnoreEvents final : public YAML::EventHandler {
- public:
-  void OnDocumentStart(const YAML::Mark&) override {}
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
-
 absl::Status ApplyFile(const std::string& path, State* state) {
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  ASSIGN_OR_RETURN(const std::optional<YAML::Node> document,
+                   ParseOneYamlDocument(text, absl::StrCat("config: ", path)));
+  if (!document.has_value()) return absl::OkStatus();  // empty file = {}
   // yaml-cpp reports everything by exception; none may escape LoadConfig.
   try {
-    // Counting documents with a bounded loop, not YAML::LoadAll: yaml-cpp
-    // 0.7's LoadAll never returns on a stream that starts with ',' (found
-    // by fuzzing); its parser then reports one document after another.
-    std::istringstream stream(text);
-    YAML::Parser parser(stream);
-    IgnoreEvents ignore;
-    int documents = 0;
-    while (documents < 2 && parser.HandleNextDocument(ignore)) ++documents;
-    if (documents == 0) return absl::OkStatus();  // empty file = {}
-    if (documents > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config: ", path,
-          ": the configuration file holds 2 or more YAML documents, not one"));
-    }
-    return ApplyDocument(path, YAML::Load(text), state);
-  } catch (const YAML::Exception& e) {
-    if (e.mark.is_null()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config: ", path, ": YAML error: ", e.msg));
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config: ", path, ": YAML syntax error at line ", e.mark.line + 1,
-        ", column ", e.mark.column + 1, ": ", e.msg));
+    return ApplyDocument(path, *document, state);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("config: ", path, ": ", e.what()));

@@ -76,6 +76,7 @@ constexpr const char* kSchedulers[] = {"fair", "fifo"};
 constexpr const char* kPriors[] = {"batch", "content_free", "none"};
 constexpr const char* kLabelReadouts[] = {"auto", "token_ids", "top_k"};
 constexpr const char* kClientPriors[] = {"run", "daemon"};
+constexpr const char* kClientPriorities[] = {"default", "interactive", "batch"};
 constexpr const char* kModelBackends[] = {"local", "composite"};
 constexpr const char* kBackendKinds[] = {"fake", "gateway", "hf", "composite"};
 constexpr const char* kLevels[] = {"raw", "L0", "L1", "L2", "auto"};
@@ -152,6 +153,7 @@ constexpr Field kFields[] = {
 
     MESA_CONFIG_FIELD(auth, token_env),
     MESA_CONFIG_FIELD(auth, token_file),
+    MESA_CONFIG_FIELD(auth, tokens_file),
 
     MESA_CONFIG_FIELD(client, address),
     MESA_CONFIG_FIELD(client, timeout_s),
@@ -159,6 +161,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(client, token_file),
     MESA_CONFIG_FIELD(client, tls_ca),
     MESA_CONFIG_ENUM(client, priors, kClientPriors),
+    MESA_CONFIG_ENUM(client, priority, kClientPriorities),
     MESA_CONFIG_FIELD(client, affinity_bytes),
 
     MESA_CONFIG_ENUM(backend, kind, kBackendKinds),
@@ -208,18 +211,24 @@ constexpr Field kFields[] = {
 #undef MESA_CONFIG_FIELD
 #undef MESA_CONFIG_ENUM
 
-// ToYaml and the section listing rely on each section being one run.
+// ToYaml and the section listing rely on each section being one run. Linear
+// in the fields but for one pass per section start: clang's constexpr step
+// limit refused the all-pairs version once the table grew.
 constexpr bool SectionsContiguousAndKeysUnique() {
   const size_t n = std::size(kFields);
+  size_t start = 0;  // where the section of field i begins
   for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      const std::string_view key = kFields[i].key_text;
-      if (kFields[j].key_text == key) return false;
+    const std::string_view section = SectionOf(kFields[i].key_text);
+    if (i > 0 && section != SectionOf(kFields[i - 1].key_text)) {
       // A section starting at i must not have appeared before.
-      if (SectionOf(key) != SectionOf(kFields[i - 1].key_text) &&
-          SectionOf(kFields[j].key_text) == SectionOf(key)) {
-        return false;
+      for (size_t j = 0; j < i; ++j) {
+        if (SectionOf(kFields[j].key_text) == section) return false;
       }
+      start = i;
+    }
+    // Sections are runs, so a repeated key would repeat within this one.
+    for (size_t j = start; j < i; ++j) {
+      if (kFields[j].key_text == kFields[i].key_text) return false;
     }
   }
   return true;

@@ -99,6 +99,15 @@ class Validator {
                          cert ? "server.tls_key" : "server.tls_cert",
                          " is empty; TLS needs both or neither"));
     }
+    const AuthConfig& a = config_.auth;
+    if (!a.tokens_file.empty() &&
+        (!a.token_env.empty() || !a.token_file.empty())) {
+      Error("auth.tokens_file",
+            absl::StrCat("is set with auth.",
+                         a.token_env.empty() ? "token_file" : "token_env",
+                         "; use one: the tokens file's tenants, or the "
+                         "single token (tenant 'default', role admin)"));
+    }
   }
 
   void CheckModelAndEngine() {

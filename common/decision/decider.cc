@@ -198,8 +198,9 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
   //    no trace: its readouts go to staged copies of the running priors and
   //    its L2 features to a list, both kept only once every question is
   //    answered.
+  RunningPriors& running = priors_.Of(control.tenant);
   const PriorsSeen before =
-      PriorsBefore(questions, served, call, priors_, options.carried_priors);
+      PriorsBefore(questions, served, call, running, options.carried_priors);
   RunningPriors staged;
   for (const auto& [listing, accumulator] : before) {
     if (accumulator.has_value()) staged.Merge(listing, *accumulator);
@@ -218,7 +219,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
     PutColumns(std::move(decisions), index, &out);
   }
   // 5. What the call keeps.
-  KeepPriors(before, staged, options.carried_priors, &priors_);
+  KeepPriors(before, staged, options.carried_priors, &running);
   for (const auto& [key, features] : seen) {
     artifacts_.adaptation().Add(key, features);
   }
@@ -483,10 +484,14 @@ absl::StatusOr<std::vector<std::optional<Matrix>>> Decider::ContentFree(
   return content_free_.For(reader_, listings, control);
 }
 
-std::optional<Matrix> Decider::RunningPrior(const Question& question) const {
+std::optional<Matrix> Decider::RunningPrior(const Question& question,
+                                            const std::string& tenant) const {
+  const RunningPriors* running = priors_.Find(tenant);
+  if (running == nullptr) return std::nullopt;
   const CallSettings call = CallSettings::Of(options_);
-  return priors_.Prior(ListingKey(question, Shifts(question, Level::kL0, call)),
-                       options_.min_prior_n);
+  return running->Prior(
+      ListingKey(question, Shifts(question, Level::kL0, call)),
+      options_.min_prior_n);
 }
 
 }  // namespace mesa_anyjev::decision

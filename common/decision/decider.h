@@ -99,11 +99,19 @@ class Decider {
       Level level = Level::kL0, const CallControl& control = {});
 
   // The batch prior accumulated for the question under the decider's own
-  // settings, [P, K], once it counts min_prior_n states.
-  std::optional<Matrix> RunningPrior(const Question& question) const;
-  // Forgets every listing's running prior of the question key, or all.
-  void ResetPrior(const std::string& key) { priors_.ResetPrefix(key + "|"); }
-  void ResetAllPriors() { priors_.ResetAll(); }
+  // settings, [P, K], once it counts min_prior_n states. Running priors are
+  // kept per tenant (CallControl::tenant): each tenant's calls read and add
+  // to its own.
+  std::optional<Matrix> RunningPrior(const Question& question,
+                                     const std::string& tenant = "") const;
+  // Forgets every listing's running prior of the question key, or all, of
+  // one tenant.
+  void ResetPrior(const std::string& key, const std::string& tenant = "") {
+    priors_.Of(tenant).ResetPrefix(key + "|");
+  }
+  void ResetAllPriors(const std::string& tenant = "") {
+    priors_.Of(tenant).ResetAll();
+  }
 
   // The L1 artifacts, heads, adaptation statistics and observations: what
   // Calibrate, FitHead and Observe store, and what files load and export.
@@ -172,7 +180,7 @@ class Decider {
   Backend* const backend_;
   const DeciderOptions options_;
   PromptReader reader_;
-  RunningPriors priors_;
+  TenantPriors priors_;
   ContentFreePriors content_free_;
   StopCertificates stops_;
   ArtifactStore artifacts_;

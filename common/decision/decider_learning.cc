@@ -139,7 +139,7 @@ absl::StatusOr<nlohmann::ordered_json> Decider::Calibrate(
   const std::string listing =
       ListingKey(question, Shifts(question, Level::kL0, call));
   if (const auto acc = isolated.Get(listing); acc.has_value()) {
-    priors_.Merge(listing, *acc);
+    priors_.Of(control.tenant).Merge(listing, *acc);
   }
   Matrix probs(static_cast<Eigen::Index>(states.size()), question.k());
   for (size_t s = 0; s < states.size(); ++s) {
@@ -238,14 +238,15 @@ absl::StatusOr<StopCertificate> Decider::CalibrateAdaptive(
   // Every shift read one at a time, each state's margin and winner traced;
   // the reads join the running priors.
   const CallSettings call = CallSettings::Of(options_);
+  RunningPriors& running = priors_.Of(control.tenant);
   ASSIGN_OR_RETURN(
       Rotation rotation,
       StartRotation(states.size(), question, level, call,
-                    artifacts_.Snapshot({question}, false), priors_, control));
+                    artifacts_.Snapshot({question}, false), running, control));
   ASSIGN_OR_RETURN(
       const Rotation::MarginTraces traces,
       rotation.TraceMargins(reader_, states, call.combine, control));
-  rotation.FoldInto(&priors_);
+  rotation.FoldInto(&running);
   const StopCertificate cert = ChooseThreshold(
       traces.margins, traces.winners, target.value_or(options_.adaptive_target),
       options_.adaptive_min_shifts, delta);

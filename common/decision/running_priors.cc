@@ -146,4 +146,17 @@ void RunningPriors::ResetAll() {
   entries_.clear();
 }
 
+RunningPriors& TenantPriors::Of(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<RunningPriors>& priors = by_tenant_[tenant];
+  if (priors == nullptr) priors = std::make_unique<RunningPriors>();
+  return *priors;
+}
+
+const RunningPriors* TenantPriors::Find(const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  const auto it = by_tenant_.find(tenant);
+  return it != by_tenant_.end() ? it->second.get() : nullptr;
+}
+
 }  // namespace mesa_anyjev::decision

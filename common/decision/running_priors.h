@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -72,6 +73,23 @@ class RunningPriors {
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, PriorAccumulator> entries_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// Running priors kept apart per tenant (docs/operations.md, "Tenants and
+// roles"): a tenant's calls read and add to its own accumulators only, and
+// its ResetPriors clears only those; "" is every caller's when auth is off.
+class TenantPriors {
+ public:
+  // The tenant's accumulators, made empty on first use; they live as long
+  // as this object (tenants come from the tokens file: a bounded set).
+  RunningPriors& Of(const std::string& tenant);
+  // The tenant's, or null when it has none yet.
+  const RunningPriors* Find(const std::string& tenant) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<RunningPriors>> by_tenant_
       ABSL_GUARDED_BY(mu_);
 };
 

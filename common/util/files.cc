@@ -97,9 +97,9 @@ absl::Status WriteAllSynced(int fd, std::string_view content,
 }
 
 absl::Status WriteNewFileSynced(const std::string& path,
-                                std::string_view content) {
+                                std::string_view content, mode_t mode) {
   const int fd =
-      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) return Errno("cannot create", path);
   if (absl::Status synced = WriteAllSynced(fd, content, path); !synced.ok()) {
     close(fd);
@@ -129,14 +129,15 @@ absl::Status RenameNoReplace(const std::string& from, const std::string& to) {
   return Errno(absl::StrCat("cannot rename ", from, " to"), to);
 }
 
-absl::Status WriteFileAtomic(const std::string& path,
-                             std::string_view content) {
+absl::Status WriteFileAtomic(const std::string& path, std::string_view content,
+                             mode_t mode) {
   const std::filesystem::path target(path);
   const std::filesystem::path parent =
       target.has_parent_path() ? target.parent_path() : ".";
   const std::string tmp =
       (parent / TempName(target.filename().string())).string();
-  if (absl::Status written = WriteNewFileSynced(tmp, content); !written.ok()) {
+  if (absl::Status written = WriteNewFileSynced(tmp, content, mode);
+      !written.ok()) {
     unlink(tmp.c_str());
     return written;
   }

@@ -8,6 +8,8 @@
 // in progress.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,18 +34,21 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
                                      const ReadLimits& limits = {});
 
 // Replaces (or creates) the file `path` with `content`: a temporary beside
-// it, fsync, rename over `path`, fsync of the directory (a failure of any
-// step is returned; the old content is then still in place).
-absl::Status WriteFileAtomic(const std::string& path, std::string_view content);
+// it (created with `mode`, less the umask), fsync, rename over `path`, fsync
+// of the directory (a failure of any step is returned; the old content is
+// then still in place).
+absl::Status WriteFileAtomic(const std::string& path, std::string_view content,
+                             mode_t mode = 0644);
 
 // Writes all of `content` to the open `fd` (retrying short writes and
 // EINTR) and fsyncs it; errors name `path`. Does not close `fd`.
 absl::Status WriteAllSynced(int fd, std::string_view content,
                             const std::string& path);
 
-// Creates `path` (it must not exist), writes `content`, fsyncs and closes.
+// Creates `path` (it must not exist) with `mode`, writes `content`, fsyncs
+// and closes.
 absl::Status WriteNewFileSynced(const std::string& path,
-                                std::string_view content);
+                                std::string_view content, mode_t mode = 0644);
 
 // fsync of a directory, so the names created or renamed in it persist.
 absl::Status SyncDir(const std::string& dir);

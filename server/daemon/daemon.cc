@@ -9,11 +9,11 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth/tenant_source.h"
 #include "common/status/status_macros.h"
 #include "common/util/build_info.h"
 #include "common/util/files.h"
 #include "common/util/host_port.h"
-#include "common/util/secret.h"
 #include "common/util/state_dir.h"
 #include "server/daemon/drain_watchdog.h"
 #include "server/daemon/engine_events.h"
@@ -24,12 +24,12 @@
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/model/device_fault.h"
-#include "server/service/bearer_auth.h"
 #include "server/service/bundles_service.h"
 #include "server/service/decisions_service.h"
 #include "server/service/inference_service.h"
 #include "server/service/reflection_v1.h"
 #include "server/service/serving_state.h"
+#include "server/service/tenant_auth.h"
 
 namespace mesa_anyjev::daemon {
 namespace {
@@ -193,14 +193,16 @@ int Daemon::Run() {
 }
 
 absl::Status Daemon::StartServing() {
-  // What the config can still refuse comes first, before a thread starts.
-  ASSIGN_OR_RETURN(auto token,
-                   util::LoadSecret(config_.auth.token_env,
-                                    config_.auth.token_file, "auth"));
-  auth_ = std::make_unique<service::BearerAuth>(token);
+  absl::MutexLock lock(&auth_mu_);
+  // What the config can still refuse comes first, before a thread starts:
+  // a tokens file that does not load stops the start with one line naming
+  // the entry.
+  ASSIGN_OR_RETURN(const auto tenants, auth::LoadTenants(config_.auth));
+  auth_ = std::make_unique<service::TenantAuth>(tenants);
   ASSIGN_OR_RETURN(auto credentials, Credentials(config_.server));
   ASSIGN_OR_RETURN(auto listen, util::ParseHostPort(config_.server.listen));
   StartEngine();
+  ApplyTenants(tenants, /*reloaded=*/false);
   MakeServices();
   ASSIGN_OR_RETURN(const int port, Listen(std::move(credentials)));
   RETURN_IF_ERROR(WritePortFile(config_.server.port_file, port));
@@ -212,8 +214,59 @@ absl::Status Daemon::StartServing() {
       config_.server.tls_cert.empty() ? "" : " (TLS)",
       metrics_port == 0 ? std::string("off")
                         : absl::StrCat("port ", metrics_port),
-      auth_->enabled() ? "on" : "off", config_.model.path);
+      !auth_->enabled()                   ? "off"
+      : !config_.auth.tokens_file.empty() ? "on (tokens file)"
+                                          : "on (one token)",
+      config_.model.path);
   return absl::OkStatus();
+}
+
+void Daemon::ApplyTenants(const std::shared_ptr<const auth::TenantSet>& tenants,
+                          bool reloaded) {
+  metrics_->SetTenantsLoaded(tenants ? tenants->tenants().size() : 0);
+  // The engine's shares and limits; a call still held of a tenant the new
+  // file dropped runs at weight 1 and the default limits.
+  std::vector<engine::TenantShare> shares;
+  if (tenants != nullptr) {
+    for (const auth::Tenant& tenant : tenants->tenants()) {
+      shares.push_back({tenant.name, tenant.weight,
+                        static_cast<int32_t>(tenant.max_queued_calls),
+                        tenant.max_queued_tokens});
+    }
+  }
+  engine_->SetTenants(shares);
+  if (tenants == nullptr) return;
+  for (const auth::Tenant& tenant : tenants->tenants()) {
+    metrics_->InitTenant(tenant.name);
+  }
+  // Names, roles and shares only: never a token or a digest.
+  spdlog::info("auth: {} {}", reloaded ? "reloaded" : "loaded",
+               auth::DescribeTenants(*tenants));
+}
+
+void Daemon::ReloadTenants() {
+  absl::MutexLock lock(&auth_mu_);
+  if (auth_ == nullptr) {
+    spdlog::warn("SIGHUP before the daemon listens: nothing to reload yet");
+    return;
+  }
+  if (!auth_->enabled()) {
+    spdlog::info("SIGHUP: auth is off (auth.*); nothing to reload");
+    return;
+  }
+  auto tenants = auth::LoadTenants(config_.auth);
+  if (tenants.ok() && *tenants == nullptr) {
+    tenants = absl::InvalidArgumentError("auth: no longer grants any token");
+  }
+  if (!tenants.ok()) {
+    metrics_->RecordTokensReload(false);
+    spdlog::error("SIGHUP: {}; the tenants loaded before stay",
+                  std::string(tenants.status().message()));
+    return;
+  }
+  auth_->Replace(*tenants);
+  metrics_->RecordTokensReload(true);
+  ApplyTenants(*tenants, /*reloaded=*/true);
 }
 
 void Daemon::StartEngine() {
@@ -232,13 +285,13 @@ void Daemon::StartEngine() {
 }
 
 void Daemon::MakeServices() {
+  const service::CallGate gate{auth_.get(), state_.get()};
   inference_ = std::make_unique<service::InferenceService>(
-      InferenceOptionsFrom(config_), engine_.get(), metrics_.get(), auth_.get(),
-      state_.get());
+      InferenceOptionsFrom(config_), engine_.get(), metrics_.get(), gate);
   bundles_ = std::make_unique<service::BundlesService>(
-      BundlesOptionsFrom(config_), metrics_.get(), auth_.get(), state_.get());
+      BundlesOptionsFrom(config_), metrics_.get(), gate);
   decisions_ = std::make_unique<service::DecisionsService>(
-      DecisionsOptionsFrom(config_), metrics_.get(), auth_.get(), state_.get(),
+      DecisionsOptionsFrom(config_), metrics_.get(), gate,
       bundles_.get());
 }
 
@@ -320,11 +373,9 @@ absl::Status Daemon::LoadAndWarmUp() {
   // for the top token only: no label, so none can count as missing (a
   // gateway's missing-label counter starts at 0).
   ASSIGN_OR_RETURN(auto ids, backend_->tokenizer().Encode("warm-up"));
-  const Caller caller{
-      absl::Now() + absl::Seconds(config_.server.max_deadline_s),
-      nullptr,
-      {},
-      Priority::kInteractive};
+  // The daemon's own work: no tenant, interactive.
+  const Caller caller{absl::Now() +
+                      absl::Seconds(config_.server.max_deadline_s)};
   const absl::Status result =
       engine_
           ->SubmitAndWait(engine::LogprobsTask{/*top_k=*/1},
@@ -368,10 +419,11 @@ void Daemon::Drain() {
     spdlog::default_logger()->flush();
     std::_Exit(1);
   });
+  // The state first: once the log line says so, no new call is served.
+  if (state_) state_->set(service::ServingState::kDraining);
   spdlog::info(
       "draining: health NOT_SERVING, new calls UNAVAILABLE, {} calls held",
-               engine_ ? engine_->depth() : 0);
-  if (state_) state_->set(service::ServingState::kDraining);
+      engine_ ? engine_->depth() : 0);
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     if (config_.server.drain_grace_s > 0) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/backend.h"
 #include "common/config/config.h"
@@ -22,6 +23,9 @@ class ServerCredentials;
 }  // namespace grpc
 
 namespace mesa_anyjev {
+namespace auth {
+class TenantSet;
+}  // namespace auth
 namespace engine {
 class Engine;
 class Observers;
@@ -31,12 +35,12 @@ class ServerMetrics;
 class MetricsEndpoint;
 }  // namespace metrics
 namespace service {
-class BearerAuth;
 class BundlesService;
 class DecisionsService;
 class InferenceService;
 class ReflectionV1Service;
 class ServingStateFlag;
+class TenantAuth;
 }  // namespace service
 }  // namespace mesa_anyjev
 
@@ -62,12 +66,23 @@ class Daemon {
     if (!shutdown_.HasBeenNotified()) shutdown_.Notify();
   }
 
+  // SIGHUP: reads auth.* again. A good file replaces the tenants for the
+  // calls that arrive from then on (calls in flight keep theirs); a bad one
+  // is logged in one line and counted, and the old tenants stay. Safe from
+  // any thread.
+  void ReloadTenants();
+
  private:
   // Listens with every service NOT_SERVING, then logs the start line; no
   // model yet.
   absl::Status StartServing();
-  void StartEngine();   // metrics, the engine's thread, the state flag
-  void MakeServices();  // inference, bundles, decisions (reads bundles)
+  // The tenants in force, at start and after each reload: the start log,
+  // the metrics, and the engine's per-tenant weights and limits.
+  void ApplyTenants(const std::shared_ptr<const auth::TenantSet>& tenants,
+                    bool reloaded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(auth_mu_);
+  void StartEngine();  // metrics, the engine's thread, the state flag
+  // inference, bundles, decisions (reads bundles)
+  void MakeServices() ABSL_EXCLUSIVE_LOCKS_REQUIRED(auth_mu_);
   // The gRPC server on server.listen; the bound port.
   absl::StatusOr<int> Listen(
       std::shared_ptr<grpc::ServerCredentials> credentials);
@@ -92,7 +107,8 @@ class Daemon {
   std::unique_ptr<EngineEvents> events_;
   std::unique_ptr<engine::Observers> observers_;  // the metrics and events_
   std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<service::BearerAuth> auth_;
+  absl::Mutex auth_mu_;  // StartServing's auth_ against a SIGHUP
+  std::unique_ptr<service::TenantAuth> auth_ ABSL_GUARDED_BY(auth_mu_);
   std::unique_ptr<service::ServingStateFlag> state_;
   std::unique_ptr<service::InferenceService> inference_;
   std::unique_ptr<service::BundlesService> bundles_;

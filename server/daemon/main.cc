@@ -25,7 +25,7 @@ namespace {
 using mesa_anyjev::config::Override;
 
 int Main(int argc, char** argv) {
-  mesa_anyjev::daemon::SignalWatcher::BlockShutdownSignals();
+  mesa_anyjev::daemon::SignalWatcher::BlockSignals();
   spdlog::set_default_logger(spdlog::stderr_color_mt("mesa-anyjevd"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
@@ -120,11 +120,14 @@ int Main(int argc, char** argv) {
 
   mesa_anyjev::daemon::Daemon daemon(*std::move(config), std::move(faults));
   mesa_anyjev::daemon::SignalWatcher signals;
-  signals.Start([&daemon](int signal_number) {
-    spdlog::info("signal {}: starting the drain (send it again to exit now)",
-                 signal_number);
-    daemon.RequestShutdown();
-  });
+  signals.Start(
+      [&daemon](int signal_number) {
+        spdlog::info(
+            "signal {}: starting the drain (send it again to exit now)",
+            signal_number);
+        daemon.RequestShutdown();
+      },
+      [&daemon] { daemon.ReloadTenants(); });
   const int code = daemon.Run();
   if (code == mesa_anyjev::model::kDeviceLostExitCode) {
     // The model's tensors live in a dead CUDA context: freeing them as the

@@ -49,10 +49,11 @@ absl::Status Scheduler::Admit(JobId id, const std::string& tenant,
                                 " calls already wait for the model "
                                 "(server.queue_capacity); retry later"));
   }
-  // Without a tenant (auth off) everyone is one caller: the capacity is
-  // its limit. A tenant's own limits, else the defaults.
+  // A tenant's own limits, else the defaults, which guard tenants against
+  // each other: without a tenant (auth off) or with one alone (a single
+  // token) the capacity is the only limit.
   const TenantShare& share = ShareOf(tenant);
-  const bool named = !tenant.empty();
+  const bool named = !tenant.empty() && tenants_.size() > 1;
   const auto held = held_by_tenant_.contains(tenant)
                         ? held_by_tenant_.at(tenant)
                         : std::pair<int32_t, int64_t>{0, 0};

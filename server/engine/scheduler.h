@@ -65,7 +65,8 @@ class Scheduler {
   Scheduler(SchedulerPolicy policy, SchedulerLimits limits);
 
   // The tenants' weights and limits, on load and on every reload; a tenant
-  // not named (auth off: "") has weight 1 and the default limits.
+  // not named has weight 1 and, when several tenants are named, the default
+  // limits (auth off, "", and a lone tenant: the capacity alone).
   void SetTenants(const std::vector<TenantShare>& tenants);
 
   // Holds call `id` of `tenant` in `priority` costing `tokens` prompt

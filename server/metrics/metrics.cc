@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/auth/tenant.h"
 #include "common/util/enum_names.h"
 #include "common/util/meminfo.h"
 
@@ -82,12 +83,46 @@ ServerMetrics::ServerMetrics(const std::string& version,
   }
   rejected_ = &BuildCounter()
                    .Name("mesa_anyjev_rejected_total")
-                   .Help("Calls refused before reaching the queue, by reason.")
+                   .Help("Calls refused before any work, by reason and tenant.")
                    .Register(*registry_);
-  for (const char* reason :
-       {"queue_full", "draining", "loading", "unauthenticated"}) {
-    rejected_->Add({{"reason", reason}});
+  for (const char* reason : {"queue_full", "draining", "loading",
+                             "unauthenticated", "permission_denied"}) {
+    rejected_->Add({{"reason", reason}, {"tenant", ""}});
   }
+  tenant_requests_ =
+      &BuildCounter()
+           .Name("mesa_anyjev_tenant_requests_total")
+           .Help(
+               "Finished RPCs past the token and role checks, by tenant, "
+               "priority class and gRPC status code.")
+           .Register(*registry_);
+  priority_capped_ =
+      &BuildCounter()
+           .Name("mesa_anyjev_priority_capped_total")
+           .Help(
+               "Calls that asked for interactive and ran as batch, the "
+               "tenant's max_priority.")
+           .Register(*registry_);
+  auto& reloads = BuildCounter()
+                      .Name("mesa_anyjev_tokens_file_reloads_total")
+                      .Help(
+                          "The tokens file read again on SIGHUP, by result "
+                          "(failed: the old tenants stay).")
+                      .Register(*registry_);
+  tokens_reloads_ok_ = &reloads.Add({{"result", "ok"}});
+  tokens_reloads_failed_ = &reloads.Add({{"result", "failed"}});
+  tokens_reload_successful_ =
+      &BuildGauge()
+           .Name("mesa_anyjev_tokens_file_last_reload_successful")
+           .Help("1 when the tokens file's last reading was taken.")
+           .Register(*registry_)
+           .Add({});
+  tokens_reload_successful_->Set(1);
+  tenants_loaded_ = &BuildGauge()
+                         .Name("mesa_anyjev_tenants")
+                         .Help("Tenants the daemon admits (0: auth off).")
+                         .Register(*registry_)
+                         .Add({});
   skipped_ =
       &BuildCounter()
            .Name("mesa_anyjev_skipped_total")
@@ -308,8 +343,37 @@ void ServerMetrics::RecordRequest(Method method, int code,
   duration_by_method_[m]->Observe(absl::ToDoubleSeconds(took));
 }
 
-void ServerMetrics::RecordRejected(const std::string& reason) {
-  rejected_->Add({{"reason", reason}}).Increment();
+void ServerMetrics::RecordRejected(const std::string& reason,
+                                   const std::string& tenant) {
+  rejected_->Add({{"reason", reason}, {"tenant", tenant}}).Increment();
+}
+
+void ServerMetrics::RecordTenantRequest(const std::string& tenant,
+                                        Priority priority, int code) {
+  tenant_requests_
+      ->Add({{"tenant", tenant},
+             {"class", auth::PriorityName(priority)},
+             {"code", CodeName(code)}})
+      .Increment();
+}
+
+void ServerMetrics::InitTenant(const std::string& tenant) {
+  for (const Priority priority : {Priority::kInteractive, Priority::kBatch}) {
+    tenant_requests_->Add({{"tenant", tenant},
+                           {"class", auth::PriorityName(priority)},
+                           {"code", "OK"}});
+  }
+  priority_capped_->Add({{"tenant", tenant}});
+  rejected_->Add({{"reason", "permission_denied"}, {"tenant", tenant}});
+}
+
+void ServerMetrics::RecordPriorityCapped(const std::string& tenant) {
+  priority_capped_->Add({{"tenant", tenant}}).Increment();
+}
+
+void ServerMetrics::RecordTokensReload(bool ok) {
+  (ok ? tokens_reloads_ok_ : tokens_reloads_failed_)->Increment();
+  tokens_reload_successful_->Set(ok ? 1 : 0);
 }
 
 void ServerMetrics::OnQueueDepth(int64_t depth) {

@@ -55,9 +55,29 @@ class ServerMetrics : public engine::EngineObserver,
   // One finished call: `code` is the gRPC status code number (0..16).
   void RecordRequest(Method method, int code, absl::Duration took);
   void AddInflight(double delta) { inflight_->Increment(delta); }
-  void RecordRejected(
-      const std::string&
-          reason);  // queue_full|draining|loading|unauthenticated
+  // A call refused before any work: `reason` queue_full, draining, loading,
+  // unauthenticated or permission_denied; `tenant` "" when the call named
+  // none (no or an unknown token, or auth off).
+  void RecordRejected(const std::string& reason, const std::string& tenant);
+
+  // Tenants (docs/operations.md): tenant names come from the tokens file,
+  // so these label sets are bounded by it.
+  // A finished call that passed its token and role checks, by tenant, the
+  // class it ran at and its code.
+  void RecordTenantRequest(const std::string& tenant, Priority priority,
+                           int code);
+  // A call that asked for interactive and was served as batch (the
+  // tenant's max_priority).
+  void RecordPriorityCapped(const std::string& tenant);
+  // A tenant loaded: its series start at 0, so rate() has a zero to start
+  // from.
+  void InitTenant(const std::string& tenant);
+  // The tokens file read again (SIGHUP): taken, or refused (the old
+  // tenants stay).
+  void RecordTokensReload(bool ok);
+  void SetTenantsLoaded(size_t tenants) {
+    tenants_loaded_->Set(static_cast<double>(tenants));
+  }
   void SetModelLoaded(bool loaded) { model_loaded_->Set(loaded ? 1 : 0); }
   void SetModelLoadSeconds(double seconds) { load_seconds_->Set(seconds); }
   void AddPromptTokens(double tokens) { prompt_tokens_->Increment(tokens); }
@@ -111,6 +131,12 @@ class ServerMetrics : public engine::EngineObserver,
   std::array<prometheus::Histogram*, static_cast<int>(Method::kCount)>
       duration_by_method_{};
   prometheus::Family<prometheus::Counter>* rejected_;
+  prometheus::Family<prometheus::Counter>* tenant_requests_;
+  prometheus::Family<prometheus::Counter>* priority_capped_;
+  prometheus::Counter* tokens_reloads_ok_;
+  prometheus::Counter* tokens_reloads_failed_;
+  prometheus::Gauge* tokens_reload_successful_;
+  prometheus::Gauge* tenants_loaded_;
   prometheus::Family<prometheus::Counter>* skipped_;
   prometheus::Gauge* queue_depth_;
   prometheus::Gauge* inflight_;

@@ -50,13 +50,10 @@ Json EmptyFile(const std::string& model) {
 }  // namespace
 
 BundlesService::BundlesService(BundlesOptions options,
-                               metrics::ServerMetrics* metrics,
-                               const BearerAuth* auth,
-                               const ServingStateFlag* state)
+                               metrics::ServerMetrics* metrics, CallGate gate)
     : options_(std::move(options)),
       metrics_(metrics),
-      auth_(auth),
-      state_(state),
+      gate_(gate),
       worker_(1, options_.queue_capacity) {}
 
 BundlesService::~BundlesService() { Stop(); }
@@ -234,8 +231,7 @@ grpc::ServerUnaryReactor* BundlesService::Run(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response, Method method, Work work) {
   const auto opened = OpenCall<Request, Response>(
-      context, metrics_, method, AdmitCall(*context, *auth_, *state_, metrics_),
-      raw_request, raw_response);
+      context, metrics_, method, gate_, raw_request, raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   absl::Status submitted = worker_.TrySubmit(

@@ -4,8 +4,8 @@
 // and head in the live Decider (Decider::ReplaceKeyArtifacts), so calls in
 // flight finish on the old version and later ones see the new one.
 //
-// Handlers check auth and state on the gRPC thread, then run on one store
-// worker (file I/O and fsync never hold a gRPC thread; one worker also
+// Handlers check the token, role and state on the gRPC thread, then run on one
+// store worker (file I/O and fsync never hold a gRPC thread; one worker also
 // orders every mutation). The decider serves one lock directory: at start
 // the one whose pointers moved last, then the lock of each Promote or
 // Rollback.
@@ -24,8 +24,7 @@
 #include "common/decision/decider.h"
 #include "mesa/anyjev/v1/bundles.grpc.pb.h"
 #include "server/metrics/metrics.h"
-#include "server/service/bearer_auth.h"
-#include "server/service/serving_state.h"
+#include "server/service/call_admission.h"
 #include "server/service/worker_pool.h"
 
 namespace mesa_anyjev::service {
@@ -57,7 +56,7 @@ using RawServiceBundles =
 class BundlesService final : public RawServiceBundles {
  public:
   BundlesService(BundlesOptions options, metrics::ServerMetrics* metrics,
-                 const BearerAuth* auth, const ServingStateFlag* state);
+                 CallGate gate);
   ~BundlesService() override;
 
   // After the model loaded, before SERVING: binds the store to `backend`'s
@@ -128,8 +127,7 @@ class BundlesService final : public RawServiceBundles {
 
   const BundlesOptions options_;
   metrics::ServerMetrics* const metrics_;
-  const BearerAuth* const auth_;
-  const ServingStateFlag* const state_;
+  const CallGate gate_;
   WorkerPool worker_;
 
   absl::Mutex mu_;

@@ -42,13 +42,10 @@ absl::StatusOr<nlohmann::ordered_json> ParseJson(
 
 DecisionsService::DecisionsService(DecisionsOptions options,
                                    metrics::ServerMetrics* metrics,
-                                   const BearerAuth* auth,
-                                   const ServingStateFlag* state,
-                                   const BundlesService* bundles)
+                                   CallGate gate, const BundlesService* bundles)
     : options_(std::move(options)),
       metrics_(metrics),
-      auth_(auth),
-      state_(state),
+      gate_(gate),
       bundles_(bundles),
       workers_(options_.decisions.workers, options_.queue_capacity) {}
 
@@ -82,9 +79,7 @@ absl::Status DecisionsService::SetBackend(Backend* backend) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<decision::Decider*> DecisionsService::Admit(
-    const grpc::CallbackServerContext& context) {
-  RETURN_IF_ERROR(AdmitCall(context, *auth_, *state_, metrics_));
+absl::StatusOr<decision::Decider*> DecisionsService::ServingDecider() const {
   decision::Decider* decider = ready_.load();
   if (decider == nullptr) return absl::UnavailableError("no model loaded");
   return decider;
@@ -99,10 +94,15 @@ absl::StatusOr<nlohmann::ordered_json> DecisionsService::ParseArtifactsJson(
 }
 
 CallControl DecisionsService::DecisionControl(
-    const grpc::CallbackServerContext& context, const UnaryCall& call) const {
+    const grpc::CallbackServerContext& context, const UnaryCall& call,
+    const CallAdmission& admission) const {
   CallControl control;
   control.deadline = Deadline(context);
   control.cancelled = call.cancelled();
+  // Every engine job of the call runs for its tenant at its class, and its
+  // running priors are the tenant's.
+  control.tenant = admission.caller.tenant_name();
+  control.priority = admission.priority;
   control.max_prompt_tokens = options_.limits.max_prompt_tokens;
   // Passed on, never interpreted: only a short alphanumeric key (what our
   // clients send) is kept, so nothing odd reaches another request's headers.
@@ -131,7 +131,7 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::DecideRequest, v1::DecideResponse>(
-      context, metrics_, Method::kDecide, Admit(*context), raw_request,
+      context, metrics_, Method::kDecide, gate_, ServingDecider(), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
@@ -153,7 +153,7 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
     }
     scratch_artifacts = *std::move(json);
   }
-  CallControl control = DecisionControl(*context, *call);
+  CallControl control = DecisionControl(*context, *call, opened.admission);
   absl::Status submitted = workers_.TrySubmit(
       [this, call, response, control, decider = opened.admitted,
        metrics = metrics_, parsed = *std::move(parsed),
@@ -201,7 +201,7 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::FitRequest, v1::FitResponse>(
-      context, metrics_, Method::kFit, Admit(*context), raw_request,
+      context, metrics_, Method::kFit, gate_, ServingDecider(), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
@@ -212,7 +212,7 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
     call->Complete(parsed.status());
     return call;
   }
-  CallControl control = DecisionControl(*context, *call);
+  CallControl control = DecisionControl(*context, *call, opened.admission);
   const bool dry_run = request.dry_run();
   absl::Status submitted = workers_.TrySubmit(
       [this, call, response, control, dry_run, serving = opened.admitted,
@@ -267,11 +267,12 @@ template <typename Request, typename Response, typename Answer>
 grpc::ServerUnaryReactor* DecisionsService::Inline(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response, metrics::Method method, Answer answer) {
-  const auto opened = OpenCall<Request, Response>(
-      context, metrics_, method, Admit(*context), raw_request, raw_response);
+  const auto opened =
+      OpenCall<Request, Response>(context, metrics_, method, gate_,
+                                  ServingDecider(), raw_request, raw_response);
   if (opened.ok()) {
-    opened.call->Complete(
-        answer(*opened.admitted, *opened.request, opened.response));
+    opened.call->Complete(answer(opened.admission, *opened.admitted,
+                                 *opened.request, opened.response));
   }
   return opened.call;
 }
@@ -281,7 +282,8 @@ grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
     grpc::ByteBuffer* raw_response) {
   return Inline<v1::ExportArtifactsRequest, v1::ExportArtifactsResponse>(
       context, raw_request, raw_response, Method::kExportArtifacts,
-      [](decision::Decider& decider, const v1::ExportArtifactsRequest& request,
+      [](const CallAdmission&, decision::Decider& decider,
+         const v1::ExportArtifactsRequest& request,
          v1::ExportArtifactsResponse* response) {
         response->set_artifacts_json(
             decider.artifacts().Export(request.include_observations()).dump(1));
@@ -294,7 +296,7 @@ grpc::ServerUnaryReactor* DecisionsService::LoadArtifacts(
     grpc::ByteBuffer* raw_response) {
   return Inline<v1::LoadArtifactsRequest, v1::LoadArtifactsResponse>(
       context, raw_request, raw_response, Method::kLoadArtifacts,
-      [this](decision::Decider& decider,
+      [this](const CallAdmission&, decision::Decider& decider,
              const v1::LoadArtifactsRequest& request,
              v1::LoadArtifactsResponse* response) -> absl::Status {
         ASSIGN_OR_RETURN(const auto json,
@@ -310,13 +312,15 @@ grpc::ServerUnaryReactor* DecisionsService::ResetPriors(
     grpc::ByteBuffer* raw_response) {
   return Inline<v1::ResetPriorsRequest, v1::ResetPriorsResponse>(
       context, raw_request, raw_response, Method::kResetPriors,
-      [](decision::Decider& decider, const v1::ResetPriorsRequest& request,
-         v1::ResetPriorsResponse*) {
+      [](const CallAdmission& admission, decision::Decider& decider,
+         const v1::ResetPriorsRequest& request, v1::ResetPriorsResponse*) {
+        // The caller's own tenant's running priors, never another's.
+        const std::string& tenant = admission.caller.tenant_name();
         if (request.question_keys_size() == 0) {
-          decider.ResetAllPriors();
+          decider.ResetAllPriors(tenant);
         } else {
           for (const std::string& key : request.question_keys()) {
-            decider.ResetPrior(key);
+            decider.ResetPrior(key, tenant);
           }
         }
         return absl::OkStatus();
@@ -330,7 +334,7 @@ grpc::ServerUnaryReactor* DecisionsService::ListQuestions(
   // no file.
   return Inline<v1::ListQuestionsRequest, v1::ListQuestionsResponse>(
       context, raw_request, raw_response, Method::kListQuestions,
-      [this](decision::Decider& decider,
+      [this](const CallAdmission&, decision::Decider& decider,
              const v1::ListQuestionsRequest& request,
              v1::ListQuestionsResponse* response) {
         return service::ListQuestions(

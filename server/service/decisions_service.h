@@ -1,9 +1,9 @@
-// mesa.anyjev.v1.Decisions on gRPC's callback API. A handler checks auth and
-// state and validates on the gRPC thread, then hands the call to a decision
-// worker; the worker runs the Decider over the served Backend, whose model
-// calls are engine jobs (server/engine/queued_backend.h), and finishes the
-// call. No gRPC thread waits on the
-// model. Export, load and reset touch no model and answer inline.
+// mesa.anyjev.v1.Decisions on gRPC's callback API. A handler checks the
+// token, role and state and validates on the gRPC thread, then hands the call
+// to a decision worker; the worker runs the Decider over the served Backend,
+// whose model calls are engine jobs (server/engine/queued_backend.h) of the
+// caller's tenant and class, and finishes the call. No gRPC thread waits on
+// the model. Export, load and reset touch no model and answer inline.
 #pragma once
 
 #include <atomic>
@@ -19,9 +19,8 @@
 #include "common/decision/decider.h"
 #include "mesa/anyjev/v1/decisions.grpc.pb.h"
 #include "server/metrics/metrics.h"
-#include "server/service/bearer_auth.h"
 #include "server/service/bundles_service.h"
-#include "server/service/serving_state.h"
+#include "server/service/call_admission.h"
 #include "server/service/unary_call.h"
 #include "server/service/worker_pool.h"
 
@@ -54,7 +53,7 @@ class DecisionsService final : public RawServiceDecisions {
  public:
   // `bundles` (may be null) says which bundle versions ListQuestions names.
   DecisionsService(DecisionsOptions options, metrics::ServerMetrics* metrics,
-                   const BearerAuth* auth, const ServingStateFlag* state,
+                   CallGate gate,
                    const BundlesService* bundles = nullptr);
   ~DecisionsService() override;
 
@@ -67,7 +66,7 @@ class DecisionsService final : public RawServiceDecisions {
   // promoted versions into it.
   decision::Decider* decider() const { return decider_.get(); }
   // Finishes accepted calls and joins the workers; call after the gRPC
-  // server has shut down and before the job queue stops.
+  // server has shut down and before the engine stops.
   void Stop();
 
   grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* context,
@@ -90,21 +89,22 @@ class DecisionsService final : public RawServiceDecisions {
       grpc::ByteBuffer* raw_response) override;
 
  private:
-  // Auth, then state; the decider to use or why the call is refused.
   // A call that touches no model (export, load, reset, list): admitted,
-  // parsed and answered by `answer(decider, request, response)` on the gRPC
-  // thread.
+  // parsed and answered by `answer(admission, decider, request, response)`
+  // on the gRPC thread.
   template <typename Request, typename Response, typename Answer>
   grpc::ServerUnaryReactor* Inline(grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* raw_request,
                                    grpc::ByteBuffer* raw_response,
                                    metrics::Method method, Answer answer);
-  absl::StatusOr<decision::Decider*> Admit(
-      const grpc::CallbackServerContext& context);
+  // The decider to use, or UNAVAILABLE before the model is loaded.
+  absl::StatusOr<decision::Decider*> ServingDecider() const;
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
-  // A Decide's or Fit's deadline, cancellation and prompt bounds.
+  // A Decide's or Fit's deadline, cancellation, prompt bounds, tenant and
+  // class.
   CallControl DecisionControl(const grpc::CallbackServerContext& context,
-                              const UnaryCall& call) const;
+                              const UnaryCall& call,
+                              const CallAdmission& admission) const;
   TokenBudget DecisionBudget() const;  // limits.max_decide_tokens
   // A heads/export file in a request: size-capped, UTF-8, JSON.
   absl::StatusOr<nlohmann::ordered_json> ParseArtifactsJson(
@@ -112,8 +112,7 @@ class DecisionsService final : public RawServiceDecisions {
 
   const DecisionsOptions options_;
   metrics::ServerMetrics* const metrics_;
-  const BearerAuth* const auth_;
-  const ServingStateFlag* const state_;
+  const CallGate gate_;
   const BundlesService* const bundles_;
   WorkerPool workers_;
   Backend* queued_ = nullptr;  // the served model (SetBackend)

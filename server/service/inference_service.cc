@@ -18,17 +18,13 @@ using metrics::Method;
 InferenceService::InferenceService(InferenceOptions options,
                                    engine::Engine* engine,
                                    metrics::ServerMetrics* metrics,
-                                   const BearerAuth* auth,
-                                   const ServingStateFlag* state)
+                                   CallGate gate)
     : options_(std::move(options)),
       engine_(engine),
       metrics_(metrics),
-      auth_(auth),
-      state_(state) {}
+      gate_(gate) {}
 
-absl::StatusOr<Backend*> InferenceService::Admit(
-    const grpc::CallbackServerContext& context) {
-  RETURN_IF_ERROR(AdmitCall(context, *auth_, *state_, metrics_));
+absl::StatusOr<Backend*> InferenceService::Model() const {
   Backend* backend = backend_.load();
   if (backend == nullptr) return absl::UnavailableError("no model loaded");
   return backend;
@@ -41,8 +37,8 @@ absl::Time InferenceService::Deadline(
 }
 
 void InferenceService::Submit(
-    UnaryCall* call, absl::Time deadline, engine::ForwardTask task,
-    std::vector<PromptGroup> groups,
+    UnaryCall* call, const CallAdmission& admission, absl::Time deadline,
+    engine::ForwardTask task, std::vector<PromptGroup> groups,
     std::function<void(const engine::ForwardOutput&)> fill) {
   // `done` runs on the engine thread: a plain handoff of the output to the
   // reply thread.
@@ -58,7 +54,8 @@ void InferenceService::Submit(
   };
   call->Submitted(engine_->TrySubmit(
       {std::move(task), std::move(groups),
-       Caller{deadline, call->cancelled(), {}, Priority::kInteractive},
+       Caller{deadline, call->cancelled(), admission.caller.tenant_name(),
+              admission.priority},
        std::move(done)}));
 }
 
@@ -66,7 +63,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::GetModelInfoRequest, v1::ModelInfo>(
-      context, metrics_, Method::kGetModelInfo, Admit(*context), raw_request,
+      context, metrics_, Method::kGetModelInfo, gate_, Model(), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   const Backend* model = opened.admitted;
@@ -74,6 +71,8 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(
                 opened.response);
   FillDeviceInfo(model->device_info(), util::ReadMemAvailable(),
                  opened.response);
+  FillCallerInfo(gate_.auth->enabled(), opened.admission.caller.tenant(),
+                 opened.admission.priority, opened.response);
   opened.call->Complete(absl::OkStatus());
   return opened.call;
 }
@@ -82,7 +81,7 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::TokenizeRequest, v1::TokenizeResponse>(
-      context, metrics_, Method::kTokenize, Admit(*context), raw_request,
+      context, metrics_, Method::kTokenize, gate_, Model(), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
@@ -103,7 +102,7 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request,
     grpc::ByteBuffer* raw_response) {
   const auto opened = OpenCall<v1::LogprobsRequest, v1::LogprobsResponse>(
-      context, metrics_, Method::kLogprobs, Admit(*context), raw_request,
+      context, metrics_, Method::kLogprobs, gate_, Model(), raw_request,
       raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
@@ -131,8 +130,8 @@ grpc::ServerUnaryReactor* InferenceService::Logprobs(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  Submit(call, Deadline(*context), engine::LogprobsTask{request.top_k()},
-         std::move(parsed->groups),
+  Submit(call, opened.admission, Deadline(*context),
+         engine::LogprobsTask{request.top_k()}, std::move(parsed->groups),
          [response](const engine::ForwardOutput& out) {
            FillLogprobs(std::get<engine::GroupLogprobs>(out), response);
          });
@@ -144,8 +143,8 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     grpc::ByteBuffer* raw_response) {
   const auto opened =
       OpenCall<v1::HiddenStatesRequest, v1::HiddenStatesResponse>(
-          context, metrics_, Method::kHiddenStates, Admit(*context),
-          raw_request, raw_response);
+          context, metrics_, Method::kHiddenStates, gate_, Model(), raw_request,
+          raw_response);
   if (!opened.ok()) return opened.call;
   UnaryCall* call = opened.call;
   const v1::HiddenStatesRequest& request = *opened.request;
@@ -170,7 +169,8 @@ grpc::ServerUnaryReactor* InferenceService::HiddenStates(
     return call;
   }
   metrics_->AddPromptTokens(static_cast<double>(parsed->n_tokens));
-  Submit(call, Deadline(*context), engine::HiddenStatesTask{*std::move(layers)},
+  Submit(call, opened.admission, Deadline(*context),
+         engine::HiddenStatesTask{*std::move(layers)},
          std::move(parsed->groups),
          [response](const engine::ForwardOutput& out) {
            FillHiddenStates(std::get<HiddenStatesResult>(out), response);

@@ -1,8 +1,8 @@
-// mesa.anyjev.v1.Inference on gRPC's callback API. Handlers check auth and
-// state, validate, hand the work to the engine's job queue and return. The
-// engine thread hands each job's output to the service's reply thread, which
-// builds and writes the response, so the engine goes on to the next job at
-// once. No handler blocks while the model runs.
+// mesa.anyjev.v1.Inference on gRPC's callback API. Handlers check the token,
+// role and state, validate, hand the work to the engine as the caller's
+// tenant and class, and return. The engine hands each call's output to the
+// service's reply thread, which builds and writes the response, so the engine
+// goes on at once. No handler blocks while the model runs.
 #pragma once
 
 #include <atomic>
@@ -17,8 +17,7 @@
 #include "mesa/anyjev/v1/inference.grpc.pb.h"
 #include "server/engine/engine.h"
 #include "server/metrics/metrics.h"
-#include "server/service/bearer_auth.h"
-#include "server/service/serving_state.h"
+#include "server/service/call_admission.h"
 #include "server/service/worker_pool.h"
 
 namespace mesa_anyjev::service {
@@ -44,8 +43,7 @@ using RawServiceInference =
 class InferenceService final : public RawServiceInference {
  public:
   InferenceService(InferenceOptions options, engine::Engine* engine,
-                   metrics::ServerMetrics* metrics, const BearerAuth* auth,
-                   const ServingStateFlag* state);
+                   metrics::ServerMetrics* metrics, CallGate gate);
 
   // The backend once loaded; calls before it get UNAVAILABLE.
   void SetBackend(Backend* backend) { backend_.store(backend); }
@@ -67,22 +65,22 @@ class InferenceService final : public RawServiceInference {
       grpc::ByteBuffer* raw_response) override;
 
  private:
-  // Auth, then state; returns the backend to use or why the call is refused.
-  absl::StatusOr<Backend*> Admit(const grpc::CallbackServerContext& context);
+  // The backend to use, or UNAVAILABLE before one is loaded.
+  absl::StatusOr<Backend*> Model() const;
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
   // Hands the forward to the engine, or answers at once with
   // RESOURCE_EXHAUSTED / UNAVAILABLE when the queue refuses it. Its output
   // comes back to the reply thread, which `fill`s the response from it and
   // completes the call.
-  void Submit(UnaryCall* call, absl::Time deadline, engine::ForwardTask task,
+  void Submit(UnaryCall* call, const CallAdmission& admission,
+              absl::Time deadline, engine::ForwardTask task,
               std::vector<PromptGroup> groups,
               std::function<void(const engine::ForwardOutput&)> fill);
 
   const InferenceOptions options_;
   engine::Engine* const engine_;
   metrics::ServerMetrics* const metrics_;
-  const BearerAuth* const auth_;
-  const ServingStateFlag* const state_;
+  const CallGate gate_;
   std::atomic<Backend*> backend_{nullptr};
   // One thread; every answer the engine hands over is taken (no capacity:
   // its job already passed admission).

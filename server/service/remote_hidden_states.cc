@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth/tenant.h"
 #include "common/status/status_macros.h"
 #include "common/util/daemon_target.h"
 #include "common/util/secret.h"
@@ -113,6 +114,10 @@ absl::StatusOr<HiddenStatesResult> RemoteHiddenStates::HiddenStates(
                                       ? request.groups(0).prefix().text()
                                       : "",
                                   affinity_bytes_));
+  // The caller's class goes on with its work; the daemon there caps it by
+  // the router's own tenant.
+  context.AddMetadata(auth::kPriorityMetadata,
+                      auth::PriorityName(control.priority));
   v1::HiddenStatesResponse response;
   grpc::Status status = stub->HiddenStates(&context, request, &response);
   if (!status.ok()) return FromGrpc(status, "HiddenStates");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/auth/tenant.h"
 #include "common/backend.h"
 #include "common/config/config.h"
 #include "mesa/anyjev/v1/inference.pb.h"
@@ -55,6 +56,10 @@ void FillModelInfo(const ModelIdentity& identity,
 // The model's device (when local) and the host's MemAvailable (when read).
 void FillDeviceInfo(const std::optional<DeviceInfo>& device,
                     const absl::StatusOr<int64_t>& mem_available,
+                    v1::ModelInfo* info);
+// The caller as its token makes it (`tenant` null when auth is off) and the
+// class this call ran at.
+void FillCallerInfo(bool auth, const auth::Tenant* tenant, Priority priority,
                     v1::ModelInfo* info);
 
 }  // namespace mesa_anyjev::service

@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "common/status/retry_after.h"
 #include "server/metrics/metrics.h"
+#include "server/service/call_admission.h"
 #include "server/service/request_parse.h"
 #include "server/service/status_convert.h"
 
@@ -38,6 +39,14 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   }
 
   void OnCancel() override { cancelled_.store(true); }
+
+  // Once admitted: the tenant and class its outcome and refusals are
+  // counted under.
+  void Admitted(const std::string& tenant, Priority priority) {
+    tenant_ = tenant;
+    priority_ = priority;
+    admitted_ = true;
+  }
   void OnDone() override {
     metrics_->AddInflight(-1);
     delete this;
@@ -68,6 +77,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
       status = SerializeResponse(*response_, raw_response_);
     }
     metrics_->RecordRequest(method_, status.raw_code(), absl::Now() - start_);
+    if (admitted_) {
+      metrics_->RecordTenantRequest(tenant_, priority_, status.raw_code());
+    }
     if (const auto after = RetryAfter(status); after.has_value()) {
       context_->AddTrailingMetadata(
           "grpc-retry-pushback-ms",
@@ -82,9 +94,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   void Submitted(const absl::Status& submitted) {
     if (submitted.ok()) return;
     if (absl::IsResourceExhausted(submitted)) {
-      metrics_->RecordRejected("queue_full");
+      metrics_->RecordRejected("queue_full", tenant_);
     } else if (absl::IsUnavailable(submitted)) {
-      metrics_->RecordRejected("draining");
+      metrics_->RecordRejected("draining", tenant_);
     }
     Complete(submitted);
   }
@@ -97,17 +109,22 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   const metrics::Method method_;
   const absl::Time start_;
   std::atomic<bool> cancelled_{false};
+  bool admitted_ = false;
+  std::string tenant_;
+  Priority priority_ = Priority::kInteractive;
   std::unique_ptr<google::protobuf::Message> request_;
   std::unique_ptr<google::protobuf::Message> response_;
   grpc::ByteBuffer* raw_response_ = nullptr;
 };
 
-// A handler's call once opened: what the service's admission handed over
-// (the model, the decider) and the typed request and response; !ok() when
-// the call was already completed with the refusal.
+// A handler's call once opened: who it is for and its class, what the
+// service's own admission handed over (the model, the decider) and the
+// typed request and response; !ok() when the call was already completed
+// with the refusal.
 template <typename Request, typename Response, typename Admitted>
 struct OpenedCall {
   UnaryCall* call;
+  CallAdmission admission{};
   Admitted admitted{};
   const Request* request = nullptr;
   Response* response = nullptr;
@@ -115,38 +132,45 @@ struct OpenedCall {
   bool ok() const { return request != nullptr; }
 };
 
-// Every handler's opening, in one place: the admission (auth, serving
-// state, a model), which the handler decides before any request byte is
-// read, completes the call when refused; else the bytes are parsed. The
-// call counts in flight from here until gRPC is done with it.
+// Every handler's opening, in one place: the gate (token, role, class,
+// serving state; call_admission.h), then the service's own admission (a
+// model, a decider), both decided before any request byte is read; a
+// refusal completes the call. Else the bytes are parsed. The call counts
+// in flight from here until gRPC is done with it.
 template <typename Request, typename Response, typename Admitted>
 OpenedCall<Request, Response, Admitted> OpenCall(
     grpc::CallbackServerContext* context, metrics::ServerMetrics* metrics,
-    metrics::Method method, absl::StatusOr<Admitted> admitted,
-    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
+    metrics::Method method, const CallGate& gate,
+    absl::StatusOr<Admitted> admitted, const grpc::ByteBuffer* raw_request,
+    grpc::ByteBuffer* raw_response) {
   OpenedCall<Request, Response, Admitted> out{
       new UnaryCall(context, metrics, method)};
+  auto admission = AdmitCall(*context, method, gate, metrics);
+  if (!admission.ok()) {
+    out.call->Complete(admission.status());
+    return out;
+  }
+  out.call->Admitted(admission->caller.tenant_name(), admission->priority);
   if (!admitted.ok()) {
     out.call->Complete(admitted.status());
     return out;
   }
+  out.admission = *std::move(admission);
   out.admitted = *std::move(admitted);
   std::tie(out.request, out.response) =
       out.call->template Parse<Request, Response>(raw_request, raw_response);
   return out;
 }
 
-// The same where admission hands nothing over.
+// The same where the service's admission hands nothing over.
 template <typename Request, typename Response>
 OpenedCall<Request, Response, std::monostate> OpenCall(
     grpc::CallbackServerContext* context, metrics::ServerMetrics* metrics,
-    metrics::Method method, const absl::Status& admitted,
+    metrics::Method method, const CallGate& gate,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
-  return OpenCall<Request, Response, std::monostate>(
-      context, metrics, method,
-      admitted.ok() ? absl::StatusOr<std::monostate>(std::monostate{})
-                    : absl::StatusOr<std::monostate>(admitted),
-      raw_request, raw_response);
+  return OpenCall<Request, Response, std::monostate>(context, metrics, method,
+                                                     gate, std::monostate{},
+                                                     raw_request, raw_response);
 }
 
 }  // namespace mesa_anyjev::service

@@ -33,7 +33,7 @@ def test_token_from_env(start_daemon):
     refused = run_cli("info", "--address", daemon.address)
     assert refused.returncode == 1 and "UNAUTHENTICATED" not in refused.stdout
     assert TOKEN not in daemon.output()
-    assert 'mesa_anyjev_rejected_total{reason="unauthenticated"} 4' in daemon.metrics()
+    assert 'mesa_anyjev_rejected_total{reason="unauthenticated",tenant=""} 4' in daemon.metrics()
 
 
 def test_token_file_must_be_0600(start_daemon, tmp_path):

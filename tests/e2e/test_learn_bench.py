@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dpb, run_cli
+from conftest import dpb, metric, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELS = ROOT / "data" / "bench" / "labels.jsonl"
@@ -305,3 +305,14 @@ def test_hf_fit_through_the_daemon_matches_in_process_and_installs_nothing(
     assert exported["artifacts"] == {} and exported["heads"] == {}
     assert hf["version"] == 1
     assert (tmp_path / "bundles" / "fake").is_dir()
+    # learn fit and bench run are dataset work: every call they make asks
+    # the batch priority class (auth is off here: tenant "").
+    r = run_cli("bench", "run", "--backend", "hf", "--levels", "raw", "--tasks",
+                "labels_term_fits", "--no-loco", "--no-flip", "--out", str(tmp_path / "b"),
+                "--date", DATE, *args, *store_args(store), timeout=300)
+    assert r.returncode == 0, r.stderr
+    scrape = daemon.metrics()
+    for cls, calls in [("batch", lambda n: n > 0), ("interactive", lambda n: n == 1)]:
+        n = metric(scrape, "mesa_anyjev_tenant_requests_total", tenant="", code="OK",
+                   **{"class": cls})
+        assert calls(n), (cls, n)  # interactive: the test's own ExportArtifacts

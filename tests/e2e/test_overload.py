@@ -37,7 +37,7 @@ def test_queue_full_is_resource_exhausted_at_once(start_daemon):
         assert not first.done()
         assert [code_of(f) for f in [first, *queued]] == [grpc.StatusCode.OK] * 3
     metrics = daemon.metrics()
-    assert metric(metrics, "mesa_anyjev_rejected_total", reason="queue_full") == 5
+    assert metric(metrics, "mesa_anyjev_rejected_total", reason="queue_full", tenant="") == 5
     assert daemon.health_status() == "SERVING"
 
 

@@ -6,9 +6,12 @@ vLLM-like gateway. It uses the shipped scrape configuration
 and every query of every panel of the shipped Grafana dashboard
 (deploy/grafana/mesa-anyjevd.json) must return data through Prometheus's
 HTTP API."""
+import collections
 import json
 import math
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -18,12 +21,14 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pytest
 import yaml
 
-from conftest import dpb, pb
+from conftest import dpb, pb, run_cli
 from gateway_server import Gateway
 from mesa.anyjev.v1 import bundles_pb2 as bpb, bundles_pb2_grpc
+from mesa.anyjev.v1 import decisions_pb2_grpc, inference_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from make_tiny_qwen3 import make  # noqa: E402
@@ -33,6 +38,45 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "mesa-anyjevd.json"
 SCRAPE = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
+
+
+# Issue 38: the engine's scheduler (the other half of the issue) exports
+# these; until it does, their panels are the only ones allowed no data, and
+# the daemon is checked not to export them (so this set empties with it).
+AWAITING_ENGINE = {"mesa_anyjev_tenant_tokens_total"}
+
+
+class _Details(collections.namedtuple(
+        "_Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready",
+                     "compression")), grpc.ClientCallDetails):
+    pass
+
+
+class _Token(grpc.UnaryUnaryClientInterceptor):
+    """Sends a tenant's bearer token with every call."""
+
+    def __init__(self, token):
+        self.token = token
+
+    def intercept_unary_unary(self, continuation, details, request):
+        metadata = [*(details.metadata or []), ("authorization", f"Bearer {self.token}")]
+        return continuation(_Details(details.method, details.timeout, metadata,
+                                     details.credentials, details.wait_for_ready,
+                                     details.compression), request)
+
+
+def with_token(daemon, token):
+    """The daemon's stubs, each call carrying `token`."""
+    calls = grpc.intercept_channel(daemon.channel, _Token(token))
+    daemon.calls = calls
+    daemon.stub = inference_pb2_grpc.InferenceStub(calls)
+    daemon.decisions = decisions_pb2_grpc.DecisionsStub(calls)
+
+
+def add_token(file, tenant, *flags):
+    done = run_cli("tokens", "add", "--tenant", tenant, "--file", str(file), *flags)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def free_port():
@@ -117,7 +161,7 @@ def promote_a_bundle(daemon, question, states, labels):
         labels=labels, level="L2"), timeout=300)
     exported = json.loads(daemon.decisions.ExportArtifacts(
         dpb.ExportArtifactsRequest(), timeout=10).artifacts_json)
-    stub = bundles_pb2_grpc.BundlesStub(daemon.channel)
+    stub = bundles_pb2_grpc.BundlesStub(daemon.calls)
     manifest = {"per_question": {question.id: {"key": fit.question_key, "level": "L2"}},
                 "validation": {question.id: {"loco": {"acc": 0.9, "ece": 0.05}}}}
     put = stub.Put(bpb.PutBundleRequest(
@@ -128,10 +172,11 @@ def promote_a_bundle(daemon, question, states, labels):
                                           question_id=question.id), timeout=30)
 
 
-def load(daemon, router, stop):
+def load(daemon, router, stop, bulk):
     """Decisions at raw, L0 and L2 (after a Fit), prompt groups that share a
     prefix (prefix cache hits), hidden states and one bad request on the
-    daemon; L0 decisions through the router's gateway."""
+    daemon; L0 decisions through the router's gateway; a batch-capped
+    tenant asking for interactive, and trying an admin's method."""
     states = [f"Site {i}: a survey of {['birds', 'beetles', 'mammals'][i % 3]} in plot {i}"
               for i in range(24)]
     question = dpb.Question(id="taxon", kind="choice", text=b"Which taxon is surveyed?",
@@ -155,25 +200,42 @@ def load(daemon, router, stop):
             daemon.decisions.Decide(dpb.DecideRequest(level="L9"), timeout=10)
         except Exception:  # noqa: BLE001 - the INVALID_ARGUMENT is the point
             pass
+        bulk_auth = [("authorization", f"Bearer {bulk}")]
+        inference_pb2_grpc.InferenceStub(daemon.channel).GetModelInfo(
+            pb.GetModelInfoRequest(), timeout=10,
+            metadata=[*bulk_auth, ("mesa-anyjev-priority", "interactive")])
+        try:
+            decisions_pb2_grpc.DecisionsStub(daemon.channel).ResetPriors(
+                dpb.ResetPriorsRequest(), timeout=10, metadata=bulk_auth)
+        except grpc.RpcError:  # PERMISSION_DENIED is the point
+            pass
 
 
 def test_every_dashboard_panel_has_data(start_daemon, prometheus, tmp_path):
     checkpoint = make(tmp_path / "tiny-qwen3", layers=2)
+    tokens = tmp_path / "tokens.yaml"
+    ops = add_token(tokens, "ops", "--role", "admin")
+    bulk = add_token(tokens, "bulk", "--role", "decide", "--max-priority", "batch")
     daemon = start_daemon("--model", str(checkpoint), "--set", "model.name=tiny/qwen3",
-                          "--set", f"decisions.bundles_dir={tmp_path / 'bundles'}")
+                          "--set", f"decisions.bundles_dir={tmp_path / 'bundles'}",
+                          "--set", f"auth.tokens_file={tokens}")
+    with_token(daemon, ops)
+    daemon.signal(signal.SIGHUP)  # the reload panels have a reading
+    daemon.wait_log("auth: reloaded 2 tenants")
     gateway = Gateway()
     router = start_daemon(
         "--backend", "composite", "--set", f"client.address={daemon.address}",
         "--set", f"backend.gateway_base_url={gateway.url}",
         "--set", f"backend.tokenizer={ROOT / 'tests' / 'data' / 'qwen3-tokenizer'}",
-        env={"MESA_LLM_API_KEY": "sk-dashboard"}, name="router")
+        "--set", "client.token_env=ROUTER_TOKEN",
+        env={"MESA_LLM_API_KEY": "sk-dashboard", "ROUTER_TOKEN": ops}, name="router")
     url = prometheus([f"127.0.0.1:{daemon.metrics_port}", f"127.0.0.1:{router.metrics_port}"])
     stop = threading.Event()
     errors = []
 
     def run():
         try:
-            load(daemon, router, stop)
+            load(daemon, router, stop, bulk)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -189,11 +251,16 @@ def test_every_dashboard_panel_has_data(start_daemon, prometheus, tmp_path):
                 concrete = expr.replace("$__rate_interval", "30s").replace("$instance", ".*")
                 if not finite_values(query(url, concrete)):
                     missing.append(f"{title}: {concrete}")
-            if not missing or errors or time.monotonic() > deadline:
+            awaiting = [m for m in missing if any(name in m for name in AWAITING_ENGINE)]
+            if missing == awaiting or errors or time.monotonic() > deadline:
                 break
             time.sleep(1)
         assert not errors, errors
-        assert not missing, "panels without data:\n" + "\n".join(missing)
+        assert missing == awaiting, "panels without data:\n" + "\n".join(missing)
+        exported = set(re.findall(r"^# TYPE (\w+) ", daemon.metrics(), re.M))
+        assert not AWAITING_ENGINE & exported, "the engine exports them now: empty AWAITING_ENGINE"
+        capped = query(url, 'mesa_anyjev_priority_capped_total{tenant="bulk"}')
+        assert capped and float(capped[0]["value"][1]) > 0
         # Decisions carry their question id and served level as labels.
         l2 = query(url, 'mesa_anyjev_decisions_total{level="L2",question="taxon"}')
         assert l2 and float(l2[0]["value"][1]) > 0

@@ -22,9 +22,9 @@
 #include "server/engine/engine.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_endpoint.h"
-#include "server/service/bearer_auth.h"
 #include "server/service/inference_service.h"
 #include "server/service/serving_state.h"
+#include "server/service/tenant_auth.h"
 
 namespace mesa_anyjev {
 namespace {
@@ -110,15 +110,15 @@ int Run() {
   options.limits.capacity = 8;
   engine::Engine engine(options, &server_metrics);
   engine.Start();
-  service::BearerAuth auth(std::nullopt);
+  service::TenantAuth auth(nullptr);
   service::ServingStateFlag state;
   state.set(service::ServingState::kServing);
   TorchBackend backend;
   engine::BackendForwardModel forward(&backend);
   engine.SetLoop(
       std::make_unique<engine::CallLoop>(&forward, 0, &server_metrics));
-  service::InferenceService inference({}, &engine, &server_metrics, &auth,
-                                      &state);
+  service::InferenceService inference({}, &engine, &server_metrics,
+                                      service::CallGate{&auth, &state});
   inference.SetBackend(&backend);
   grpc::ServerBuilder builder;
   int port = 0;

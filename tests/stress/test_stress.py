@@ -58,6 +58,42 @@ def proc_status(pid):
     return rss, int(fields["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def connections(pid):
+    """The TCP connections (not listeners) a process holds: (state, local
+    port, peer port), from /proc/<pid>/fd and /proc/net/tcp{,6}."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    held = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes and fields[3] != "0A":  # 0A: LISTEN
+                held.append((fields[3], int(fields[1].rsplit(":", 1)[1], 16),
+                             int(fields[2].rsplit(":", 1)[1], 16)))
+    return held
+
+
+def settled_status(daemon):
+    """proc_status once the daemon holds no connection but the test's own
+    gRPC channel: the load client's connections, and the daemon's side of
+    the test's last /metrics scrape (closed by the client, CLOSE_WAIT until
+    cpp-httplib's thread reads the end), are closed asynchronously after
+    the calls end; counted before that, each reads as a descriptor more."""
+    def only_own_channel():
+        held = connections(daemon.proc.pid)
+        own = all(state == "01" and local == daemon.port for state, local, _ in held)
+        return True if own and len(held) <= 1 else None
+
+    daemon.poll(only_own_channel, "no connection but the test's channel", 60)
+    return proc_status(daemon.proc.pid)
+
+
 def test_1_sustained_load_loses_nothing(start_daemon, record):
     daemon = start_daemon()
     fast = load(daemon, "--in-flight", 16, "--seconds", SECONDS)
@@ -81,7 +117,7 @@ def test_2_overload_is_refused_at_once_and_recovers(start_daemon, record):
     # (Little's law), so the refusal figure that says how fast a refusal is
     # comes from the 96 run; the 256 runs show what a flood costs.
     daemon = start_daemon("--set", "server.queue_capacity=64", "--set", "model.fake_delay_s=0.02")
-    before = proc_status(daemon.proc.pid)
+    before = settled_status(daemon)
     runs, after = {}, []
     for name, offered in [("offered_96", 96), ("offered_256", 256), ("offered_256_again", 256)]:
         result = load(daemon, "--in-flight", offered, "--seconds", OVERLOAD_SECONDS,
@@ -89,7 +125,7 @@ def test_2_overload_is_refused_at_once_and_recovers(start_daemon, record):
         # The queue drains once the load stops (the deadline only bounds a failure).
         daemon.wait_metrics(lambda t: metric(t, "mesa_anyjev_queue_depth") == 0
                             and metric(t, "mesa_anyjev_inflight_requests") == 0, "the queue empty")
-        after.append(proc_status(daemon.proc.pid))
+        after.append(settled_status(daemon))
         runs[name] = result
         if name == "offered_96":
             # The daemon's own histogram: answered calls take at least 20 ms,
@@ -137,7 +173,11 @@ def test_5_drain_finishes_sixteen_calls(start_daemon, record):
                        "draining_logged_s": not_serving, "exit_after_signal_s": exited,
                        "new_call": refused.value.code().name})
     assert ok == 16 and code == 0
-    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    # Refused, never served: UNAVAILABLE from the daemon (draining) or from
+    # gRPC once its listener closed; a call that reaches the transport just
+    # as gRPC's Shutdown begins is cancelled by gRPC itself (CANCELLED: seen
+    # once in 25 runs on a loaded 2-core host; our clients retry both).
+    assert refused.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 
 
 def leaking_control():

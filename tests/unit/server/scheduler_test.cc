@@ -244,7 +244,7 @@ TEST_CASE(
     "per-tenant limits refuse one tenant's excess by name and admit another's "
     "call") {
   Scheduler s(SchedulerPolicy::kFair, {100, 2, 1000});
-  s.SetTenants({{"big", 1.0, 3, 0}});
+  s.SetTenants({{"big", 1.0, 3, 0}, {"small", 1.0, 0, 0}});
   std::string by;
   // A tenant with nothing held is always admitted one call, however large.
   REQUIRE(s.Admit(1, "small", Priority::kBatch, 5000).ok());
@@ -264,6 +264,12 @@ TEST_CASE(
              Catch::Contains("tenant 'big' has 3 calls waiting") &&
                  Catch::Contains("max_queued_calls in the tokens file"));
   CHECK(s.Admit(20, "other", Priority::kInteractive, 1).ok());
+  // A lone tenant (one token) has the capacity alone for its limit.
+  Scheduler alone(SchedulerPolicy::kFair, {100, 2, 1000});
+  alone.SetTenants({{"default", 1.0, 0, 0}});
+  for (Scheduler::JobId id = 1; id <= 5; ++id) {
+    CHECK(alone.Admit(id, "default", Priority::kBatch, 600).ok());
+  }
   // Finished calls free their tenant's room.
   s.Finish(10);
   CHECK(s.Admit(13, "big", Priority::kBatch, 1).ok());

@@ -8,13 +8,15 @@
 """
 from .client import Client, State
 from .errors import (DeadlineExceeded, FailedPrecondition, InvalidArgument, MesaAnyjevError,
-                     NotFound, ResourceExhausted, Unauthenticated, Unavailable)
+                     NotFound, PermissionDenied, ResourceExhausted, Unauthenticated,
+                     Unavailable)
 from .pipeline import (DecideStream, Progress, RetryPolicy, StateItem, StateResult,
                        read_states)
-from .types import Decision, Diagnostics, ModelInfo, PromptLogprobs, Question
+from .types import Caller, Decision, Diagnostics, ModelInfo, PromptLogprobs, Question
 
-__all__ = ["Client", "State", "Decision", "Diagnostics", "ModelInfo", "PromptLogprobs",
-           "Question", "MesaAnyjevError", "InvalidArgument", "NotFound", "FailedPrecondition",
-           "ResourceExhausted", "Unavailable", "Unauthenticated", "DeadlineExceeded",
+__all__ = ["Client", "State", "Caller", "Decision", "Diagnostics", "ModelInfo",
+           "PromptLogprobs", "Question", "MesaAnyjevError", "InvalidArgument", "NotFound",
+           "FailedPrecondition", "ResourceExhausted", "Unavailable", "Unauthenticated",
+           "PermissionDenied", "DeadlineExceeded",
            "StateItem", "StateResult", "Progress", "RetryPolicy", "DecideStream", "read_states"]
 __version__ = "0.1.0"

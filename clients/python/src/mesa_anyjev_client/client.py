@@ -1,6 +1,7 @@
 """Client: mesa-anyjevd's RPCs as typed Python calls (docs/rpc.md)."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -18,7 +19,7 @@ from ._proto.mesa.anyjev.v1 import inference_pb2_grpc
 from .errors import NotFound, from_rpc_error
 from .pipeline import (DEFAULT_CONCURRENCY, DEFAULT_SPAN, DecideStream, Progress, RetryPolicy,
                        State, StateItem, call_with_retries)
-from .types import Decision, Diagnostics, ModelInfo, PromptLogprobs, Question
+from .types import Caller, Decision, Diagnostics, ModelInfo, PromptLogprobs, Question
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -27,6 +28,10 @@ _HEALTH = ("UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN")
 # first bytes of the call's first state, as the CLI sends it.
 _AFFINITY_HEADER = "mesa-anyjev-affinity"
 _AFFINITY_BYTES = 256
+# The priority class a call asks for (docs/rpc.md, "Roles and priority
+# classes"); without it the daemon uses the tenant's default.
+_PRIORITY_HEADER = "mesa-anyjev-priority"
+_PRIORITIES = ("interactive", "batch")
 # gRPC's reconnect backoff grows to 120 s by default: a run retrying across
 # a daemon's restart would keep failing long after the daemon is back.
 _CHANNEL_OPTIONS = [("grpc.max_reconnect_backoff_ms", 5000)]
@@ -48,11 +53,15 @@ class Client:
 
     Every failed call raises a MesaAnyjevError subclass naming the status
     and the request field (errors.py).
+
+    `priority` ("interactive" or "batch") is the class every call asks
+    for; None leaves it to the token's tenant (its default, else
+    interactive). decide_stream asks batch unless told otherwise.
     """
 
     def __init__(self, address: str, *, token: Optional[str] = None,
                  token_file: Optional[PathLike] = None, tls_ca: Optional[PathLike] = None,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, priority: Optional[str] = None) -> None:
         if token is not None and token_file is not None:
             raise ValueError("give token or token_file, not both")
         if token_file is not None:
@@ -60,6 +69,7 @@ class Client:
         self.timeout = timeout
         self._metadata: Tuple[Tuple[str, str], ...] = (
             (("authorization", f"Bearer {token}"),) if token else ())
+        self._metadata += _priority_metadata(priority)
         if tls_ca is not None:
             credentials = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca).read_bytes())
             self._channel = grpc.secure_channel(address, credentials, options=_CHANNEL_OPTIONS)
@@ -106,12 +116,18 @@ class Client:
     def info(self, *, timeout: Optional[float] = None) -> ModelInfo:
         """The served model and the request limits in force."""
         m = self._call(self._inference.GetModelInfo, ipb.GetModelInfoRequest(), timeout)
+        c = m.caller
+        caller = Caller(auth=c.auth, tenant=c.tenant, role=c.role, priority=c.priority,
+                        default_priority=c.default_priority, max_priority=c.max_priority,
+                        weight=c.weight, max_queued_calls=c.max_queued_calls,
+                        max_queued_tokens=c.max_queued_tokens) if m.HasField("caller") else None
         return ModelInfo(name=m.name, identity=m.identity, n_layers=m.n_layers,
                          hidden_size=m.hidden_size, vocab_size=m.vocab_size,
                          max_choice_k=m.max_choice_k, hidden_states=m.hidden_states,
                          server_version=m.server_version,
                          limits={f.name: getattr(m.limits, f.name)
-                                 for f in m.limits.DESCRIPTOR.fields})
+                                 for f in m.limits.DESCRIPTOR.fields},
+                         caller=caller)
 
     def tokenize(self, texts: Sequence[str], *, timeout: Optional[float] = None) -> List[List[int]]:
         """Token ids of each text under the served model's tokenizer."""
@@ -172,7 +188,8 @@ class Client:
                       span: int = DEFAULT_SPAN, concurrency: int = DEFAULT_CONCURRENCY,
                       start: int = 0, deadline: Optional[float] = None,
                       retry: RetryPolicy = RetryPolicy(),
-                      progress: Optional[Callable[[Progress], None]] = None) -> DecideStream:
+                      progress: Optional[Callable[[Progress], None]] = None,
+                      priority: Optional[str] = "batch") -> DecideStream:
         """Decides a dataset: each state's StateResult (its input index, the
         id it came with, a Decision per question in question order, or the
         error that refused it), yielded in input order.
@@ -203,18 +220,27 @@ class Client:
         interrupted run: the span holding it is decided again whole and
         only states from `start` on are yielded. `progress` is called with
         the counts (Progress) after each span and each retry.
+
+        Its Decide calls ask the `priority` class, batch by default: a
+        dataset run yields the engine to interactive calls (a curator's
+        single question); None asks what the client asks.
         """
+        # Every call of the run, its setup included, asks the run's class.
+        run = copy.copy(self)
+        if priority is not None:
+            run._metadata = tuple(m for m in self._metadata if m[0] != _PRIORITY_HEADER)
+            run._metadata += _priority_metadata(priority)
         rng = random.Random()
         end = None if deadline is None else time.monotonic() + deadline
-        info = call_with_retries(lambda t: self.info(timeout=t), retry, end, rng)
+        info = call_with_retries(lambda t: run.info(timeout=t), retry, end, rng)
         max_states = info.limits.get("max_decide_states", 0)
         if max_states > 0 and span > max_states:
             raise ValueError(f"span: {span} states exceed the daemon's "
                              f"limits.max_decide_states={max_states}")
-        resolved = call_with_retries(lambda t: self._resolve(questions, timeout=t), retry, end,
+        resolved = call_with_retries(lambda t: run._resolve(questions, timeout=t), retry, end,
                                      rng)
         options = dpb.DecideOptions(exact_heads=exact_heads)
-        metadata = list(self._metadata)
+        metadata = list(run._metadata)
 
         def send(messages: List[dpb.State], lo: int, hi: int, timeout: float) -> Any:
             request = dpb.DecideRequest(states=messages, questions=resolved[lo:hi], level=level,
@@ -251,6 +277,14 @@ class Client:
                                re.sub(r"^ids\[\d+\]", f"questions[{i}]", error.details)) from None
         return [_question_message(self._served[q] if isinstance(q, str) else q)
                 for q in questions]
+
+
+def _priority_metadata(priority: Optional[str]) -> Tuple[Tuple[str, str], ...]:
+    if priority is None:
+        return ()
+    if priority not in _PRIORITIES:
+        raise ValueError(f"priority: {priority!r} is not 'interactive' or 'batch'")
+    return ((_PRIORITY_HEADER, priority),)
 
 
 def _sequence(name: str, values: Any) -> List[Any]:

@@ -66,6 +66,11 @@ class Unauthenticated(MesaAnyjevError):
     """A missing or wrong bearer token."""
 
 
+class PermissionDenied(MesaAnyjevError):
+    """A token whose tenant's role is too small for the method (its message
+    names the method, the tenant and the role needed)."""
+
+
 class DeadlineExceeded(MesaAnyjevError):
     """The call's deadline passed, queued or running."""
 
@@ -77,6 +82,7 @@ _BY_CODE: Dict[grpc.StatusCode, Type[MesaAnyjevError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
 }
 

@@ -67,6 +67,22 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Caller:
+    """Who the daemon takes this client for (its token's tenant) and what
+    the tenant may do (docs/operations.md, "Tenants and roles")."""
+
+    auth: bool  # False: the daemon runs without auth; every caller may do all
+    tenant: str  # "" when auth is off
+    role: str  # "decide" | "learn" | "admin"
+    priority: str  # the class the info call ran at: "interactive" | "batch"
+    default_priority: str  # the tenant's class for calls that ask none
+    max_priority: str  # "batch": every call of the tenant runs as batch
+    weight: float
+    max_queued_calls: int  # 0: the daemon's default
+    max_queued_tokens: int
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What GetModelInfo says of the served model and the limits in force."""
 
@@ -79,6 +95,7 @@ class ModelInfo:
     hidden_states: bool
     server_version: str
     limits: Dict[str, int] = field(default_factory=dict)
+    caller: Optional[Caller] = None  # None from a daemon without tenants
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,34 @@ TEST_CASE("the batch prior starts at 8 states", "[decision]") {
   CHECK(!decider.RunningPrior(q).has_value());
 }
 
+TEST_CASE("running priors are each tenant's own", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const Question q = Topic();
+  CallControl pipe;
+  pipe.tenant = "pipe";
+  CallControl curator;
+  curator.tenant = "curator";
+  // Eight states of one tenant switch its batch prior on, and only its.
+  REQUIRE(decider.Decide(PlainStates(8), {q}, Level::kL0, {}, pipe).ok());
+  CHECK(decider.RunningPrior(q, "pipe").has_value());
+  CHECK_FALSE(decider.RunningPrior(q, "curator").has_value());
+  CHECK_FALSE(decider.RunningPrior(q).has_value());
+  const auto alone = decider.Decide({"one more"}, {q}, Level::kL0, {}, curator);
+  REQUIRE(alone.ok());
+  CHECK((*alone)[0][0].diagnostics.prior_method == "none");
+  const auto with = decider.Decide({"one more"}, {q}, Level::kL0, {}, pipe);
+  REQUIRE(with.ok());
+  CHECK((*with)[0][0].diagnostics.prior_method == "batch");
+  // A tenant's reset clears its own priors, never another's.
+  REQUIRE(decider.Decide(PlainStates(8), {q}, Level::kL0, {}, curator).ok());
+  decider.ResetAllPriors("curator");
+  CHECK_FALSE(decider.RunningPrior(q, "curator").has_value());
+  CHECK(decider.RunningPrior(q, "pipe").has_value());
+  decider.ResetPrior(q.key(), "pipe");
+  CHECK_FALSE(decider.RunningPrior(q, "pipe").has_value());
+}
+
 TEST_CASE("canonical order makes L0 independent of the listing", "[decision]") {
   FakeBackend fake;
   DeciderOptions options;
