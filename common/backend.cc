@@ -22,6 +22,8 @@ std::optional<Priority> PriorityNamed(std::string_view name) {
   return util::ValueIn(kPriorityNames, name);
 }
 
+std::string PriorityNames() { return util::NamesIn(kPriorityNames); }
+
 absl::Status TokenBudget::Charge(int64_t tokens) {
   const int64_t total = used.fetch_add(tokens) + tokens;
   if (limit > 0 && total > limit) {

@@ -83,6 +83,7 @@ enum class Priority { kInteractive = 0, kBatch = 1 };
 // "interactive", "batch"; the value a name spells, nullopt for any other.
 const char* PriorityName(Priority priority);
 std::optional<Priority> PriorityNamed(std::string_view name);
+std::string PriorityNames();  // "interactive or batch", for messages
 
 // Who waits for a call's answer: its deadline and cancel flag, the tenant
 // the work is for and its priority class, and the one rule for a caller that

@@ -228,13 +228,13 @@ absl::StatusOr<DaemonInfo> DaemonClient::Info() {
     caller.tenant.role =
         auth::ParseRole(c.role()).value_or(auth::Role::kDecide);
     caller.tenant.weight = c.weight();
-    caller.tenant.priority = auth::ParsePriority(c.default_priority());
+    caller.tenant.priority = PriorityNamed(c.default_priority());
     caller.tenant.max_priority =
-        auth::ParsePriority(c.max_priority()).value_or(Priority::kInteractive);
+        PriorityNamed(c.max_priority()).value_or(Priority::kInteractive);
     caller.tenant.max_queued_calls = c.max_queued_calls();
     caller.tenant.max_queued_tokens = c.max_queued_tokens();
     caller.priority =
-        auth::ParsePriority(c.priority()).value_or(Priority::kInteractive);
+        PriorityNamed(c.priority()).value_or(Priority::kInteractive);
     out.caller = std::move(caller);
   }
   return out;

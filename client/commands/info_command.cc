@@ -40,9 +40,9 @@ nlohmann::json CallerJson(const DaemonInfo& info) {
   return {{"auth", c.auth},
           {"tenant", t.name},
           {"role", auth::RoleName(t.role)},
-          {"priority", auth::PriorityName(c.priority)},
-          {"default_priority", auth::PriorityName(t.Resolve(std::nullopt))},
-          {"max_priority", auth::PriorityName(t.max_priority)},
+          {"priority", PriorityName(c.priority)},
+          {"default_priority", PriorityName(t.Resolve(std::nullopt))},
+          {"max_priority", PriorityName(t.max_priority)},
           {"weight", t.weight},
           {"max_queued_calls", t.max_queued_calls},
           {"max_queued_tokens", t.max_queued_tokens}};
@@ -55,7 +55,7 @@ std::string CallerText(const DaemonCaller& c) {
   std::ostringstream out;
   out << "tenant " << t.name << ", role " << auth::RoleName(t.role)
       << " (weight " << t.weight << ", class "
-      << auth::PriorityName(t.Resolve(std::nullopt))
+      << PriorityName(t.Resolve(std::nullopt))
       << (t.max_priority == Priority::kBatch ? " only" : " by default");
   if (t.max_queued_calls != 0) {
     out << ", max " << t.max_queued_calls << " calls queued";

@@ -60,10 +60,10 @@ absl::StatusOr<std::string> MakeToken() {
 }
 
 absl::StatusOr<Priority> ClassFlag(const char* flag, const std::string& value) {
-  const auto parsed = auth::ParsePriority(value);
+  const auto parsed = PriorityNamed(value);
   if (parsed.has_value()) return *parsed;
   return absl::InvalidArgumentError(
-      absl::StrCat(flag, ": '", value, "' is not ", auth::PriorityNames()));
+      absl::StrCat(flag, ": '", value, "' is not ", PriorityNames()));
 }
 
 // The tenant the new entry grants: the flags over the tenant's entry when

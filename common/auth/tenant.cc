@@ -15,10 +15,6 @@ constexpr util::EnumName<Role> kRoleNames[] = {{Role::kDecide, "decide"},
                                                {Role::kAdmin, "admin"}};
 static_assert(util::NamesEvery(kRoleNames, Role::kAdmin));
 
-constexpr util::EnumName<Priority> kPriorityNames[] = {
-    {Priority::kInteractive, "interactive"}, {Priority::kBatch, "batch"}};
-static_assert(util::NamesEvery(kPriorityNames, Priority::kBatch));
-
 constexpr size_t kMaxTenantName = 64;
 
 }  // namespace
@@ -28,14 +24,6 @@ std::optional<Role> ParseRole(std::string_view name) {
   return util::ValueIn(kRoleNames, name);
 }
 std::string RoleNames() { return util::NamesIn(kRoleNames); }
-
-const char* PriorityName(Priority priority) {
-  return util::NameIn(kPriorityNames, priority);
-}
-std::optional<Priority> ParsePriority(std::string_view name) {
-  return util::ValueIn(kPriorityNames, name);
-}
-std::string PriorityNames() { return util::NamesIn(kPriorityNames); }
 
 absl::Status CheckTenantName(std::string_view name) {
   const bool ok =

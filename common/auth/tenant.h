@@ -29,9 +29,7 @@ const char* RoleName(Role role);
 std::optional<Role> ParseRole(std::string_view name);
 std::string RoleNames();  // "decide, learn or admin", for messages
 
-const char* PriorityName(Priority priority);  // interactive | batch
-std::optional<Priority> ParsePriority(std::string_view name);
-std::string PriorityNames();  // "interactive or batch"
+// The classes' names: PriorityName, PriorityNamed (common/backend.h).
 
 // A tenant name: 1..64 of [A-Za-z0-9._-], not starting with '.' or '-'
 // (it is a metric label and a log word). INVALID_ARGUMENT naming the rule.

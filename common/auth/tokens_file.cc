@@ -125,7 +125,7 @@ absl::StatusOr<int64_t> ParseLimit(const YAML::Node& value,
 absl::StatusOr<Priority> ParseClass(const YAML::Node& value,
                                     const std::string& field) {
   const std::string text = Scalar(value);
-  if (const auto parsed = ParsePriority(text); parsed.has_value()) {
+  if (const auto parsed = PriorityNamed(text); parsed.has_value()) {
     return *parsed;
   }
   return FieldError(field, absl::StrCat("'", text::Printable(text, 32),

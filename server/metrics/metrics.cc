@@ -352,7 +352,7 @@ void ServerMetrics::RecordTenantRequest(const std::string& tenant,
                                         Priority priority, int code) {
   tenant_requests_
       ->Add({{"tenant", tenant},
-             {"class", auth::PriorityName(priority)},
+             {"class", PriorityName(priority)},
              {"code", CodeName(code)}})
       .Increment();
 }
@@ -360,11 +360,17 @@ void ServerMetrics::RecordTenantRequest(const std::string& tenant,
 void ServerMetrics::InitTenant(const std::string& tenant) {
   for (const Priority priority : {Priority::kInteractive, Priority::kBatch}) {
     tenant_requests_->Add({{"tenant", tenant},
-                           {"class", auth::PriorityName(priority)},
+                           {"class", PriorityName(priority)},
                            {"code", "OK"}});
   }
   priority_capped_->Add({{"tenant", tenant}});
   rejected_->Add({{"reason", "permission_denied"}, {"tenant", tenant}});
+  for (const Priority priority : {Priority::kInteractive, Priority::kBatch}) {
+    tenant_tokens_->Add({{"tenant", tenant}, {"class", PriorityName(priority)}});
+  }
+  for (const char* limit : {"capacity", "tenant_calls", "tenant_tokens"}) {
+    tenant_refusals_->Add({{"tenant", tenant}, {"reason", limit}});
+  }
 }
 
 void ServerMetrics::RecordPriorityCapped(const std::string& tenant) {

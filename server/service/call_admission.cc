@@ -22,12 +22,12 @@ absl::StatusOr<std::optional<Priority>> AskedPriority(
   const auto it = metadata.find(auth::kPriorityMetadata);
   if (it == metadata.end()) return std::nullopt;
   const std::string_view value(it->second.data(), it->second.size());
-  if (const auto asked = auth::ParsePriority(value); asked.has_value()) {
+  if (const auto asked = PriorityNamed(value); asked.has_value()) {
     return asked;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "metadata ", auth::kPriorityMetadata, ": '", text::Printable(value, 32),
-      "' is not ", auth::PriorityNames()));
+      "' is not ", PriorityNames()));
 }
 
 absl::Status CheckServing(const ServingStateFlag& state,

@@ -279,15 +279,15 @@ void FillCallerInfo(bool auth, const auth::Tenant* tenant, Priority priority,
                     v1::ModelInfo* info) {
   v1::CallerInfo* out = info->mutable_caller();
   out->set_auth(auth);
-  out->set_priority(auth::PriorityName(priority));
+  out->set_priority(PriorityName(priority));
   // Auth off: an anonymous caller that may do everything.
   auth::Tenant anyone;
   anyone.role = auth::Role::kAdmin;
   const auth::Tenant& t = tenant != nullptr ? *tenant : anyone;
   out->set_tenant(t.name);
   out->set_role(auth::RoleName(t.role));
-  out->set_default_priority(auth::PriorityName(t.Resolve(std::nullopt)));
-  out->set_max_priority(auth::PriorityName(t.max_priority));
+  out->set_default_priority(PriorityName(t.Resolve(std::nullopt)));
+  out->set_max_priority(PriorityName(t.max_priority));
   out->set_weight(t.weight);
   out->set_max_queued_calls(t.max_queued_calls);
   out->set_max_queued_tokens(t.max_queued_tokens);
