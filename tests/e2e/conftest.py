@@ -243,6 +243,22 @@ def run_cli(*args, env=None, timeout=60, cwd=None, input=None):
                           env=full_env, timeout=timeout, cwd=cwd, input=input)
 
 
+def add_token(file, tenant, *flags):
+    """A token from the real CLI (`mesa-anyjev tokens add`); the file gets
+    its digest only."""
+    done = run_cli("tokens", "add", "--tenant", tenant, "--file", str(file), *flags)
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", token), done.stdout
+    assert token not in file.read_text()
+    return token
+
+
+def auth(token):
+    """Call metadata carrying `token`."""
+    return [("authorization", f"Bearer {token}")]
+
+
 def run_on_a_tty(argv, env):
     """The CLI with stderr on a pseudo-terminal: what a person sees."""
     parent, child = pty.openpty()

@@ -24,7 +24,7 @@ import grpc
 import pytest
 import yaml
 
-from conftest import dpb, pb, run_cli
+from conftest import add_token, dpb, pb
 from gateway_server import Gateway
 from mesa.anyjev.v1 import bundles_pb2 as bpb, bundles_pb2_grpc
 from mesa.anyjev.v1 import decisions_pb2_grpc, inference_pb2_grpc
@@ -66,12 +66,6 @@ def with_token(daemon, token):
     daemon.calls = calls
     daemon.stub = inference_pb2_grpc.InferenceStub(calls)
     daemon.decisions = decisions_pb2_grpc.DecisionsStub(calls)
-
-
-def add_token(file, tenant, *flags):
-    done = run_cli("tokens", "add", "--tenant", tenant, "--file", str(file), *flags)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def free_port():

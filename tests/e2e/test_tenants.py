@@ -21,7 +21,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from conftest import DAEMON, client_package, dpb, in_flight, metric, pb, raw_call, run_cli
+from conftest import (DAEMON, add_token, auth, client_package, dpb, in_flight, metric, pb,
+                      raw_call, run_cli)
 from mesa.anyjev.v1 import bundles_pb2, decisions_pb2, inference_pb2  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,20 +47,6 @@ NEEDS = {
     "mesa.anyjev.v1.Bundles/Promote": "admin",
     "mesa.anyjev.v1.Bundles/Rollback": "admin",
 }
-
-
-def add_token(file, tenant, *flags):
-    """A token from the real CLI; the file gets its digest only."""
-    done = run_cli("tokens", "add", "--tenant", tenant, "--file", str(file), *flags)
-    assert done.returncode == 0, done.stderr
-    token = done.stdout.strip()
-    assert re.fullmatch(r"[0-9a-f]{64}", token), done.stdout
-    assert token not in file.read_text()
-    return token
-
-
-def auth(token):
-    return [("authorization", f"Bearer {token}")]
 
 
 def code_of(call, *args, **kwargs):
