@@ -67,7 +67,7 @@ class HeldCalls {
 
   // The engine thread's side: the lock, held while it takes calls in the
   // scheduler's order and plans from them.
-  absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  absl::Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
   HeldCall* Next(const std::function<bool(const HeldCall&)>& eligible)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `tokens` of the call's work are planned into a pass (its first: the

@@ -43,7 +43,9 @@ absl::Status Scheduler::Admit(JobId id, const std::string& tenant,
     if (refused_by != nullptr) *refused_by = limit;
     return Refuse(std::move(message));
   };
-  if (static_cast<int64_t>(jobs_.size()) >= limits_.capacity) {
+  // The capacity bounds the calls waiting, as the queue depth counts them;
+  // a tenant's limits count its calls in a pass too.
+  if (waiting_ >= limits_.capacity) {
     return refused("capacity",
                    absl::StrCat("queue full: ", limits_.capacity,
                                 " calls already wait for the model "
@@ -65,7 +67,7 @@ absl::Status Scheduler::Admit(JobId id, const std::string& tenant,
         "tenant_calls",
         absl::StrCat(
             "tenant ", Named(tenant), " has ", held.first,
-            " calls waiting for the model, its limit (max_queued_calls "
+            " calls held by the model (waiting or in a pass), its limit (max_queued_calls "
             "in the tokens file, else engine.tenant_max_queued_calls); "
             "retry later"));
   }
@@ -80,7 +82,7 @@ absl::Status Scheduler::Admit(JobId id, const std::string& tenant,
     return refused(
         "tenant_tokens",
         absl::StrCat("tenant ", Named(tenant), " has ", held.second,
-                     " prompt tokens waiting for the model and this call adds ",
+                     " prompt tokens held by the model and this call adds ",
                      tokens, ", past its limit of ", max_tokens,
                      " (max_queued_tokens in the tokens file, else "
                      "engine.tenant_max_queued_tokens); retry later"));
@@ -96,6 +98,7 @@ absl::Status Scheduler::Admit(JobId id, const std::string& tenant,
   }
   flow.jobs.push_back(id);
   jobs_[id] = Held{tenant, priority, tokens, arrivals_++};
+  ++waiting_;
   auto& mine = held_by_tenant_[tenant];
   ++mine.first;
   mine.second += tokens;
@@ -159,7 +162,11 @@ std::optional<Scheduler::JobId> Scheduler::NextFifo(
 void Scheduler::Charge(JobId id, int64_t tokens) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return;
-  const Held& held = it->second;
+  Held& held = it->second;
+  if (!held.started) {
+    held.started = true;
+    --waiting_;
+  }
   Flow& flow = flows_[{static_cast<int>(held.priority), held.tenant}];
   flow.counter += static_cast<double>(tokens) / ShareOf(held.tenant).weight;
   last_served_[static_cast<size_t>(held.priority)] = flow.counter;
@@ -175,6 +182,7 @@ void Scheduler::Finish(JobId id) {
   --mine.first;
   mine.second -= held.tokens;
   if (mine.first == 0) held_by_tenant_.erase(held.tenant);
+  if (!held.started) --waiting_;
   jobs_.erase(it);
 }
 

@@ -101,6 +101,7 @@ class Scheduler {
     Priority priority;
     int64_t tokens = 0;
     uint64_t arrival = 0;
+    bool started = false;  // charged for a pass
   };
   struct Flow {              // one (class, tenant)
     std::deque<JobId> jobs;  // in arrival order
@@ -122,6 +123,7 @@ class Scheduler {
   std::map<FlowKey, Flow> flows_;
   absl::flat_hash_map<std::string, std::pair<int32_t, int64_t>> held_by_tenant_;
   uint64_t arrivals_ = 0;
+  int64_t waiting_ = 0;  // held and not yet in a pass: what the capacity bounds
   // Per class, the counter of the flow last charged.
   double last_served_[2] = {0, 0};
 };

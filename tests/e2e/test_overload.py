@@ -22,8 +22,8 @@ def code_of(future):
 def test_queue_full_is_resource_exhausted_at_once(start_daemon):
     # One call runs for 5 s; two wait; the other five are refused while the
     # first still runs (refused at once, not after waiting for room). The
-    # capacity counts every call held, the one running too.
-    daemon = start_daemon("--set", "server.queue_capacity=3", "--set", "model.fake_delay_s=5")
+    # capacity counts the calls waiting, as the queue depth does.
+    daemon = start_daemon("--set", "server.queue_capacity=2", "--set", "model.fake_delay_s=5")
     request = small_request(daemon)
     with ThreadPoolExecutor(max_workers=8) as pool:
         first = pool.submit(daemon.stub.Logprobs, request, timeout=60)

@@ -252,7 +252,7 @@ TEST_CASE(
   CHECK(absl::IsResourceExhausted(refused));
   CHECK(by == "tenant_tokens");
   CHECK_THAT(std::string(refused.message()),
-             Catch::Contains("tenant 'small' has 5000 prompt tokens waiting") &&
+             Catch::Contains("tenant 'small' has 5000 prompt tokens held") &&
                  Catch::Contains("engine.tenant_max_queued_tokens"));
   // Its own limit (3 calls) over the default (2).
   for (Scheduler::JobId id = 10; id < 13; ++id) {
@@ -261,7 +261,7 @@ TEST_CASE(
   refused = s.Admit(13, "big", Priority::kBatch, 1, &by);
   CHECK(by == "tenant_calls");
   CHECK_THAT(std::string(refused.message()),
-             Catch::Contains("tenant 'big' has 3 calls waiting") &&
+             Catch::Contains("tenant 'big' has 3 calls held") &&
                  Catch::Contains("max_queued_calls in the tokens file"));
   CHECK(s.Admit(20, "other", Priority::kInteractive, 1).ok());
   // A lone tenant (one token) has the capacity alone for its limit.
@@ -281,6 +281,13 @@ TEST_CASE(
       Catch::Contains("queue full: 1 calls") &&
           Catch::Contains("server.queue_capacity"));
   CHECK(by == "capacity");
+  // It counts the calls waiting: one in a pass leaves room for the next,
+  // and a call answered before its pass frees its place.
+  tiny.Charge(1, 1);
+  REQUIRE(tiny.Admit(2, "b", Priority::kBatch, 1).ok());
+  CHECK_FALSE(tiny.Admit(3, "c", Priority::kBatch, 1).ok());
+  tiny.Finish(2);
+  CHECK(tiny.Admit(3, "c", Priority::kBatch, 1).ok());
 }
 
 }  // namespace
