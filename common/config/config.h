@@ -131,8 +131,9 @@ struct DecisionsConfig {
   // model; a
   // file that does not load stops the daemon. "" = start with none.
   std::string artifacts;
-  // Threads that run Decide and Fit; each waits on the engine while the
-  // model runs, so gRPC threads never do.
+  // Threads that run Decide and Fit, for each priority class (an
+  // interactive call never waits behind batch work for a worker); each
+  // waits on the engine while the model runs, so gRPC threads never do.
   int32_t workers = 4;
   std::string prior = "batch";   // L0 label prior: batch | content_free | none
   bool canonical_order = false;  // rotate options sorted by text

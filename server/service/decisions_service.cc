@@ -38,6 +38,14 @@ absl::StatusOr<nlohmann::ordered_json> ParseJson(
   return parsed;
 }
 
+// Whose call a decision worker runs: the tenant's work in its class, at its
+// weight.
+DecisionWorkers::Owner WorkerOwner(const CallAdmission& admission) {
+  const auth::Tenant* tenant = admission.caller.tenant();
+  return {admission.caller.tenant_name(), admission.priority,
+          tenant != nullptr ? tenant->weight : 1.0};
+}
+
 }  // namespace
 
 DecisionsService::DecisionsService(DecisionsOptions options,
@@ -155,6 +163,7 @@ grpc::ServerUnaryReactor* DecisionsService::Decide(
   }
   CallControl control = DecisionControl(*context, *call, opened.admission);
   absl::Status submitted = workers_.TrySubmit(
+      WorkerOwner(opened.admission),
       [this, call, response, control, decider = opened.admitted,
        metrics = metrics_, parsed = *std::move(parsed),
        scratch_artifacts = std::move(scratch_artifacts)]() {
@@ -215,6 +224,7 @@ grpc::ServerUnaryReactor* DecisionsService::Fit(
   CallControl control = DecisionControl(*context, *call, opened.admission);
   const bool dry_run = request.dry_run();
   absl::Status submitted = workers_.TrySubmit(
+      WorkerOwner(opened.admission),
       [this, call, response, control, dry_run, serving = opened.admitted,
        parsed = *std::move(parsed)]() {
         TokenBudget budget = DecisionBudget();

@@ -22,7 +22,7 @@
 #include "server/service/bundles_service.h"
 #include "server/service/call_admission.h"
 #include "server/service/unary_call.h"
-#include "server/service/worker_pool.h"
+#include "server/service/decision_workers.h"
 
 namespace mesa_anyjev::service {
 
@@ -114,7 +114,7 @@ class DecisionsService final : public RawServiceDecisions {
   metrics::ServerMetrics* const metrics_;
   const CallGate gate_;
   const BundlesService* const bundles_;
-  WorkerPool workers_;
+  DecisionWorkers workers_;
   Backend* queued_ = nullptr;  // the served model (SetBackend)
   std::unique_ptr<decision::Decider> decider_;
   std::atomic<decision::Decider*> ready_{nullptr};

@@ -2,6 +2,7 @@
 the real mesa-anyjev CLI, and a Python grpcio client generated from our
 proto at session start (an independent client, not our C++ one)."""
 import atexit
+import collections
 import json
 import os
 import pty
@@ -257,6 +258,33 @@ def add_token(file, tenant, *flags):
 def auth(token):
     """Call metadata carrying `token`."""
     return [("authorization", f"Bearer {token}")]
+
+
+class _Details(collections.namedtuple(
+        "_Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready",
+                     "compression")), grpc.ClientCallDetails):
+    pass
+
+
+class _Token(grpc.UnaryUnaryClientInterceptor):
+    """Sends a tenant's bearer token with every call."""
+
+    def __init__(self, token):
+        self.token = token
+
+    def intercept_unary_unary(self, continuation, details, request):
+        metadata = [*(details.metadata or []), ("authorization", f"Bearer {self.token}")]
+        return continuation(_Details(details.method, details.timeout, metadata,
+                                     details.credentials, details.wait_for_ready,
+                                     details.compression), request)
+
+
+def with_token(daemon, token):
+    """The daemon's stubs, each call carrying `token`."""
+    calls = grpc.intercept_channel(daemon.channel, _Token(token))
+    daemon.calls = calls
+    daemon.stub = inference_pb2_grpc.InferenceStub(calls)
+    daemon.decisions = decisions_pb2_grpc.DecisionsStub(calls)
 
 
 def run_on_a_tty(argv, env):

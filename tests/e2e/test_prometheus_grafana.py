@@ -6,7 +6,6 @@ vLLM-like gateway. It uses the shipped scrape configuration
 and every query of every panel of the shipped Grafana dashboard
 (deploy/grafana/mesa-anyjevd.json) must return data through Prometheus's
 HTTP API."""
-import collections
 import json
 import math
 import shutil
@@ -24,7 +23,7 @@ import grpc
 import pytest
 import yaml
 
-from conftest import add_token, dpb, pb
+from conftest import add_token, dpb, pb, with_token
 from gateway_server import Gateway
 from mesa.anyjev.v1 import bundles_pb2 as bpb, bundles_pb2_grpc
 from mesa.anyjev.v1 import decisions_pb2_grpc, inference_pb2_grpc
@@ -37,35 +36,6 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "mesa-anyjevd.json"
 SCRAPE = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
-
-
-
-
-class _Details(collections.namedtuple(
-        "_Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready",
-                     "compression")), grpc.ClientCallDetails):
-    pass
-
-
-class _Token(grpc.UnaryUnaryClientInterceptor):
-    """Sends a tenant's bearer token with every call."""
-
-    def __init__(self, token):
-        self.token = token
-
-    def intercept_unary_unary(self, continuation, details, request):
-        metadata = [*(details.metadata or []), ("authorization", f"Bearer {self.token}")]
-        return continuation(_Details(details.method, details.timeout, metadata,
-                                     details.credentials, details.wait_for_ready,
-                                     details.compression), request)
-
-
-def with_token(daemon, token):
-    """The daemon's stubs, each call carrying `token`."""
-    calls = grpc.intercept_channel(daemon.channel, _Token(token))
-    daemon.calls = calls
-    daemon.stub = inference_pb2_grpc.InferenceStub(calls)
-    daemon.decisions = decisions_pb2_grpc.DecisionsStub(calls)
 
 
 def free_port():

@@ -19,7 +19,7 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import add_token, auth, metric, pb
+from conftest import add_token, auth, dpb, metric, pb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from make_tiny_qwen3 import make  # noqa: E402
@@ -92,6 +92,10 @@ class HeldDaemon:
         self.go.touch()
         for future in self.futures:
             assert len(future.result().groups) == 1, "a held call came back without its group"
+        return self.passes()
+
+    def passes(self):
+        """The passes recorded after the warm-up, in order."""
         passes = [json.loads(line) for line in self.records.read_text().splitlines()]
         assert [p["pass"] for p in passes] == list(range(1, len(passes) + 1))
         assert all(p["tokens"] <= BUDGET for p in passes), passes
@@ -199,7 +203,7 @@ def test_a_tenant_at_its_limit_is_refused_while_another_is_admitted(start_daemon
     refused = held.send("pipe-a")
     assert isinstance(refused, grpc.RpcError), refused
     assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "tenant 'pipe-a' has 2 calls waiting" in refused.details()
+    assert "tenant 'pipe-a' has 2 calls held" in refused.details()
     assert "max_queued_calls in the tokens file" in refused.details()
     for _ in range(3):
         held.send("pipe-b")  # admitted while pipe-a is at its limit
@@ -211,7 +215,7 @@ def test_a_tenant_at_its_limit_is_refused_while_another_is_admitted(start_daemon
     refused_c = held.send("pipe-c")
     assert isinstance(refused_c, grpc.RpcError), refused_c
     assert refused_c.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert f"tenant 'pipe-c' has {TOKENS} prompt tokens waiting" in refused_c.details()
+    assert f"tenant 'pipe-c' has {TOKENS} prompt tokens held" in refused_c.details()
     text = held.daemon.metrics()
     for tenant, limit in (("pipe-a", "tenant_calls"), ("pipe-b", "tenant_calls"),
                           ("pipe-c", "tenant_tokens")):
@@ -223,3 +227,29 @@ def test_a_tenant_at_its_limit_is_refused_while_another_is_admitted(start_daemon
     # Room again once the held calls are answered.
     held.futures = []
     held.send("pipe-a").result(timeout=300)
+
+
+def test_a_curators_decide_passes_a_pipelines_decides(start_daemon, checkpoint, team, tmp_path):
+    # The pipeline's Decides hold every batch decision worker (4) and queue
+    # one more; the curator's Decide still reaches the engine at once, and
+    # its work is planned first.
+    held = HeldDaemon(start_daemon, checkpoint, team, tmp_path, "fair")
+    question = dpb.Question(kind="choice", text=b"Which?", options=[b"red", b"blue"])
+
+    def decide(tenant, i):
+        return held.daemon.decisions.Decide.future(dpb.DecideRequest(
+            states=[dpb.State(text=f"state {tenant} {i}".encode())], questions=[question],
+            level="L0"), timeout=300, metadata=auth(team.token[tenant]))
+
+    pipeline = [decide("pipe-a", i) for i in range(5)]
+    held.daemon.wait_metrics(lambda t: metric(t, "mesa_anyjev_queue_depth") == 4 and
+                             metric(t, "mesa_anyjev_inflight_requests") == 5,
+                             "four Decides at the engine, one waiting for a worker")
+    curator = decide("curator", 0)
+    held.daemon.wait_metrics(lambda t: metric(t, "mesa_anyjev_queue_depth") == 5,
+                             "the curator's call at the engine")
+    held.go.touch()
+    for future in [*pipeline, curator]:
+        assert len(future.result().decisions) == 1
+    first = held.passes()[0]["shares"][0]
+    assert first["tenant"] == "curator" and first["class"] == "interactive", first
