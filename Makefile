@@ -119,6 +119,16 @@ bench-pipeline: configure
 	@MESA_ANYJEVD=$(BUILD_DIR)/server/mesa-anyjevd MESA_ANYJEV_CLI=$(BUILD_DIR)/client/mesa-anyjev \
 	  $(PYTHON) bench/bench_pipeline.py $(BENCH_ARGS)
 
+# Two pipelines (8 and 2 calls in flight) and a curator on one daemon, under
+# engine.scheduler fifo, fair with equal weights and fair at 3:1, each on a
+# fresh daemon, one run: the curator's latency beside its bound, each
+# pipeline's tokens, decisions/s against FIFO (docs/benchmarks.md).
+.PHONY: bench-scheduler
+bench-scheduler: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mesa-anyjevd mesa-anyjev
+	@MESA_ANYJEVD=$(BUILD_DIR)/server/mesa-anyjevd MESA_ANYJEV_CLI=$(BUILD_DIR)/client/mesa-anyjev \
+	  $(PYTHON) bench/bench_scheduler.py $(BENCH_ARGS)
+
 # Not in CI: the reliability plan's long runs (tests/stress: sustained load,
 # overload, a 16-call drain, a 10-minute soak, memcheck, connection abuse,
 # 200 SIGKILLs during promote) against

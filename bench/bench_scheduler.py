@@ -18,7 +18,9 @@ mesa_anyjev_tenant_tokens_total), their Jain index and a:b ratio; the
 pipelines' decisions/s; the passes' fill (new tokens a pass /
 engine.batch_tokens, from mesa_anyjev_batch_tokens). Beside them the limits
 measured on the same daemon: the prefill rate of full passes of fresh
-tokens (annotation_workload.prefill_rate), so a full pass's time, the
+prompts of 128 tokens, about a state's prompt (annotation_workload.
+prefill_rate; longer prompts cost more attention a token), so a full
+pass's time, the
 p99 bound (idle p99 + two full passes) and the tokens/s no contender can
 pass. The weighted contender gives pipe-a weight 3 and pipe-b 1.
 
@@ -151,7 +153,7 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
             states = States(tokenizer, args.state_tokens, seed=1000)
             curator(daemon, token["curator"], 3, states, question)  # a fresh process's first calls
             idle = curator(daemon, token["curator"], args.samples, states, question)
-            rate = aw.prefill_rate(daemon, args.batch_tokens)
+            rate = aw.prefill_rate(daemon, args.batch_tokens, prompt=128)
             a = Pipeline(daemon, token["pipe-a"], args.a_calls, args.span, states, question)
             b = Pipeline(daemon, token["pipe-b"], args.b_calls, args.span, states, question)
             try:
@@ -191,7 +193,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--batch-tokens", type=int, default=8192, help="engine.batch_tokens")
-    ap.add_argument("--span", type=int, default=32, help="states a pipeline call")
+    ap.add_argument("--span", type=int, default=64, help="states a pipeline call")
     ap.add_argument("--state-tokens", type=int, default=100)
     ap.add_argument("--a-calls", type=int, default=8)
     ap.add_argument("--b-calls", type=int, default=2)

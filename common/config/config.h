@@ -134,7 +134,10 @@ struct DecisionsConfig {
   // Threads that run Decide and Fit, for each priority class (an
   // interactive call never waits behind batch work for a worker); each
   // waits on the engine while the model runs, so gRPC threads never do.
-  int32_t workers = 4;
+  // Enough that the calls pipelines keep in flight all reach the engine,
+  // whose scheduler shares the passes: with fewer, a tenant between two
+  // calls loses its worker to another's waiting call.
+  int32_t workers = 16;
   std::string prior = "batch";   // L0 label prior: batch | content_free | none
   bool canonical_order = false;  // rotate options sorted by text
   bool adaptive_shifts = false;  // the rotation budget for choice, K >= 3

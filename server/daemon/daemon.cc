@@ -110,6 +110,7 @@ service::DecisionsOptions DecisionsOptionsFrom(const config::Config& config) {
   options.default_deadline = absl::Seconds(config.server.default_deadline_s);
   options.max_deadline = absl::Seconds(config.server.max_deadline_s);
   options.queue_capacity = config.server.queue_capacity;
+  options.fair_workers = config.engine.scheduler != "fifo";
   return options;
 }
 

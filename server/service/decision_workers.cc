@@ -8,9 +8,10 @@
 
 namespace mesa_anyjev::service {
 
-DecisionWorkers::DecisionWorkers(int32_t threads, int32_t capacity)
-    : capacity_(capacity) {
-  for (size_t priority = 0; priority < kClasses; ++priority) {
+DecisionWorkers::DecisionWorkers(int32_t threads, int32_t capacity,
+                                 bool fair)
+    : capacity_(capacity), fair_(fair) {
+  for (size_t priority = 0; priority < (fair ? kClasses : 1); ++priority) {
     for (int32_t i = 0; i < threads; ++i) {
       threads_.emplace_back([this, priority] { Loop(priority); });
     }
@@ -36,7 +37,7 @@ absl::Status DecisionWorkers::TrySubmit(Owner owner,
                          " calls waiting for a decision worker); retry later")),
         kQueueFullRetryAfter);
   }
-  const size_t priority = static_cast<size_t>(owner.priority);
+  const size_t priority = fair_ ? static_cast<size_t>(owner.priority) : 0;
   waiting_[priority].push_back({std::move(owner), std::move(task)});
   return absl::OkStatus();
 }
@@ -63,6 +64,7 @@ bool DecisionWorkers::Mine::Ready(const Mine* mine) {
 }
 
 size_t DecisionWorkers::NextLocked(size_t priority) const {
+  if (!fair_) return 0;
   const std::deque<Waiting>& queue = waiting_[priority];
   size_t best = 0;
   double best_load = 0;

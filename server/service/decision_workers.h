@@ -8,6 +8,8 @@
 // with the fewest calls running per unit of weight (ties: the older call):
 // the engine then holds every tenant's work and shares passes by tokens
 // (docs/architecture.md, "Scheduling"). A full queue refuses at once.
+// Not fair (engine.scheduler: fifo, the order it replaced): one set of
+// threads takes every call in arrival order, whatever its class.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +36,9 @@ class DecisionWorkers {
     double weight = 1.0;
   };
 
-  // `threads` for each class; at most `capacity` tasks waiting in all.
-  DecisionWorkers(int32_t threads, int32_t capacity);
+  // `threads` for each class (in all when not `fair`); at most `capacity`
+  // tasks waiting in all.
+  DecisionWorkers(int32_t threads, int32_t capacity, bool fair = true);
   ~DecisionWorkers();
   DecisionWorkers(const DecisionWorkers&) = delete;
   DecisionWorkers& operator=(const DecisionWorkers&) = delete;
@@ -65,6 +68,7 @@ class DecisionWorkers {
   size_t NextLocked(size_t priority) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int32_t capacity_;
+  const bool fair_;
   absl::Mutex mu_;
   // By class, each in arrival order.
   std::deque<Waiting> waiting_[kClasses] ABSL_GUARDED_BY(mu_);

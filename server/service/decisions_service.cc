@@ -55,7 +55,8 @@ DecisionsService::DecisionsService(DecisionsOptions options,
       metrics_(metrics),
       gate_(gate),
       bundles_(bundles),
-      workers_(options_.decisions.workers, options_.queue_capacity) {}
+      workers_(options_.decisions.workers, options_.queue_capacity,
+               options_.fair_workers) {}
 
 DecisionsService::~DecisionsService() { Stop(); }
 

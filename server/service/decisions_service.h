@@ -32,6 +32,7 @@ struct DecisionsOptions {
   absl::Duration default_deadline = absl::Seconds(30);
   absl::Duration max_deadline = absl::Seconds(120);
   int32_t queue_capacity = 64;  // calls waiting for a decision worker
+  bool fair_workers = true;     // false with engine.scheduler: fifo
 };
 
 // Every method takes its request as bytes (request_parse.h).

@@ -127,6 +127,28 @@ TEST_CASE("weights divide the workers") {
   workers.Stop();
 }
 
+TEST_CASE("not fair (engine.scheduler: fifo): one pool in arrival order") {
+  Tasks tasks;
+  DecisionWorkers workers(/*threads=*/1, /*capacity=*/16, /*fair=*/false);
+  for (const char* name : {"a1", "a2", "a3"}) {
+    REQUIRE(workers.TrySubmit(Batch("a"), tasks.Make(name)).ok());
+  }
+  tasks.WaitStarted(1);
+  REQUIRE(workers.TrySubmit(Batch("b"), tasks.Make("b1")).ok());
+  REQUIRE(workers
+              .TrySubmit({"curator", Priority::kInteractive, 1.0},
+                         tasks.Make("i1"))
+              .ok());
+  // The interactive call waits for the one worker, behind a's older calls.
+  const std::vector<std::string> want = {"a1", "a2", "a3", "b1", "i1"};
+  for (size_t i = 0; i + 1 < want.size(); ++i) {
+    tasks.Release(want[i]);
+    CHECK(tasks.WaitStarted(i + 2).back() == want[i + 1]);
+  }
+  tasks.ReleaseAll();
+  workers.Stop();
+}
+
 TEST_CASE("a full queue refuses at once, and a stopped one as draining") {
   Tasks tasks;
   DecisionWorkers workers(/*threads=*/1, /*capacity=*/2);
