@@ -21,7 +21,7 @@ import grpc
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from conftest import in_flight, metric, pb, small_request  # noqa: E402
+from conftest import add_token, in_flight, metric, pb, small_request, with_token  # noqa: E402
 from conftest import daemon, start_daemon  # noqa: E402,F401  (fixtures)
 
 LOAD_CLIENT = os.environ.get("MESA_ANYJEV_LOAD_CLIENT", "build/tests/load_client")
@@ -48,6 +48,20 @@ def load(daemon, *args):
     out = subprocess.run([LOAD_CLIENT, "--address", daemon.address, *map(str, args)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
+
+
+def load_as(daemon, token, *args):
+    """The load client sending as the tenant of `token`, started and left
+    running: the caller reads its figures with `finish`."""
+    return subprocess.Popen([LOAD_CLIENT, "--address", daemon.address, "--token-env",
+                             "STRESS_TOKEN", *map(str, args)], stdout=subprocess.PIPE,
+                            text=True, env=dict(os.environ, STRESS_TOKEN=token))
+
+
+def finish(client):
+    out, _ = client.communicate()
+    assert client.returncode == 0, out
+    return json.loads(out)
 
 
 def proc_status(pid):
@@ -152,6 +166,38 @@ def test_2_overload_is_refused_at_once_and_recovers(start_daemon, record):
     assert health == "SERVING"
     # gRPC's pool may add threads under the first flood; a second adds none.
     assert after[2][1] <= after[1][1] and after[2][2] <= after[1][2], figures
+
+
+def test_2_one_tenants_flood_is_refused_and_anothers_calls_served(start_daemon, record, tmp_path):
+    # Two tenants of a tokens file: a pipeline floods with 256 calls in
+    # flight, a curator keeps 8. The pipeline is held to its own limit (16
+    # calls, engine.tenant_max_queued_calls) and refused past it, counted by
+    # tenant and reason, so the queue (64) always has room for the curator,
+    # every one of whose calls is served.
+    tokens_file = tmp_path / "tokens.yaml"
+    admin = add_token(tokens_file, "admin", "--role", "admin")
+    pipeline = add_token(tokens_file, "pipeline", "--role", "decide", "--priority", "batch")
+    curator = add_token(tokens_file, "curator", "--role", "decide")
+    daemon = start_daemon("--set", "server.queue_capacity=64", "--set", "model.fake_delay_s=0.02",
+                          "--set", f"auth.tokens_file={tokens_file}")
+    with_token(daemon, admin)
+    flood = load_as(daemon, pipeline, "--in-flight", 256, "--seconds", OVERLOAD_SECONDS,
+                    "--channels", 4)
+    served = load_as(daemon, curator, "--in-flight", 8, "--seconds", OVERLOAD_SECONDS)
+    flood, served = finish(flood), finish(served)
+    scrape = daemon.wait_metrics(in_flight(0), "no call in flight")
+    record("2_overload_two_tenants", {"pipeline": flood, "curator": served})
+    assert set(flood["codes"]) == {"OK", "RESOURCE_EXHAUSTED"}, flood
+    assert served["codes"] == {"OK": served["calls"]}, served
+    # Every refusal was the pipeline's own limit, none the queue's capacity.
+    assert metric(scrape, "mesa_anyjev_tenant_refusals_total", tenant="pipeline",
+                  reason="tenant_calls") == flood["codes"]["RESOURCE_EXHAUSTED"]
+    for reason in ("capacity", "tenant_calls", "tenant_tokens"):
+        assert metric(scrape, "mesa_anyjev_tenant_refusals_total", tenant="curator",
+                      reason=reason) == 0
+    assert metric(scrape, "mesa_anyjev_tenant_refusals_total", tenant="pipeline",
+                  reason="capacity") == 0
+    assert daemon.health_status() == "SERVING"
 
 
 def test_5_drain_finishes_sixteen_calls(start_daemon, record):
