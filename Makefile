@@ -212,6 +212,13 @@ image: install
 	  $(PODMAN_BUILD) --build-arg BASE=$$base --build-arg BINARIES=build \
 	  --build-arg SOURCE_ID=$(SOURCE_ID) .
 
+# The image test (tests/e2e/test_container_image.py) on the image `make image`
+# built ($(IMAGE)) rather than one packed from $(BUILD_DIR)'s binaries.
+.PHONY: test-image
+test-image: build
+	@MESA_ANYJEV_E2E_IMAGE=$(IMAGE) $(PYTHON) -m pytest -q -p no:cacheprovider \
+	  tests/e2e/test_container_image.py
+
 # The runtime stage alone from $(BUILD_DIR), one commit (--layers=false);
 # it says first if the disk cannot hold that commit (about 15 GB).
 image-prebuilt: install build

@@ -51,6 +51,9 @@ ENV = {f"MESA_ANYJEV_{k}": v for k, v in SETTINGS.items()}
 # (debootstrap on a cold cache, then 3.4 GB of torch and CUDA libraries
 # committed) and a container's start.
 BUILD_TIMEOUT = 1500
+# An image already built (make test-image: make image's), tested instead of
+# one packed from this build's binaries.
+BUILT = os.environ.get("MESA_ANYJEV_E2E_IMAGE", "")
 START_TIMEOUT = 180
 
 
@@ -106,6 +109,13 @@ def building(store, tmp_path_factory):
     # As make image-prebuilt: the runtime stage alone, this build's binaries
     # copied from a folder, one commit (--layers=false).
     script = f"bash {CONTAINER}/prebuilt.sh {build_dir} {TAG} bookworm"
+    if BUILT:
+        # `make test-image`: the image `make image` built, compiled inside
+        # its build stage, copied from the machine's store into the test's
+        # (docker's archive: OCI's has no HEALTHCHECK).
+        script = (f"env -u MESA_ANYJEV_PODMAN_ROOT {PODMAN} save --format docker-archive "
+                  f"-o {log.parent}/image.tar {BUILT} && {PODMAN} load -i {log.parent}/image.tar"
+                  f" && {PODMAN} tag {BUILT} {TAG} && rm {log.parent}/image.tar")
     started = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(["bash", "-c", script], stdout=out, stderr=subprocess.STDOUT)
