@@ -117,6 +117,7 @@ constexpr Field kFields[] = {
     MESA_CONFIG_FIELD(model, fake_temperature),
 
     MESA_CONFIG_FIELD(engine, batch_tokens),
+    MESA_CONFIG_FIELD(engine, interactive_pass_tokens),
     MESA_CONFIG_FIELD(engine, kv_pool_bytes),
     MESA_CONFIG_FIELD(engine, kv_block_tokens),
     MESA_CONFIG_FIELD(engine, prefix_caching),

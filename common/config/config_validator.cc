@@ -133,6 +133,8 @@ class Validator {
     }
     const EngineConfig& e = config_.engine;
     Range<int64_t>("engine.batch_tokens", e.batch_tokens, 1, int64_t{1} << 24);
+    Range<int64_t>("engine.interactive_pass_tokens", e.interactive_pass_tokens,
+                   0, int64_t{1} << 24);
     Range<int64_t>("engine.kv_pool_bytes", e.kv_pool_bytes, 1,
                    int64_t{1} << 40);
     Range<int64_t>("engine.kv_block_tokens", e.kv_block_tokens, 1, 4096);

@@ -195,7 +195,11 @@ std::optional<PassLoop::Planned> PassLoop::Plan(HeldCalls& calls) {
       layers = 0;
       for (int32_t l : hidden->layers) layers = std::max(layers, l);
     }
-    (void)planner_.Begin(layers);  // the last pass is settled by now
+    // With interactive work held the pass is shorter: its callers wait for
+    // the pass running and then this one, so this one bounds their wait.
+    const int64_t budget =
+        calls.InteractiveHeld() ? options_.interactive_pass_tokens : 0;
+    (void)planner_.Begin(layers, budget);  // the last pass is settled by now
     while (call != nullptr) {
       Active& active = ActiveOf(*call);
       const int64_t before = planner_.pass_tokens();

@@ -89,7 +89,9 @@ absl::Status PassPlanner::Check(const std::vector<PromptGroup>& groups,
 }
 
 PassPlanner::PassPlanner(KvBlocks* blocks, int64_t budget)
-    : blocks_(blocks), budget_(std::max<int64_t>(budget, 1)) {}
+    : blocks_(blocks),
+      budget_(std::max<int64_t>(budget, 1)),
+      pass_budget_(budget_) {}
 
 PlanWork PassPlanner::Prepare(const std::vector<PromptGroup>& groups,
                               int64_t owner) const {
@@ -249,12 +251,13 @@ void PassPlanner::Append(model::SegmentKeys keys, const TokenId* tokens,
   pass_.plan.keys.segments.push_back(std::move(keys));
 }
 
-absl::Status PassPlanner::Begin(int32_t layers) {
+absl::Status PassPlanner::Begin(int32_t layers, int64_t budget) {
   if (in_flight_.has_value()) {
     return absl::FailedPreconditionError(
         "PassPlanner::Begin: the last pass is not finished");
   }
   layers_ = layers;
+  pass_budget_ = budget > 0 ? std::min(budget, budget_) : budget_;
   pass_ = PlannedPass{};
   in_flight_.emplace(blocks_);
   return absl::OkStatus();
@@ -264,7 +267,7 @@ absl::StatusOr<bool> PassPlanner::Add(PlanWork& work) {
   if (!in_flight_.has_value()) {
     return absl::FailedPreconditionError("PassPlanner::Add before Begin");
   }
-  if (work.done()) return pass_.tokens < budget_;
+  if (work.done()) return pass_.tokens < pass_budget_;
   Group& group = work.groups_[work.next_];
   if (!group.started) Start(group);
   absl::StatusOr<bool> room = PlanPrefix(group, work.owner_);
@@ -273,7 +276,7 @@ absl::StatusOr<bool> PassPlanner::Add(PlanWork& work) {
   if (!room.ok() || !*room) return room;
   Close(group);
   ++work.next_;
-  return pass_.tokens < budget_;
+  return pass_.tokens < pass_budget_;
 }
 
 PlannedPass PassPlanner::Take() {
@@ -291,7 +294,7 @@ PlannedPass PassPlanner::Take() {
 absl::StatusOr<bool> PassPlanner::PlanPrefix(Group& group, int64_t owner) {
   const int64_t bs = blocks_->block_tokens();
   const int64_t p = static_cast<int64_t>(group.prefix->size());
-  const int64_t room = budget_ - pass_.tokens;
+  const int64_t room = pass_budget_ - pass_.tokens;
   const bool empty = pass_.plan.keys.segments.empty();
   int64_t take = p - group.covered;
   if (take == 0) return true;
@@ -340,7 +343,7 @@ absl::StatusOr<bool> PassPlanner::PlanSuffixes(Group& group, int64_t owner) {
     const Group::Suffix& suffix = group.suffixes[group.next_suffix];
     const int64_t len = suffix.length;
     const bool empty = pass_.plan.keys.segments.empty();
-    if (len > budget_ - pass_.tokens && !empty) return false;
+    if (len > pass_budget_ - pass_.tokens && !empty) return false;
     std::vector<BlockRef> own;
     while (static_cast<int64_t>(own.size()) < BlocksFor(len, bs)) {
       std::optional<BlockRef> b = blocks_->Allocate();

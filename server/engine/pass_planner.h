@@ -112,9 +112,10 @@ class PassPlanner {
   PlanWork Prepare(const std::vector<PromptGroup>& groups, int64_t owner) const;
 
   // A new pass whose segments run `layers` transformer layers (cached
-  // blocks must cover them). FAILED_PRECONDITION while the last pass is
-  // not finished.
-  absl::Status Begin(int32_t layers);
+  // blocks must cover them), of at most `budget` new tokens when given
+  // (never more than the planner's). FAILED_PRECONDITION while the last
+  // pass is not finished.
+  absl::Status Begin(int32_t layers, int64_t budget = 0);
   // Plans `work`'s next group into the pass begun: true while the pass has
   // room after it, false once full (the group may be left part-planned:
   // work.open()). RESOURCE_EXHAUSTED (the sizes in shortfall()) when the
@@ -162,6 +163,7 @@ class PassPlanner {
 
   KvBlocks* const blocks_;
   const int64_t budget_;
+  int64_t pass_budget_;  // this pass's (Begin)
   int32_t layers_ = 0;
   PlannedPass pass_;
   PlanStats stats_;

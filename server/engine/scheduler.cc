@@ -159,6 +159,11 @@ std::optional<Scheduler::JobId> Scheduler::NextFifo(
   return best;
 }
 
+bool Scheduler::InteractiveHeld() const {
+  return policy_ == SchedulerPolicy::kFair &&
+         LowestBusy(Priority::kInteractive).has_value();
+}
+
 void Scheduler::Charge(JobId id, int64_t tokens) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return;

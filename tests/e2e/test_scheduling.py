@@ -146,6 +146,25 @@ def test_an_interactive_call_rides_in_the_next_pass(start_daemon, checkpoint, te
     assert tenant_tokens(passes) == {"pipe-a": 4 * TOKENS, "curator": TOKENS}
 
 
+def test_a_pass_with_interactive_work_is_shorter(start_daemon, checkpoint, team, tmp_path):
+    # engine.interactive_pass_tokens: the pass that carries the curator's
+    # call holds it and 16 tokens of batch work (one KV block), not a full
+    # pass; the passes of batch work alone are full again.
+    short = TOKENS + 16
+    held = HeldDaemon(start_daemon, checkpoint, team, tmp_path, "fair", "--set",
+                      f"engine.interactive_pass_tokens={short}")
+    for _ in range(4):
+        held.send("pipe-a")
+    held.send("curator")
+    passes = held.release()
+    assert passes[0]["tokens"] == short
+    assert passes[0]["shares"] == [
+        {"tenant": "curator", "class": "interactive", "tokens": TOKENS},
+        {"tenant": "pipe-a", "class": "batch", "tokens": 16}]
+    assert passes[1]["tokens"] == BUDGET
+    assert tenant_tokens(passes) == {"pipe-a": 4 * TOKENS, "curator": TOKENS}
+
+
 @pytest.mark.parametrize("policy", ["fair", "fifo"])
 def test_two_pipelines_share_by_tokens_not_by_calls_in_flight(start_daemon, checkpoint, team,
                                                               tmp_path, policy):
@@ -233,7 +252,8 @@ def test_a_curators_decide_passes_a_pipelines_decides(start_daemon, checkpoint, 
     # The pipeline's Decides hold every batch decision worker (4) and queue
     # one more; the curator's Decide still reaches the engine at once, and
     # its work is planned first.
-    held = HeldDaemon(start_daemon, checkpoint, team, tmp_path, "fair")
+    held = HeldDaemon(start_daemon, checkpoint, team, tmp_path, "fair", "--set",
+                      "decisions.workers=4")
     question = dpb.Question(kind="choice", text=b"Which?", options=[b"red", b"blue"])
 
     def decide(tenant, i):

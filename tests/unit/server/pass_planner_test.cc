@@ -74,8 +74,9 @@ class Planner {
     }
   }
 
-  absl::StatusOr<Pass> Next(const std::function<bool(int32_t)>& live) {
-    if (absl::Status begun = planner_.Begin(layers_); !begun.ok()) {
+  absl::StatusOr<Pass> Next(const std::function<bool(int32_t)>& live,
+                            int64_t budget = 0) {
+    if (absl::Status begun = planner_.Begin(layers_, budget); !begun.ok()) {
       return begun;
     }
     for (PlanWork& work : works_) {
@@ -411,6 +412,21 @@ TEST_CASE(
   Planner deeper(&blocks, {{&g2, 0, 0}}, 4, 1000);
   Drain(deeper, 1000);
   CHECK(deeper.stats().prefix_misses == 1);
+}
+
+TEST_CASE("PassPlanner: a pass's own budget, never past the planner's",
+          "[engine]") {
+  KvBlocks blocks(64, 4, true);
+  PromptGroup a{Ids(0, 30), {Ids(100, 3)}, {}};
+  Planner planner(&blocks, {{&a, 0, 0}}, 2, 8);
+  const std::vector<int64_t> budgets = {4, 100, 0};
+  const std::vector<int64_t> want = {4, 8, 8};
+  for (size_t i = 0; i < budgets.size(); ++i) {
+    auto pass = planner.Next(Live, budgets[i]);
+    REQUIRE(pass.ok());
+    CHECK(pass->tokens == want[i]);
+    planner.Finish(true);
+  }
 }
 
 TEST_CASE("PassPlanner: budgets chunk long prefixes on block boundaries",
