@@ -67,9 +67,9 @@ struct EngineConfig {
   // New tokens of one forward pass, packed from every queued prompt group;
   // a longer prefix runs in chunks, a longer suffix alone.
   int64_t batch_tokens = 8192;
-  // A pass planned while interactive work is held (engine.scheduler fair)
-  // holds at most this many (0 = batch_tokens): an interactive call waits
-  // for the pass running and then rides this one, beside batch work.
+  // A pass planned while interactive work is held beside batch work
+  // (engine.scheduler fair) holds at most this many (0 = batch_tokens): an
+  // interactive call waits for the pass running and then rides this one.
   int64_t interactive_pass_tokens = 4096;
   // The KV pool: keys and values of every pass and of the prefix cache,
   // in blocks of kv_block_tokens positions. Allocated once at load.

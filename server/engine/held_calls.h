@@ -70,8 +70,8 @@ class HeldCalls {
   absl::Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
   HeldCall* Next(const std::function<bool(const HeldCall&)>& eligible)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool InteractiveHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return scheduler_.InteractiveHeld();
+  bool InteractiveBesideBatch() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return scheduler_.InteractiveBesideBatch();
   }
   // `tokens` of the call's work are planned into a pass (its first: the
   // queue wait ends).

@@ -195,10 +195,11 @@ std::optional<PassLoop::Planned> PassLoop::Plan(HeldCalls& calls) {
       layers = 0;
       for (int32_t l : hidden->layers) layers = std::max(layers, l);
     }
-    // With interactive work held the pass is shorter: its callers wait for
-    // the pass running and then this one, so this one bounds their wait.
+    // Interactive work held beside batch work rides in a shorter pass: its
+    // callers wait for the pass running and then this one, so this one
+    // bounds their wait. Alone (auth off: every call), passes stay full.
     const int64_t budget =
-        calls.InteractiveHeld() ? options_.interactive_pass_tokens : 0;
+        calls.InteractiveBesideBatch() ? options_.interactive_pass_tokens : 0;
     (void)planner_.Begin(layers, budget);  // the last pass is settled by now
     while (call != nullptr) {
       Active& active = ActiveOf(*call);

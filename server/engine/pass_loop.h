@@ -28,7 +28,7 @@ struct PassLoopOptions {
   bool prefix_caching = true;   // engine.prefix_caching
   int64_t batch_tokens = 8192;  // engine.batch_tokens: new tokens a pass
   // engine.interactive_pass_tokens: a pass planned while interactive work
-  // is held, at most (0: batch_tokens)
+  // is held beside batch work, at most (0: batch_tokens)
   int64_t interactive_pass_tokens = 0;
   int32_t n_layers = 0;
   int32_t hidden_size = 0;

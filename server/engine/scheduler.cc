@@ -159,9 +159,10 @@ std::optional<Scheduler::JobId> Scheduler::NextFifo(
   return best;
 }
 
-bool Scheduler::InteractiveHeld() const {
+bool Scheduler::InteractiveBesideBatch() const {
   return policy_ == SchedulerPolicy::kFair &&
-         LowestBusy(Priority::kInteractive).has_value();
+         LowestBusy(Priority::kInteractive).has_value() &&
+         LowestBusy(Priority::kBatch).has_value();
 }
 
 void Scheduler::Charge(JobId id, int64_t tokens) {

@@ -88,9 +88,9 @@ class Scheduler {
   void Finish(JobId id);
 
   bool Holds(JobId id) const { return jobs_.contains(id); }
-  // Whether interactive work is held and goes first (fair only: fifo
-  // knows no classes).
-  bool InteractiveHeld() const;
+  // Whether interactive work is held beside batch work, which it goes
+  // before (fair only: fifo knows no classes).
+  bool InteractiveBesideBatch() const;
   int64_t size() const { return static_cast<int64_t>(jobs_.size()); }
   int64_t tokens_of(const std::string& tenant) const;
   SchedulerPolicy policy() const { return policy_; }

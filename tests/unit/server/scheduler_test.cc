@@ -290,19 +290,19 @@ TEST_CASE(
   CHECK(tiny.Admit(3, "c", Priority::kBatch, 1).ok());
 }
 
-TEST_CASE("interactive work held shortens the pass, under fair only",
+TEST_CASE("interactive work beside batch work shortens the pass, fair only",
           "[scheduler]") {
   for (const SchedulerPolicy policy :
        {SchedulerPolicy::kFair, SchedulerPolicy::kFifo}) {
     Scheduler s(policy, {100, 0, 0});
-    REQUIRE(s.Admit(1, "pipe", Priority::kBatch, 10).ok());
-    CHECK_FALSE(s.InteractiveHeld());
-    REQUIRE(s.Admit(2, "curator", Priority::kInteractive, 10).ok());
-    CHECK(s.InteractiveHeld() == (policy == SchedulerPolicy::kFair));
-    s.Charge(2, 10);  // in a pass, not yet answered: still held
-    CHECK(s.InteractiveHeld() == (policy == SchedulerPolicy::kFair));
-    s.Finish(2);
-    CHECK_FALSE(s.InteractiveHeld());
+    REQUIRE(s.Admit(1, "curator", Priority::kInteractive, 10).ok());
+    CHECK_FALSE(s.InteractiveBesideBatch());  // alone: passes stay full
+    REQUIRE(s.Admit(2, "pipe", Priority::kBatch, 10).ok());
+    CHECK(s.InteractiveBesideBatch() == (policy == SchedulerPolicy::kFair));
+    s.Charge(1, 10);  // in a pass, not yet answered: still held
+    CHECK(s.InteractiveBesideBatch() == (policy == SchedulerPolicy::kFair));
+    s.Finish(1);
+    CHECK_FALSE(s.InteractiveBesideBatch());
   }
 }
 
