@@ -292,8 +292,7 @@ void Daemon::MakeServices() {
   bundles_ = std::make_unique<service::BundlesService>(
       BundlesOptionsFrom(config_), metrics_.get(), gate);
   decisions_ = std::make_unique<service::DecisionsService>(
-      DecisionsOptionsFrom(config_), metrics_.get(), gate,
-      bundles_.get());
+      DecisionsOptionsFrom(config_), metrics_.get(), gate, bundles_.get());
 }
 
 absl::StatusOr<int> Daemon::Listen(

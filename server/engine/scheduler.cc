@@ -67,7 +67,8 @@ absl::Status Scheduler::Admit(JobId id, const std::string& tenant,
         "tenant_calls",
         absl::StrCat(
             "tenant ", Named(tenant), " has ", held.first,
-            " calls held by the model (waiting or in a pass), its limit (max_queued_calls "
+            " calls held by the model (waiting or in a pass), its limit "
+            "(max_queued_calls "
             "in the tokens file, else engine.tenant_max_queued_calls); "
             "retry later"));
   }

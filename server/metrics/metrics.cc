@@ -366,7 +366,8 @@ void ServerMetrics::InitTenant(const std::string& tenant) {
   priority_capped_->Add({{"tenant", tenant}});
   rejected_->Add({{"reason", "permission_denied"}, {"tenant", tenant}});
   for (const Priority priority : {Priority::kInteractive, Priority::kBatch}) {
-    tenant_tokens_->Add({{"tenant", tenant}, {"class", PriorityName(priority)}});
+    tenant_tokens_->Add(
+        {{"tenant", tenant}, {"class", PriorityName(priority)}});
   }
   for (const char* limit : {"capacity", "tenant_calls", "tenant_tokens"}) {
     tenant_refusals_->Add({{"tenant", tenant}, {"reason", limit}});

@@ -25,9 +25,9 @@ absl::StatusOr<std::optional<Priority>> AskedPriority(
   if (const auto asked = PriorityNamed(value); asked.has_value()) {
     return asked;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "metadata ", auth::kPriorityMetadata, ": '", text::Printable(value, 32),
-      "' is not ", PriorityNames()));
+  return absl::InvalidArgumentError(
+      absl::StrCat("metadata ", auth::kPriorityMetadata, ": '",
+                   text::Printable(value, 32), "' is not ", PriorityNames()));
 }
 
 absl::Status CheckServing(const ServingStateFlag& state,

@@ -8,8 +8,7 @@
 
 namespace mesa_anyjev::service {
 
-DecisionWorkers::DecisionWorkers(int32_t threads, int32_t capacity,
-                                 bool fair)
+DecisionWorkers::DecisionWorkers(int32_t threads, int32_t capacity, bool fair)
     : capacity_(capacity), fair_(fair) {
   for (size_t priority = 0; priority < (fair ? kClasses : 1); ++priority) {
     for (int32_t i = 0; i < threads; ++i) {

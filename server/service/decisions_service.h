@@ -21,8 +21,8 @@
 #include "server/metrics/metrics.h"
 #include "server/service/bundles_service.h"
 #include "server/service/call_admission.h"
-#include "server/service/unary_call.h"
 #include "server/service/decision_workers.h"
+#include "server/service/unary_call.h"
 
 namespace mesa_anyjev::service {
 
@@ -54,8 +54,7 @@ class DecisionsService final : public RawServiceDecisions {
  public:
   // `bundles` (may be null) says which bundle versions ListQuestions names.
   DecisionsService(DecisionsOptions options, metrics::ServerMetrics* metrics,
-                   CallGate gate,
-                   const BundlesService* bundles = nullptr);
+                   CallGate gate, const BundlesService* bundles = nullptr);
   ~DecisionsService() override;
 
   // The loaded model, served through the engine (it outlives the

@@ -116,8 +116,7 @@ absl::StatusOr<HiddenStatesResult> RemoteHiddenStates::HiddenStates(
                                   affinity_bytes_));
   // The caller's class goes on with its work; the daemon there caps it by
   // the router's own tenant.
-  context.AddMetadata(auth::kPriorityMetadata,
-                      PriorityName(control.priority));
+  context.AddMetadata(auth::kPriorityMetadata, PriorityName(control.priority));
   v1::HiddenStatesResponse response;
   grpc::Status status = stub->HiddenStates(&context, request, &response);
   if (!status.ok()) return FromGrpc(status, "HiddenStates");

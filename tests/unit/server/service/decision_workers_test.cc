@@ -3,6 +3,7 @@
 // notifications the test gives, so every order is the workers' own.
 #include "server/service/decision_workers.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <memory>
 #include <string>
@@ -10,7 +11,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include <catch2/catch.hpp>
 
 namespace mesa_anyjev::service {
 namespace {
@@ -72,10 +72,10 @@ TEST_CASE("an interactive call never waits for a worker held by batch work") {
   REQUIRE(workers.TrySubmit(Batch("pipe"), tasks.Make("b1")).ok());
   REQUIRE(workers.TrySubmit(Batch("pipe"), tasks.Make("b2")).ok());
   tasks.WaitStarted(1);  // the one batch worker is held
-  REQUIRE(workers
-              .TrySubmit({"curator", Priority::kInteractive, 1.0},
-                         tasks.Make("i1"))
-              .ok());
+  REQUIRE(
+      workers
+          .TrySubmit({"curator", Priority::kInteractive, 1.0}, tasks.Make("i1"))
+          .ok());
   CHECK(tasks.WaitStarted(2) == std::vector<std::string>{"b1", "i1"});
   tasks.ReleaseAll();
   workers.Stop();
@@ -107,13 +107,15 @@ TEST_CASE("weights divide the workers") {
   // b alone holds every worker (work-conserving) and queues two more; then
   // a, at weight 3, queues four.
   for (int i = 0; i < 6; ++i) {
-    REQUIRE(workers.TrySubmit(Batch("b", 1.0), tasks.Make("b" + std::to_string(i)))
-                .ok());
+    REQUIRE(
+        workers.TrySubmit(Batch("b", 1.0), tasks.Make("b" + std::to_string(i)))
+            .ok());
   }
   tasks.WaitStarted(4);
   for (int i = 0; i < 4; ++i) {
-    REQUIRE(workers.TrySubmit(Batch("a", 3.0), tasks.Make("a" + std::to_string(i)))
-                .ok());
+    REQUIRE(
+        workers.TrySubmit(Batch("a", 3.0), tasks.Make("a" + std::to_string(i)))
+            .ok());
   }
   // As b's calls end, a takes each freed worker while it runs fewer per
   // unit of weight (a: 0, 1/3, 2/3 against b: 3, 2, 1); at 3/3 against b's
@@ -135,10 +137,10 @@ TEST_CASE("not fair (engine.scheduler: fifo): one pool in arrival order") {
   }
   tasks.WaitStarted(1);
   REQUIRE(workers.TrySubmit(Batch("b"), tasks.Make("b1")).ok());
-  REQUIRE(workers
-              .TrySubmit({"curator", Priority::kInteractive, 1.0},
-                         tasks.Make("i1"))
-              .ok());
+  REQUIRE(
+      workers
+          .TrySubmit({"curator", Priority::kInteractive, 1.0}, tasks.Make("i1"))
+          .ok());
   // The interactive call waits for the one worker, behind a's older calls.
   const std::vector<std::string> want = {"a1", "a2", "a3", "b1", "i1"};
   for (size_t i = 0; i + 1 < want.size(); ++i) {
