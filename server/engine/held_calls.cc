@@ -46,9 +46,8 @@ absl::Status HeldCalls::AdmitLocked(ForwardJob job,
   call->tokens = tokens;
   call->admitted = absl::Now();
   calls_[id] = std::move(call);
-  ++waiting_;
   // Under the lock, so the gauge can never end on a stale value.
-  if (observer_ != nullptr) observer_->OnQueueDepth(waiting_);
+  if (observer_ != nullptr) observer_->OnQueueDepth(scheduler_.waiting());
   return absl::OkStatus();
 }
 
@@ -62,14 +61,13 @@ HeldCall* HeldCalls::Next(
 void HeldCalls::Charge(HeldCall& call, int64_t tokens) {
   scheduler_.Charge(call.id, tokens);
   if (!call.started) {
-    --waiting_;
     call.started_at = absl::Now();
   }
   if (observer_ != nullptr) {
     if (!call.started) {
       observer_->OnQueueWait(call.job.caller.priority,
                              call.started_at - call.admitted);
-      observer_->OnQueueDepth(waiting_);
+      observer_->OnQueueDepth(scheduler_.waiting());
     }
     observer_->OnTenantTokens(call.job.caller.tenant, call.job.caller.priority,
                               tokens);
@@ -110,9 +108,8 @@ void HeldCalls::Answer(HeldCall* call, absl::StatusOr<ForwardOutput> out) {
     mine = std::move(it->second);
     calls_.erase(it);
     scheduler_.Finish(mine->id);
-    if (!mine->started) {
-      --waiting_;
-      if (observer_ != nullptr) observer_->OnQueueDepth(waiting_);
+    if (!mine->started && observer_ != nullptr) {
+      observer_->OnQueueDepth(scheduler_.waiting());
     }
   }
   if (observer_ != nullptr && mine->started) {

@@ -100,9 +100,6 @@ class HeldCalls {
   absl::flat_hash_map<Scheduler::JobId, std::unique_ptr<HeldCall>> calls_
       ABSL_GUARDED_BY(mu_);
   Scheduler::JobId next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // Held calls none of whose work is planned yet: the queue depth the
-  // metrics show.
-  int64_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace mesa_anyjev::engine

@@ -92,6 +92,9 @@ class Scheduler {
   // before (fair only: fifo knows no classes).
   bool InteractiveBesideBatch() const;
   int64_t size() const { return static_cast<int64_t>(jobs_.size()); }
+  // Calls held and not yet in a pass: what the capacity bounds and the
+  // queue depth shows.
+  int64_t waiting() const { return waiting_; }
   int64_t tokens_of(const std::string& tenant) const;
   SchedulerPolicy policy() const { return policy_; }
   // A (class, tenant)'s counter: tokens / weight planned for it (tests,
