@@ -5,8 +5,9 @@ on a fresh daemon of the same build.
 
 The load: two pipelines, tenants `pipe-a` and `pipe-b` of one tokens file
 (made by the real CLI, role decide, class batch), keep --a-calls and
---b-calls Decide calls in flight (8 and 2: the issue's case), each call
---span states of about --state-tokens tokens x one choice question at L0,
+--b-calls Decide calls in flight (8 and 2: the issue's case), each from a
+process of its own as real pipelines are (their clients' CPU time is not the
+curator's), each call --span states of about --state-tokens tokens x one choice question at L0,
 every state new (only the shared system prompt is cached). A curator,
 tenant `curator` (interactive), asks one question about one state, one call
 after another, --samples times: first on the idle daemon, then while the
@@ -29,11 +30,16 @@ the calls that ended in it, and in brackets the daemon's own count of
 decisions answered (less the curator's). The loaded full pass is the
 window over the passes run in it.
 
+--rounds (3) runs the three contenders in turn that many times; a summary
+gives each figure's median and spread over the rounds.
+
 Targets (issue 38, item 7): loaded p99 within idle p99 + two full passes;
 equal weights: Jain >= 0.98; weights 3:1: a:b within 10% of 3; decisions/s
 >= 0.95 of FIFO's."""
 import argparse
 import itertools
+import math
+import multiprocessing
 import os
 import re
 import statistics
@@ -50,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import annotation_workload as aw  # noqa: E402
 from conftest import Daemon, add_token, auth, dpb, metric, with_token  # noqa: E402
+from conftest import decisions_pb2_grpc  # noqa: E402
 
 TENANTS = ("pipe-a", "pipe-b", "curator")
 
@@ -77,39 +84,66 @@ def decide(stub, token, texts, question):
     return len(reply.decisions)
 
 
+def pipeline_process(address, token, calls, span, state_tokens, seed, question,
+                     tokenizer_path, events, stop):
+    """One pipeline in a process of its own, as real pipelines run (its
+    client's CPU time is not the curator's): `calls` Decide calls of `span`
+    new states kept in flight until `stop`; each call's end goes on `events`
+    as (time.monotonic(), decisions), then ("done", the first error or None)."""
+    states = States(Tokenizer.from_file(tokenizer_path), state_tokens, seed)
+    stub = decisions_pb2_grpc.DecisionsStub(grpc.insecure_channel(address))
+    errors = []
+
+    def run():
+        while not stop.is_set():
+            try:
+                n = decide(stub, token, states.take(span), question)
+            except grpc.RpcError as e:  # noqa: PERF203 - a refusal is a finding
+                errors.append(f"{e.code()}: {e.details()}")
+                return
+            events.put((time.monotonic(), n))
+
+    threads = [threading.Thread(target=run) for _ in range(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events.put(("done", errors[0] if errors else None))
+
+
 class Pipeline:
-    """`calls` Decide calls of `span` states kept in flight until stopped;
-    decisions counted by the time each call ended."""
+    """A pipeline process (pipeline_process) and the calls it has ended."""
 
-    def __init__(self, daemon, token, calls, span, states, question):
-        self.ended = []  # (time, decisions)
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.errors = []
+    def __init__(self, daemon, token, calls, span, args, seed, question, tokenizer_path):
+        ctx = multiprocessing.get_context("spawn")  # no gRPC state forked
+        self.events, self.stop = ctx.Queue(), ctx.Event()
+        self.ended, self.error, self.done = [], None, False
+        self.process = ctx.Process(target=pipeline_process, args=(
+            daemon.address, token, calls, span, args.state_tokens, seed, question,
+            tokenizer_path, self.events, self.stop))
+        self.process.start()
 
-        def run():
-            while not self.stop.is_set():
-                try:
-                    n = decide(daemon.decisions, token, states.take(span), question)
-                except grpc.RpcError as e:  # noqa: PERF203 - a refusal is a finding
-                    self.errors.append(e)
-                    return
-                with self.lock:
-                    self.ended.append((time.perf_counter(), n))
+    def _take(self, event):
+        if event[0] == "done":
+            self.done, self.error = True, event[1]
+        else:
+            self.ended.append(event)
 
-        self.threads = [threading.Thread(target=run) for _ in range(calls)]
-        for t in self.threads:
-            t.start()
+    def first_answered(self):
+        """Blocks until one of its calls has ended (or the process has)."""
+        while not self.ended and not self.done:
+            self._take(self.events.get())
+        assert not self.done, self.error
 
     def decisions_between(self, start, end):
-        with self.lock:
-            return sum(n for t, n in self.ended if start <= t < end)
+        return sum(n for t, n in self.ended if start <= t < end)
 
     def join(self):
         self.stop.set()
-        for t in self.threads:
-            t.join()
-        assert not self.errors, self.errors[0]
+        while not self.done:
+            self._take(self.events.get())
+        self.process.join()
+        assert self.error is None, self.error
 
 
 def curator(daemon, token, samples, states, question):
@@ -117,15 +151,16 @@ def curator(daemon, token, samples, states, question):
     seconds = []
     for _ in range(samples):
         text = states.take(1)
-        start = time.perf_counter()
+        start = time.monotonic()
         decide(daemon.decisions, token, text, question)
-        seconds.append(time.perf_counter() - start)
+        seconds.append(time.monotonic() - start)
     return seconds
 
 
 def quantile(values, q):
+    """The nearest-rank quantile: of 100 samples, p99 is the 99th."""
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def snapshot(daemon):
@@ -165,17 +200,21 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
             curator(daemon, token["curator"], 3, states, question)  # a fresh process's first calls
             idle = curator(daemon, token["curator"], args.samples, states, question)
             rate = aw.prefill_rate(daemon, args.batch_tokens, prompt=128)
-            a = Pipeline(daemon, token["pipe-a"], args.a_calls, args.span, states, question)
-            b = Pipeline(daemon, token["pipe-b"], args.b_calls, args.span, states, question)
+            tokenizer_path = str(directory / "tokenizer.json")
+            a = Pipeline(daemon, token["pipe-a"], args.a_calls, args.span, args, 10**6,
+                         question, tokenizer_path)
+            b = Pipeline(daemon, token["pipe-b"], args.b_calls, args.span, args, 2 * 10**6,
+                         question, tokenizer_path)
             try:
                 # Saturated once each pipeline has had a call answered.
-                while not (a.ended and b.ended):
-                    time.sleep(0.05)
-                before, start = snapshot(daemon), time.perf_counter()
-                loaded = curator(daemon, token["curator"], args.samples, states, question)
+                a.first_answered()
+                b.first_answered()
+                before, start = snapshot(daemon), time.monotonic()
+                samples = args.fifo_samples if policy == "fifo" else args.samples
+            loaded = curator(daemon, token["curator"], samples, states, question)
                 # The pipelines' figures over at least --window seconds.
-                time.sleep(max(0.0, args.window - (time.perf_counter() - start)))
-                after, end = snapshot(daemon), time.perf_counter()
+                time.sleep(max(0.0, args.window - (time.monotonic() - start)))
+                after, end = snapshot(daemon), time.monotonic()
             finally:
                 a.join()
                 b.join()
@@ -215,26 +254,43 @@ def main():
     ap.add_argument("--state-tokens", type=int, default=100)
     ap.add_argument("--a-calls", type=int, default=8)
     ap.add_argument("--b-calls", type=int, default=2)
-    ap.add_argument("--samples", type=int, default=40, help="curator decisions per reading")
+    ap.add_argument("--samples", type=int, default=100, help="curator decisions per reading")
+    ap.add_argument("--fifo-samples", type=int, default=10,
+                    help="loaded readings under FIFO, whose every answer waits out the queue")
     ap.add_argument("--window", type=float, default=120,
                     help="seconds the pipelines' figures are measured over, at least")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="the three contenders in turn, this many times: medians and spread")
     args = ap.parse_args()
 
     directory = aw.checkpoint(args.work, args.layers, args.hidden)
     tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
     question = aw.questions(2)[1]  # K = 3
-    rows = [contender("FIFO (engine.scheduler: fifo)", "fifo", (1, 1), args, directory,
-                      tokenizer, question),
-            contender("fair, equal weights", "fair", (1, 1), args, directory, tokenizer,
-                      question),
-            contender("fair, weights 3:1", "fair", (3, 1), args, directory, tokenizer,
-                      question)]
-    fifo = rows[0]["per_s"]
+    contenders = [("FIFO (engine.scheduler: fifo)", "fifo", (1, 1)),
+                  ("fair, equal weights", "fair", (1, 1)),
+                  ("fair, weights 3:1", "fair", (3, 1))]
     print(f"\nQwen3 {args.layers} blocks x hidden {args.hidden}, float32, {args.threads} "
           f"threads, engine.batch_tokens {args.batch_tokens}; pipelines of {args.a_calls} and "
-          f"{args.b_calls} calls in flight, {args.span} states of ~{args.state_tokens} tokens "
-          f"a call x 1 question (K = 3) at L0; the curator: {args.samples} single decisions "
-          f"a reading\n")
+          f"{args.b_calls} calls in flight, each a process of its own, {args.span} states of "
+          f"~{args.state_tokens} tokens a call x 1 question (K = 3) at L0; the curator: "
+          f"{args.samples} single decisions a reading ({args.fifo_samples} loaded under FIFO); "
+          f"{args.rounds} round(s), the contenders "
+          f"in turn each round\n")
+    rounds = []
+    for n in range(args.rounds):
+        rows = [contender(name, policy, weights, args, directory, tokenizer, question)
+                for name, policy, weights in contenders]
+        for r in rows:
+            r["vs_fifo"] = r["per_s"] / rows[0]["per_s"]
+            r["tokens_vs_fifo"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
+        print(f"Round {n + 1}:\n")
+        table(rows)
+        rounds.append(rows)
+    if args.rounds > 1:
+        summary(contenders, rounds)
+
+
+def table(rows):
     print("| contender | curator idle p50 / p99 (s) | loaded p50 / p99 (s) | bound: idle p99 + "
           "2 full passes, idle / loaded (s) | pipe-a : pipe-b tokens | Jain (per weight) | "
           "decisions/s (answered) | vs FIFO | fill | tokens/s | vs FIFO | "
@@ -244,9 +300,9 @@ def main():
         print(f"| {r['name']} | {r['idle_p50']:.3f} / {r['idle_p99']:.3f} | "
               f"{r['p50']:.3f} / {r['p99']:.3f} | {r['bound']:.3f} / {r['loaded_bound']:.3f} | "
               f"{r['a']:.0f} : {r['b']:.0f} ({r['ratio']:.2f}) | {r['jain']:.3f} | "
-              f"{r['per_s']:.1f} ({r['answered_per_s']:.1f}) | {r['per_s'] / fifo:.2f} | "
-              f"{r['fill']:.2f} | {r['tokens_per_s']:.0f} | "
-              f"{r['tokens_per_s'] / rows[0]['tokens_per_s']:.2f} | {r['rate']:.0f} |")
+              f"{r['per_s']:.1f} ({r['answered_per_s']:.1f}) | {r['vs_fifo']:.2f} | "
+              f"{r['fill']:.2f} | {r['tokens_per_s']:.0f} | {r['tokens_vs_fifo']:.2f} | "
+              f"{r['rate']:.0f} |")
     print()
     for r in rows:
         # A figure past its limit is a measurement's bug, not a result.
@@ -255,6 +311,32 @@ def main():
                   f"limit measured beside it ({r['rate']:.0f})")
         print(f"{r['name']}: window {r['window']:.1f} s, a full pass {r['full_pass']:.3f} s idle, "
               f"{r['loaded_pass']:.3f} s loaded")
+    print()
+
+
+def summary(contenders, rounds):
+    """Each figure's median and spread (min-max) over the rounds, and how many
+    rounds met each target."""
+    def spread(values, digits):
+        return (f"{statistics.median(values):.{digits}f} "
+                f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+
+    print(f"Over {len(rounds)} rounds, median (min-max):\n")
+    print("| contender | loaded p50 (s) | loaded p99 (s) | p99 - bound (idle) (s) | "
+          "p99 - bound (loaded) (s) | rounds within a bound | a : b | Jain | "
+          "decisions/s vs FIFO | fill |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for i, (name, _, _) in enumerate(contenders):
+        rs = [rows[i] for rows in rounds]
+        within = sum(r["p99"] <= max(r["bound"], r["loaded_bound"]) for r in rs)
+        print(f"| {name} | {spread([r['p50'] for r in rs], 3)} | "
+              f"{spread([r['p99'] for r in rs], 3)} | "
+              f"{spread([r['p99'] - r['bound'] for r in rs], 3)} | "
+              f"{spread([r['p99'] - r['loaded_bound'] for r in rs], 3)} | "
+              f"{within} of {len(rs)} | {spread([r['ratio'] for r in rs], 2)} | "
+              f"{spread([r['jain'] for r in rs], 3)} | {spread([r['vs_fifo'] for r in rs], 2)} | "
+              f"{spread([r['fill'] for r in rs], 2)} |")
+    print()
 
 
 if __name__ == "__main__":
