@@ -179,14 +179,24 @@ gpu-rehearsal: gpu-bundle
 # $(ARM64_BUILD_DIR), the unit tests under qemu-user, and the aarch64 daemon
 # against $(BUILD_DIR)'s on one tiny Qwen3. Not in CI (docs/build.md says
 # why): run it after a change to CMake, the install or a CPU-specific path.
+# CUDA=1: the daemon as the GB10 builds it, linked against libtorch_cuda of
+# the aarch64 wheels (GBs) with the kernels cross-compiled for sm_120, into
+# build-arm64-cuda (docs/build.md, "The GB10's CUDA build, linked here").
+CUDA ?= 0
+ifeq ($(CUDA),1)
+ARM64_BUILD_DIR ?= build-arm64-cuda
+ARM64_INSTALL := --arm64-cuda
+else
 ARM64_BUILD_DIR ?= build-arm64
+ARM64_INSTALL := --arm64
+endif
 .PHONY: install-arm64 check-arm64
 install-arm64:
-	@bash scripts/install.sh --arm64
+	@bash scripts/install.sh $(ARM64_INSTALL)
 
 check-arm64: install-arm64
 	@$(MAKE) --no-print-directory build
-	@bash scripts/check_arm64.sh $(ARM64_BUILD_DIR) $(BUILD_DIR) $(JOBS)
+	@CUDA=$(CUDA) bash scripts/check_arm64.sh $(ARM64_BUILD_DIR) $(BUILD_DIR) $(JOBS)
 
 # The container image (deploy/container/Containerfile; docs/build.md), with
 # podman as the build machines run it (docs/build.md: runc, a base from

@@ -135,10 +135,32 @@ target_link_libraries(mesa_anyjev_torch INTERFACE
 mesa_anyjev_rpaths(mesa_anyjev_torch "${mesa_anyjev_torch_lib}"
   ${MESA_ANYJEV_NVIDIA_LIB_DIRS})
 if(MESA_ANYJEV_CROSS_CUDA)
+  # Our kernels for the GB10: the cross nvcc of scripts/install.sh
+  # --arm64-cuda (the host's nvcc over a targets/aarch64-linux of the aarch64
+  # compiler wheels), the target's g++ compiling its host code, sm_120
+  # machine code (the GB10's sm_121 runs it).
+  set(mesa_anyjev_cross_nvcc "${MESA_ANYJEV_TORCH_ROOT}/cuda-13.0/bin/nvcc")
+  if(NOT EXISTS "${mesa_anyjev_cross_nvcc}")
+    message(FATAL_ERROR "libtorch for ${CMAKE_SYSTEM_PROCESSOR}: ${mesa_anyjev_cross_nvcc} "
+      "is missing; run scripts/install.sh --arm64-cuda")
+  endif()
+  set(CMAKE_CUDA_COMPILER "${mesa_anyjev_cross_nvcc}" CACHE FILEPATH "" FORCE)
+  set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}" CACHE FILEPATH "" FORCE)
+  set(CMAKE_CUDA_FLAGS "-target-dir aarch64-linux" CACHE STRING "" FORCE)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 120)
+  endif()
+  set(CMAKE_CUDA_STANDARD 17)
+  enable_language(CUDA)
   set(MESA_ANYJEV_CUDA_BUILD ON)
   add_library(mesa_anyjev_torch_cuda INTERFACE)
+  # As natively: the nvidia wheels' headers first, then the compiler
+  # wheels' (crt/, which the runtime's cuda_runtime.h includes), here their
+  # aarch64 builds.
   target_include_directories(mesa_anyjev_torch_cuda SYSTEM BEFORE INTERFACE
     ${MESA_ANYJEV_NVIDIA_INCLUDE_DIRS})
+  target_include_directories(mesa_anyjev_torch_cuda SYSTEM INTERFACE
+    "${MESA_ANYJEV_TORCH_ROOT}/cuda-13.0/targets/aarch64-linux/include")
   find_library(mesa_anyjev_cross_cudart NAMES libcudart.so.13
     PATHS ${MESA_ANYJEV_NVIDIA_LIB_DIRS} NO_DEFAULT_PATH REQUIRED)
   target_link_libraries(mesa_anyjev_torch_cuda INTERFACE mesa_anyjev_torch

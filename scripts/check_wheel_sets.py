@@ -32,41 +32,8 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-# pip's main with the target's marker environment; argv[1] is it as JSON.
-CHILD = r"""
-import json, sys
-env = json.loads(sys.argv[1])
-from pip._vendor.packaging import markers
-markers.default_environment = lambda: dict(env)
-from pip._internal.cli.main import main
-sys.exit(main(sys.argv[2:]))
-"""
-
-
-def manylinux_tags(machine):
-    """Every manylinux tag from 2_17 to 2_39, manylinux2014 and plain linux
-    (grpcurl's wrapper): pip fills no gaps between the --platform values it is
-    given (the nvidia wheels are tagged 2_18, 2_25, 2_27, torch 2_28)."""
-    tags = [f"manylinux2014_{machine}", f"linux_{machine}"]
-    tags += [f"manylinux_2_{minor}_{machine}" for minor in range(17, 40)]
-    return tags
-
-
-def marker_environment(machine, python):
-    return {
-        "implementation_name": "cpython",
-        "implementation_version": python + ".0",
-        "os_name": "posix",
-        "platform_machine": machine,
-        "platform_python_implementation": "CPython",
-        "platform_release": "",
-        "platform_system": "Linux",
-        "platform_version": "",
-        "python_full_version": python + ".0",
-        "python_version": python,
-        "sys_platform": "linux",
-    }
+sys.path.insert(0, HERE)
+import pip_for_target  # noqa: E402  (the target's tags and markers)
 
 
 def resolve(machine, python, requirements, pip_python, deps=True,
@@ -75,19 +42,14 @@ def resolve(machine, python, requirements, pip_python, deps=True,
     pins alone (pip --no-deps), as install.sh installs the compiler wheels."""
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
-        args = ["install", "--dry-run", "--ignore-installed", "--quiet",
-                "--disable-pip-version-check",
-                "--python-version", python, "--implementation", "cp",
-                "--report", report] + ([] if deps else ["--no-deps"])
-        if binary_only:
-            args.append("--only-binary=:all:")
-        for tag in manylinux_tags(machine):
-            args += ["--platform", tag]
+        args = ["--dry-run", "--ignore-installed", "--quiet",
+                "--disable-pip-version-check", "--report", report]
+        args += [] if deps else ["--no-deps"]
         for item in requirements:
             args += ["-r", item] if os.path.isfile(item) else [item]
-        env = json.dumps(marker_environment(machine, python))
-        run = subprocess.run([pip_python, "-c", CHILD, env] + args,
-                             capture_output=True, text=True)
+        argv = pip_for_target.command(machine, python, "install", args, pip_python,
+                                      binary_only=binary_only)
+        run = subprocess.run(argv, capture_output=True, text=True)
         if run.returncode != 0:
             lines = [l for l in (run.stderr + run.stdout).splitlines()
                      if l.strip()]

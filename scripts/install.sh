@@ -12,16 +12,20 @@
 # --arm64: the core, then what `make check-arm64` adds (issue 26): the
 # arm64 cross toolchain, libraries and qemu-user, and the aarch64 torch
 # wheel (scripts/install_arm64.sh), never part of the default.
+# --arm64-cuda: --arm64, then what `make check-arm64 CUDA=1` adds: the
+# aarch64 torch wheel whole with its nvidia wheels (GBs) and a cross nvcc.
 set -euo pipefail
 CORE=0
 GPU_BUNDLE=0
 ARM64=0
+ARM64_CUDA=
 case "${1:-}" in
   --core) CORE=1 ;;
   --gpu-bundle) CORE=1; GPU_BUNDLE=1 ;;
   --arm64) CORE=1; ARM64=1 ;;
+  --arm64-cuda) CORE=1; ARM64=1; ARM64_CUDA=--cuda ;;
   "") ;;
-  *) echo "usage: scripts/install.sh [--core | --gpu-bundle | --arm64]" >&2; exit 2 ;;
+  *) echo "usage: scripts/install.sh [--core | --gpu-bundle | --arm64 | --arm64-cuda]" >&2; exit 2 ;;
 esac
 
 VENV="${MESA_ANYJEV_VENV:-/opt/mesa-anyjev/venv}"
@@ -173,7 +177,7 @@ if [ "$GPU_BUNDLE" -eq 1 ]; then
   PYTHON_FOR_VENV="$py312" install_venv "${MESA_ANYJEV_GPU_HOST_VENV:-/opt/gpu-host-image/venv}" \
     "$HERE/gpu-host-requirements.txt"
 fi
-[ "$ARM64" -eq 1 ] && bash "$HERE/install_arm64.sh"
+[ "$ARM64" -eq 1 ] && bash "$HERE/install_arm64.sh" $ARM64_CUDA
 [ "$CORE" -eq 1 ] && exit 0
 # Wheels for tests/e2e/test_python_client.py, which installs clients/python
 # into a fresh virtual environment offline: the pinned venv's grpcio,

@@ -9,6 +9,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="${MESA_ANYJEV_VENV:-/opt/mesa-anyjev/venv}"
 ARM64="${MESA_ANYJEV_ARM64_DIR:-/opt/mesa-anyjev/arm64}"
+CROSS_CUDA=0
+[ "${1:-}" = "--cuda" ] && CROSS_CUDA=1
 
 log() { printf '[install --arm64] %s\n' "$*"; }
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -78,27 +80,48 @@ else
   log "arm64 prometheus-cpp and yaml-cpp -dev packages: up to date"
 fi
 
+# pip as on the GB10 (scripts/pip_for_target.py): aarch64's platform tags,
+# the venv's Python version and aarch64's environment markers. pip only
+# finds every wheel with every manylinux tag named (--platform fills no
+# gaps; the nvidia wheels are tagged 2_18, 2_25, 2_27).
+pyver="$("$VENV/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+pip_get() { # DIR PIP-ARGS...: aarch64 wheels into DIR
+  local dir="$1"
+  shift
+  "$VENV/bin/python" "$HERE/pip_for_target.py" aarch64 "$pyver" download -q \
+    --disable-pip-version-check -d "$dir" "$@"
+}
+# unpack DEST SKIP WHEEL...: each wheel's torch/lib, torch/include and
+# nvidia/ into DEST, less the paths that start with one of SKIP's
+# comma-separated prefixes.
+unpack() {
+  sudo_if_needed mkdir -p "$1"
+  sudo_if_needed "$VENV/bin/python" - "$@" <<'EOF'
+import sys, zipfile
+dest, skip, wheels = sys.argv[1], tuple(filter(None, sys.argv[2].split(","))), sys.argv[3:]
+for path in wheels:
+    with zipfile.ZipFile(path) as whl:
+        for info in whl.infolist():
+            name = info.filename
+            if name.startswith(("torch/lib/", "torch/include/", "nvidia/")) and \
+                    not (skip and name.startswith(skip)):
+                whl.extract(info, dest)
+EOF
+  sudo_if_needed chmod -R a+rX "$1"
+}
+
 # The aarch64 torch wheel of the x86_64 build's pin (the CUDA build, as on
 # PyPI), unpacked: torch/lib and torch/include, which cmake/libtorch.cmake
 # links, less the CUDA and Python libraries nothing here loads (550 MB).
 # Its libtorch_cpu.so needs libcudart and libcupti: the two small nvidia
 # wheels of the cuda-toolkit pin in the wheel's metadata go beside torch/
-# as its RPATH expects ($ORIGIN/../../nvidia/cu13/lib). pip only
-# finds every wheel with every manylinux tag named (--platform fills no
-# gaps; the nvidia wheels are tagged 2_18, 2_25, 2_27).
+# as its RPATH expects ($ORIGIN/../../nvidia/cu13/lib).
 torch_pin="$(grep -E '^torch==' "$HERE/requirements.txt")"
 want="$torch_pin; torch/lib (no cuda, python) torch/include nvidia/ (cudart cupti)"
 if [ "$(cat "$ARM64/.mesa-anyjev-reqs" 2>/dev/null || true)" != "$want" ]; then
   log "aarch64 $torch_pin wheel and its CUDA runtime wheels into $ARM64"
-  platforms=(--platform manylinux2014_aarch64)
-  for minor in $(seq 17 39); do platforms+=(--platform "manylinux_2_${minor}_aarch64"); done
-  pyver="$("$VENV/bin/python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"
-  pip_get() {
-    "$VENV/bin/pip" download -q --disable-pip-version-check --only-binary=:all: \
-      "${platforms[@]}" --python-version "$pyver" --implementation cp -d "$wheels" "$@"
-  }
   wheels="$(mktemp -d)"
-  pip_get --no-deps "$torch_pin"
+  pip_get "$wheels" --no-deps "$torch_pin"
   # e.g. cuda-toolkit[cublas,cudart,...]==13.2.2: the same pin, two extras.
   toolkit="$("$VENV/bin/python" - "$wheels"/torch-*.whl <<'EOF'
 import re, sys, zipfile
@@ -109,26 +132,96 @@ pin = re.search(r"^Requires-Dist: cuda-toolkit\[[^\]]*\](==[^;\s]+)", text, re.M
 print("cuda-toolkit[cudart,cupti]" + pin.group(1))
 EOF
 )"
-  pip_get "$toolkit"
+  pip_get "$wheels" "$toolkit"
   sudo_if_needed rm -rf "$ARM64/torch" "$ARM64/nvidia"
-  sudo_if_needed mkdir -p "$ARM64"
-  sudo_if_needed "$VENV/bin/python" - "$ARM64" "$wheels"/*.whl <<'EOF'
-import sys, zipfile
-dest, wheels = sys.argv[1], sys.argv[2:]
-unused = ("torch/lib/libtorch_cuda", "torch/lib/libtorch_nvshmem", "torch/lib/libtorch_python")
-for path in wheels:
-    with zipfile.ZipFile(path) as whl:
-        for info in whl.infolist():
-            name = info.filename
-            if name.startswith(("torch/lib/", "torch/include/", "nvidia/")) and \
-                    not name.startswith(unused):
-                whl.extract(info, dest)
-EOF
-  sudo_if_needed chmod -R a+rX "$ARM64"
+  unpack "$ARM64" "torch/lib/libtorch_cuda,torch/lib/libtorch_nvshmem,torch/lib/libtorch_python" \
+    "$wheels"/*.whl
   rm -rf "$wheels"
   echo "$want" | sudo_if_needed tee "$ARM64/.mesa-anyjev-reqs" >/dev/null
 else
   log "aarch64 $torch_pin: up to date"
+fi
+
+# --cuda (`make check-arm64 CUDA=1`; docs/build.md, "The GB10's CUDA build,
+# linked here"): the same wheel whole, libtorch_cuda included, with every
+# nvidia wheel it resolves to on aarch64 (cuBLAS, cuDNN, NCCL, ...: GBs;
+# the linker follows libtorch_cuda's NEEDED entries through them), into a
+# folder of its own; a CUDA compiler that cross-compiles our kernels for
+# aarch64: the host's nvcc, cicc and ptxas (x86_64 programs of install.sh's
+# compiler wheels, hard-linked) over a targets/aarch64-linux (the folder
+# nvcc's -target-dir and CMake's cross-compiled CUDA name) made of the
+# aarch64 builds of the same compiler wheels' headers and libraries; and
+# cuobjdump, to read which GPUs the kernels were built for.
+if [ "$CROSS_CUDA" -eq 1 ]; then
+  CUDA_DIR="${MESA_ANYJEV_ARM64_CUDA_DIR:-/opt/mesa-anyjev/arm64-cuda}"
+  HOST_CUDA="${MESA_ANYJEV_CUDA_ROOT:-/opt/mesa-anyjev/cuda-13.0}"
+  compiler="$(sha256sum <"$HERE/cuda-compiler-requirements.txt" | cut -d' ' -f1)"
+  want="$torch_pin and its aarch64 nvidia wheels, whole; cross nvcc $compiler; cuobjdump"
+  if [ "$(cat "$CUDA_DIR/.mesa-anyjev-reqs" 2>/dev/null || true)" != "$want" ]; then
+    if [ ! -x "$HOST_CUDA/bin/nvcc" ]; then
+      echo "[install --arm64-cuda] $HOST_CUDA/bin/nvcc is missing: run scripts/install.sh" >&2
+      exit 1
+    fi
+    log "aarch64 $torch_pin with every nvidia wheel it pins, and a cross nvcc, into $CUDA_DIR"
+    wheels="$(mktemp -d)"
+    # What pip resolves for the pin on aarch64: torch's and nvidia's wheels
+    # alone (not triton, sympy, ...: nothing here runs Python).
+    "$VENV/bin/python" "$HERE/pip_for_target.py" aarch64 "$pyver" install --dry-run \
+      --ignore-installed -q --disable-pip-version-check --report "$wheels/report.json" "$torch_pin"
+    mapfile -t pins < <("$VENV/bin/python" - "$wheels/report.json" <<'EOF'
+import json, sys
+for item in json.load(open(sys.argv[1]))["install"]:
+    name, version = item["metadata"]["name"], item["metadata"]["version"]
+    if name == "torch" or name.startswith("nvidia-"):
+        print(f"{name}=={version}")
+EOF
+)
+    pip_get "$wheels" --no-deps "${pins[@]}"
+    sudo_if_needed rm -rf "$CUDA_DIR"
+    unpack "$CUDA_DIR" "torch/lib/libtorch_python" "$wheels"/*.whl
+    rm -rf "$wheels"
+
+    root="$CUDA_DIR/cuda-13.0"
+    target="$root/targets/aarch64-linux"
+    sudo_if_needed cp -al "$HOST_CUDA" "$root" 2>/dev/null || sudo_if_needed cp -a "$HOST_CUDA" "$root"
+    sudo_if_needed rm -rf "$root/targets/x86_64-linux"
+    compilers="$(mktemp -d)"
+    pip_get "$compilers" --no-deps -r "$HERE/cuda-compiler-requirements.txt"
+    sudo_if_needed "$VENV/bin/python" - "$target" "$compilers"/*.whl <<'EOF'
+import os, sys, zipfile
+target, wheels = sys.argv[1], sys.argv[2:]
+for path in wheels:
+    with zipfile.ZipFile(path) as whl:
+        for info in whl.infolist():
+            for part in ("include", "lib"):
+                prefix = f"nvidia/cu13/{part}/"
+                if info.filename.startswith(prefix) and not info.is_dir():
+                    out = os.path.join(target, part, info.filename[len(prefix):])
+                    os.makedirs(os.path.dirname(out), exist_ok=True)
+                    with whl.open(info) as src, open(out, "wb") as dst:
+                        dst.write(src.read())
+EOF
+    sudo_if_needed ln -sfn libcudart.so.13 "$target/lib/libcudart.so"
+    rm -rf "$compilers"
+    # cuobjdump, a host program: the oldest wheel on PyPI (13.2) reads 13.0's cubins.
+    tools="$(mktemp -d)"
+    "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps -d "$tools" \
+      nvidia-cuda-cuobjdump==13.2.86
+    sudo_if_needed "$VENV/bin/python" - "$root/bin/cuobjdump" "$tools"/*.whl <<'EOF'
+import os, sys, zipfile
+out, wheel = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as whl:
+    name = next(n for n in whl.namelist() if n.endswith("/bin/cuobjdump"))
+    with whl.open(name) as src, open(out, "wb") as dst:
+        dst.write(src.read())
+os.chmod(out, 0o755)
+EOF
+    rm -rf "$tools"
+    sudo_if_needed chmod -R a+rX "$CUDA_DIR"
+    echo "$want" | sudo_if_needed tee "$CUDA_DIR/.mesa-anyjev-reqs" >/dev/null
+  else
+    log "aarch64 $torch_pin whole and the cross nvcc: up to date"
+  fi
 fi
 
 # A qemu-user prefix that shows the GB10's CPU: an arm64 /proc/cpuinfo
