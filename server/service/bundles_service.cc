@@ -54,7 +54,7 @@ BundlesService::BundlesService(BundlesOptions options,
     : options_(std::move(options)),
       metrics_(metrics),
       gate_(gate),
-      worker_(1, options_.queue_capacity) {}
+      worker_("bundle store", 1, options_.queue_capacity) {}
 
 BundlesService::~BundlesService() { Stop(); }
 

@@ -84,7 +84,7 @@ class InferenceService final : public RawServiceInference {
   std::atomic<Backend*> backend_{nullptr};
   // One thread; every answer the engine hands over is taken (no capacity:
   // its job already passed admission).
-  WorkerPool replies_{1, std::numeric_limits<int32_t>::max()};
+  WorkerPool replies_{"logprobs reply", 1, std::numeric_limits<int32_t>::max()};
 };
 
 }  // namespace mesa_anyjev::service

@@ -1,4 +1,4 @@
-// The decision workers (see worker_pool.h).
+// A bounded queue and its threads (see worker_pool.h).
 #include "server/service/worker_pool.h"
 
 #include <utility>
@@ -8,8 +8,8 @@
 
 namespace mesa_anyjev::service {
 
-WorkerPool::WorkerPool(int32_t threads, int32_t capacity)
-    : capacity_(capacity) {
+WorkerPool::WorkerPool(std::string queue, int32_t threads, int32_t capacity)
+    : queue_name_(std::move(queue)), capacity_(capacity) {
   for (int32_t i = 0; i < threads; ++i) {
     threads_.emplace_back([this] { Loop(); });
   }
@@ -25,11 +25,10 @@ absl::Status WorkerPool::TrySubmit(std::function<void()> task) {
         kDrainingRetryAfter);
   }
   if (static_cast<int32_t>(queue_.size()) >= capacity_) {
-    return WithRetryAfter(
-        absl::ResourceExhaustedError(
-            absl::StrCat("decision queue full (", capacity_,
-                         " calls waiting for a decision worker); retry later")),
-        kQueueFullRetryAfter);
+    return WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat(
+                              queue_name_, " queue full (", capacity_,
+                              " calls waiting for its worker); retry later")),
+                          kQueueFullRetryAfter);
   }
   queue_.push_back(std::move(task));
   return absl::OkStatus();

@@ -1,12 +1,13 @@
-// A few threads with a bounded queue for work that waits on the engine
-// (Decide, Fit): such work makes several model calls with CPU steps in
-// between, and must not hold a gRPC callback thread while it waits. A full
-// queue refuses at once, as the engine's own queue does.
+// A few threads with a bounded queue for work that must not hold a gRPC
+// callback thread while it waits (the bundle store's writes, the Logprobs
+// replies; Decide and Fit have DecisionWorkers). A full queue refuses at
+// once, naming itself, as the engine's own queue does.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,7 +19,8 @@ namespace mesa_anyjev::service {
 
 class WorkerPool {
  public:
-  WorkerPool(int32_t threads, int32_t capacity);
+  // `queue` names the queue in a refusal ("bundle store").
+  WorkerPool(std::string queue, int32_t threads, int32_t capacity);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -33,6 +35,7 @@ class WorkerPool {
   void Loop();
   bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const std::string queue_name_;
   const int32_t capacity_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
