@@ -27,8 +27,11 @@ pass. The weighted contender gives pipe-a weight 3 and pipe-b 1.
 
 The pipelines' figures cover at least --window seconds; decisions/s counts
 the calls that ended in it, and in brackets the daemon's own count of
-decisions answered (less the curator's). The loaded full pass is the
-window over the passes run in it.
+decisions answered (less the curator's). A loaded full pass is the mean
+time of the passes of batch work alone in the window, each full, from the
+daemon's own records (engine.pass_records); the same records say how many
+passes carried each curator call, how full and how long they were, and the
+daemon's queue-wait histogram how long the curator's jobs waited for one.
 
 --rounds (3) runs the three contenders in turn that many times; a summary
 gives each figure's median and spread over the rounds.
@@ -38,6 +41,7 @@ equal weights: Jain >= 0.98; weights 3:1: a:b within 10% of 3; decisions/s
 >= 0.95 of FIFO's."""
 import argparse
 import itertools
+import json
 import math
 import multiprocessing
 import os
@@ -168,10 +172,21 @@ def snapshot(daemon):
     out = {t: sum(metric(text, "mesa_anyjev_tenant_tokens_total", tenant=t, **{"class": c})
                   for c in ("interactive", "batch")) for t in TENANTS}
     out["passes"] = metric(text, "mesa_anyjev_batch_tokens_count")
+    for part in ("sum", "count"):  # interactive jobs' waits for their first pass
+        out[f"wait_{part}"] = metric(text, f"mesa_anyjev_queue_wait_seconds_{part}",
+                                     **{"class": "interactive"})
     out["tokens"] = metric(text, "mesa_anyjev_batch_tokens_sum")
     out["decisions"] = sum(float(v) for v in re.findall(
         r"^mesa_anyjev_decisions_total\{[^}]*\} (\S+)$", text, re.M))
     return out
+
+
+def read_passes(directory):
+    """The daemon's pass records so far (engine.pass_records), one a line."""
+    path = directory / "passes.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def contender(name, policy, weights, args, directory, tokenizer, question):
@@ -191,7 +206,9 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
             "--set", f"model.threads={args.threads}",
             "--set", f"engine.batch_tokens={args.batch_tokens}",
             "--set", f"engine.scheduler={policy}",
+            "--set", f"engine.interactive_pass_tokens={args.interactive_pass_tokens}",
             "--set", f"auth.tokens_file={tokens_file}",
+            "--set", f"engine.pass_records={tmp / 'passes.jsonl'}",
             "--set", "server.default_deadline_s=3600", "--set", "server.max_deadline_s=3600"],
             start_timeout=900)
         try:
@@ -210,11 +227,13 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
                 a.first_answered()
                 b.first_answered()
                 before, start = snapshot(daemon), time.monotonic()
+                first_pass = len(read_passes(tmp))
                 samples = args.fifo_samples if policy == "fifo" else args.samples
-            loaded = curator(daemon, token["curator"], samples, states, question)
+                loaded = curator(daemon, token["curator"], samples, states, question)
                 # The pipelines' figures over at least --window seconds.
                 time.sleep(max(0.0, args.window - (time.monotonic() - start)))
                 after, end = snapshot(daemon), time.monotonic()
+                passes = read_passes(tmp)[first_pass:]
             finally:
                 a.join()
                 b.join()
@@ -227,11 +246,26 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
     # The passes the engine ran meanwhile, planning and answering included:
     # on two cores the clients and decision workers share the CPU with it.
     loaded_pass = window / max(d["passes"], 1)
+    carrying = [p for p in passes if any(s["tenant"] == "curator" for s in p["shares"])]
+    batch_only = [p for p in passes if p not in carrying]
+    loaded_full = (statistics.mean(p["seconds"] for p in batch_only) if batch_only
+                   else loaded_pass)
     return {
+        # The passes that carried the curator's calls: how many a call, how
+        # long and how full, beside the passes of batch work alone.
+        "curator_passes": len(carrying) / max(len(loaded), 1),
+        "curator_jobs": d["wait_count"] / max(len(loaded), 1),
+        "curator_wait_s": d["wait_sum"] / max(d["wait_count"], 1),
+        "curator_pass_s": statistics.mean(p["seconds"] for p in carrying) if carrying else 0,
+        "curator_pass_tokens": statistics.mean(p["tokens"] for p in carrying) if carrying else 0,
+        "batch_pass_s": statistics.mean(p["seconds"] for p in batch_only) if batch_only else 0,
         "name": name, "idle_p50": quantile(idle, 0.5), "idle_p99": quantile(idle, 0.99),
         "p50": quantile(loaded, 0.5), "p99": quantile(loaded, 0.99),
         "bound": quantile(idle, 0.99) + 2 * full_pass, "full_pass": full_pass,
-        "loaded_bound": quantile(idle, 0.99) + 2 * loaded_pass, "loaded_pass": loaded_pass,
+        # A full pass under the load: the daemon's own records of the passes
+        # of batch work alone (every one full) in the window.
+        "loaded_bound": quantile(idle, 0.99) + 2 * loaded_full,
+        "loaded_pass": loaded_pass, "loaded_full": loaded_full,
         "jain": sum(x) ** 2 / (len(x) * sum(v * v for v in x)),
         "ratio": d["pipe-a"] / max(d["pipe-b"], 1),
         "a": d["pipe-a"], "b": d["pipe-b"],
@@ -259,6 +293,8 @@ def main():
                     help="loaded readings under FIFO, whose every answer waits out the queue")
     ap.add_argument("--window", type=float, default=120,
                     help="seconds the pipelines' figures are measured over, at least")
+    ap.add_argument("--interactive-pass-tokens", type=int, default=4096,
+                    help="engine.interactive_pass_tokens (the daemon's default: 4096)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="the three contenders in turn, this many times: medians and spread")
     args = ap.parse_args()
@@ -310,7 +346,13 @@ def table(rows):
             print(f"WARNING {r['name']}: {r['tokens_per_s']:.0f} tokens/s passes the "
                   f"limit measured beside it ({r['rate']:.0f})")
         print(f"{r['name']}: window {r['window']:.1f} s, a full pass {r['full_pass']:.3f} s idle, "
-              f"{r['loaded_pass']:.3f} s loaded")
+              f"{r['loaded_pass']:.3f} s loaded on average ({r['loaded_full']:.3f} s for a full "
+              f"one); the curator's calls made "
+              f"{r['curator_jobs']:.2f} engine jobs each, waiting {r['curator_wait_s']:.3f} s "
+              f"on average for a pass, and rode "
+              f"{r['curator_passes']:.2f} passes each, of {r['curator_pass_tokens']:.0f} tokens "
+              f"and {r['curator_pass_s']:.3f} s on average (batch-only passes "
+              f"{r['batch_pass_s']:.3f} s)")
     print()
 
 
