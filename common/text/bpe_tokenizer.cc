@@ -66,12 +66,17 @@ class Loader {
     return node[key].get<bool>();
   }
 
-  // A token id field: an integer in [0, 2^31).
+  // A token id field: an integer in [0, kIdLimit). Ids index the
+  // tokenizer's tables, so one huge id would size them: 2^21 is 8x the
+  // largest vocabulary in use (Gemma's 262,144), and tables of 2^21 ids
+  // take about 140 MB.
+  static constexpr int64_t kIdLimit = int64_t{1} << 21;
   absl::StatusOr<TokenId> Id(const Json& value, std::string_view what) const {
     if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
-        value.get<int64_t>() > INT32_MAX) {
+        value.get<int64_t>() >= kIdLimit) {
       return Error(absl::StrCat(std::string(what), " has an id that is not ",
-                                "an integer in [0, 2^31)"));
+                                "an integer in [0, ", kIdLimit,
+                                "): ids index the tokenizer's tables"));
     }
     return static_cast<TokenId>(value.get<int64_t>());
   }

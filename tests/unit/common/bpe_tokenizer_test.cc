@@ -427,6 +427,15 @@ TEST_CASE("Unsupported tokenizer.json parts are refused by name", "[bpe]") {
                                      {"use_regex", false}}}}};
        },
        "split regex does not compile"},
+      // An id sizes the tables it indexes (a fuzzer's 2.5e9 asked for 40 GB).
+      {[](Json* r) { (*r)["model"]["vocab"]["hello"] = 2097152; },
+       "vocab entry hello has an id that is not an integer in [0, 2097152)"},
+      {[](Json* r) {
+         (*r)["added_tokens"] = {{{"id", int64_t{2505379840}},
+                                  {"content", "<|x|>"},
+                                  {"special", true}}};
+       },
+       "has an id that is not an integer in [0, 2097152)"},
   };
   for (const Case& c : cases) {
     const auto tok = Tiny(c.patch);

@@ -12,7 +12,8 @@
 namespace mesa_anyjev::service {
 namespace {
 
-TEST_CASE("a full worker pool refuses naming its queue, and runs what it took") {
+TEST_CASE(
+    "a full worker pool refuses naming its queue, and runs what it took") {
   WorkerPool pool("bundle store", /*threads=*/1, /*capacity=*/1);
   absl::Notification started, release;
   std::atomic<int> ran{0};
@@ -20,7 +21,8 @@ TEST_CASE("a full worker pool refuses naming its queue, and runs what it took") 
                 started.Notify();
                 release.WaitForNotification();
                 ++ran;
-              }).ok());
+              })
+              .ok());
   started.WaitForNotification();  // the one thread is busy: the next waits
   REQUIRE(pool.TrySubmit([&] { ++ran; }).ok());
   const absl::Status full = pool.TrySubmit([&] { ++ran; });
