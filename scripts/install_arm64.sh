@@ -183,7 +183,12 @@ EOF
 
     root="$CUDA_DIR/cuda-13.0"
     target="$root/targets/aarch64-linux"
-    sudo_if_needed cp -al "$HOST_CUDA" "$root" 2>/dev/null || sudo_if_needed cp -a "$HOST_CUDA" "$root"
+    # Hard links where /opt is one file system, else a copy (afresh: a
+    # half-made tree of links would nest the copy inside it).
+    if ! sudo_if_needed cp -al "$HOST_CUDA" "$root" 2>/dev/null; then
+      sudo_if_needed rm -rf "$root"
+      sudo_if_needed cp -a "$HOST_CUDA" "$root"
+    fi
     sudo_if_needed rm -rf "$root/targets/x86_64-linux"
     compilers="$(mktemp -d)"
     pip_get "$compilers" --no-deps -r "$HERE/cuda-compiler-requirements.txt"
