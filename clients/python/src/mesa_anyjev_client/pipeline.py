@@ -259,6 +259,8 @@ class _Span:
     members: List[_Member]
     calls: List[_Call] = dataclasses.field(default_factory=list)
     refused: Dict[int, MesaAnyjevError] = dataclasses.field(default_factory=dict)
+    # position -> the first question of the group whose refusal is kept
+    refused_by: Dict[int, int] = dataclasses.field(default_factory=dict)
 
     @property
     def done(self) -> bool:
@@ -473,18 +475,24 @@ class DecideStream(Iterator[StateResult]):
         index = call.span.members[position].index
         # Named by input position, as the caller knows the state.
         self._refused(call.span, position, error_for(
-            failed.code, _STATE_FIELD.sub(f"states[{index}]", failed.details, 1)))
+            failed.code, _STATE_FIELD.sub(f"states[{index}]", failed.details, 1)),
+            call.questions[0])
         if call.members:
             self._ready.appendleft(call)  # the rest again, at once
         else:
             call.decisions = {}
 
-    def _refused(self, span: _Span, position: int, error: MesaAnyjevError) -> None:
+    def _refused(self, span: _Span, position: int, error: MesaAnyjevError,
+                 first_question: int = -1) -> None:
         # A state refused by two calls of its span (two question groups)
-        # keeps the first refusal and counts once.
+        # counts once and keeps the earliest group's refusal, whichever
+        # answered first: the one a single call of every question gives.
         if position not in span.refused:
-            span.refused[position] = error
             self._counts["refused"] += span.members[position].index >= self._start
+        elif span.refused_by[position] <= first_question:
+            return
+        span.refused[position] = error
+        span.refused_by[position] = first_question
 
     def _finish(self, span: _Span) -> Iterator[StateResult]:
         for position, member in enumerate(span.members):
