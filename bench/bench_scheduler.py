@@ -207,6 +207,7 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
             "--set", f"engine.batch_tokens={args.batch_tokens}",
             "--set", f"engine.scheduler={policy}",
             "--set", f"engine.interactive_pass_tokens={args.interactive_pass_tokens}",
+            "--set", f"engine.short_passes_after_interactive={args.short_after}",
             "--set", f"auth.tokens_file={tokens_file}",
             "--set", f"engine.pass_records={tmp / 'passes.jsonl'}",
             "--set", "server.default_deadline_s=3600", "--set", "server.max_deadline_s=3600"],
@@ -295,6 +296,8 @@ def main():
                     help="seconds the pipelines' figures are measured over, at least")
     ap.add_argument("--interactive-pass-tokens", type=int, default=4096,
                     help="engine.interactive_pass_tokens (the daemon's default: 4096)")
+    ap.add_argument("--short-passes-after-interactive", dest="short_after", type=int, default=1,
+                    help="engine.short_passes_after_interactive (the daemon's default: 1)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="the three contenders in turn, this many times: medians and spread")
     args = ap.parse_args()

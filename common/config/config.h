@@ -71,6 +71,11 @@ struct EngineConfig {
   // (engine.scheduler fair) holds at most this many (0 = batch_tokens): an
   // interactive call waits for the pass running and then rides this one.
   int64_t interactive_pass_tokens = 4096;
+  // Passes after one that carried interactive work beside batch work that
+  // stay that short while batch work leads them: an interactive caller's
+  // next question tends to follow its answer at once, and then waits for
+  // a short pass rather than a full one (0: the next pass is full).
+  int32_t short_passes_after_interactive = 1;
   // The KV pool: keys and values of every pass and of the prefix cache,
   // in blocks of kv_block_tokens positions. Allocated once at load.
   int64_t kv_pool_bytes = int64_t{1} << 30;

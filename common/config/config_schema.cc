@@ -118,6 +118,7 @@ constexpr Field kFields[] = {
 
     MESA_CONFIG_FIELD(engine, batch_tokens),
     MESA_CONFIG_FIELD(engine, interactive_pass_tokens),
+    MESA_CONFIG_FIELD(engine, short_passes_after_interactive),
     MESA_CONFIG_FIELD(engine, kv_pool_bytes),
     MESA_CONFIG_FIELD(engine, kv_block_tokens),
     MESA_CONFIG_FIELD(engine, prefix_caching),

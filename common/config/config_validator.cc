@@ -135,6 +135,8 @@ class Validator {
     Range<int64_t>("engine.batch_tokens", e.batch_tokens, 1, int64_t{1} << 24);
     Range<int64_t>("engine.interactive_pass_tokens", e.interactive_pass_tokens,
                    0, int64_t{1} << 24);
+    Range<int64_t>("engine.short_passes_after_interactive",
+                   e.short_passes_after_interactive, 0, 64);
     Range<int64_t>("engine.kv_pool_bytes", e.kv_pool_bytes, 1,
                    int64_t{1} << 40);
     Range<int64_t>("engine.kv_block_tokens", e.kv_block_tokens, 1, 4096);

@@ -23,6 +23,8 @@ PassLoopOptions CheckpointModel::LoopOptions(
   options.prefix_caching = engine.prefix_caching;
   options.batch_tokens = engine.batch_tokens;
   options.interactive_pass_tokens = engine.interactive_pass_tokens;
+  options.short_passes_after_interactive =
+      engine.short_passes_after_interactive;
   options.n_layers = capabilities.n_layers;
   options.hidden_size = capabilities.hidden_size;
   options.vocab_size = capabilities.vocab_size;

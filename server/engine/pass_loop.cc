@@ -198,8 +198,16 @@ std::optional<PassLoop::Planned> PassLoop::Plan(HeldCalls& calls) {
     // Interactive work held beside batch work rides in a shorter pass: its
     // callers wait for the pass running and then this one, so this one
     // bounds their wait. Alone (auth off: every call), passes stay full.
+    // The passes of batch work right after it stay short too: a caller's
+    // next question, sent as its answer lands, waits for one of those.
+    const bool beside = calls.InteractiveBesideBatch();
+    const bool after = !beside && short_passes_left_ > 0 &&
+                       call->job.caller.priority == Priority::kBatch;
+    short_passes_left_ = beside  ? options_.short_passes_after_interactive
+                         : after ? short_passes_left_ - 1
+                                 : 0;
     const int64_t budget =
-        calls.InteractiveBesideBatch() ? options_.interactive_pass_tokens : 0;
+        beside || after ? options_.interactive_pass_tokens : 0;
     (void)planner_.Begin(layers, budget);  // the last pass is settled by now
     while (call != nullptr) {
       Active& active = ActiveOf(*call);

@@ -30,6 +30,9 @@ struct PassLoopOptions {
   // engine.interactive_pass_tokens: a pass planned while interactive work
   // is held beside batch work, at most (0: batch_tokens)
   int64_t interactive_pass_tokens = 0;
+  // engine.short_passes_after_interactive: passes led by batch work after
+  // such a pass that keep its budget
+  int32_t short_passes_after_interactive = 0;
   int32_t n_layers = 0;
   int32_t hidden_size = 0;
   int32_t vocab_size = 0;
@@ -73,6 +76,8 @@ class PassLoop final : public WorkLoop {
   KvBlocks blocks_;
   PassPlanner planner_;
   int64_t passes_ = 0;
+  // Short passes still owed to interactive callers' next questions.
+  int32_t short_passes_left_ = 0;
   PlanStats reported_;  // the planner's counts as last reported
   // The calls whose work has begun, by id (engine thread only).
   absl::flat_hash_map<Scheduler::JobId, std::unique_ptr<Active>> active_;

@@ -327,6 +327,15 @@ def in_flight(calls):
     return lambda text: metric(text, "mesa_anyjev_inflight_requests") == calls
 
 
+def started(calls):
+    """A condition for wait_metrics: this many calls (the warm-up counts)
+    have had their first work in a pass, so a call in flight is running,
+    not waiting in the queue where a cancel or deadline skips it."""
+    return lambda text: sum(
+        metric(text, "mesa_anyjev_queue_wait_seconds_count", **{"class": c})
+        for c in ("interactive", "batch")) == calls
+
+
 SYSTEM = ("You are a decision function. You will be given a state and one question. "
           "Reply with the answer label only: no words, no punctuation, no explanation.")
 

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from conftest import in_flight, metric, small_request
+from conftest import in_flight, metric, small_request, started
 
 
 def code_of(future):
@@ -74,7 +74,8 @@ def test_cancelled_call_stops_and_frees_the_engine(start_daemon):
     delay = 5.0
     daemon = start_daemon("--set", f"model.fake_delay_s={delay}")
     future = daemon.stub.Logprobs.future(small_request(daemon), timeout=60)
-    daemon.wait_metrics(in_flight(1), "the call running")
+    # Running, not queued: a cancel in the queue skips the call unrun.
+    daemon.wait_metrics(lambda t: in_flight(1)(t) and started(2)(t), "the call running")
     future.cancel()
     with pytest.raises(grpc.FutureCancelledError):
         future.result()

@@ -149,7 +149,9 @@ def test_an_interactive_call_rides_in_the_next_pass(start_daemon, checkpoint, te
 def test_a_pass_with_interactive_work_is_shorter(start_daemon, checkpoint, team, tmp_path):
     # engine.interactive_pass_tokens: the pass that carries the curator's
     # call holds it and 16 tokens of batch work (one KV block), not a full
-    # pass; the passes of batch work alone are full again.
+    # pass; so does the pass of batch work after it (engine.
+    # short_passes_after_interactive, 1), for the curator's next question;
+    # then passes are full again.
     short = TOKENS + 16
     held = HeldDaemon(start_daemon, checkpoint, team, tmp_path, "fair", "--set",
                       f"engine.interactive_pass_tokens={short}")
@@ -161,7 +163,9 @@ def test_a_pass_with_interactive_work_is_shorter(start_daemon, checkpoint, team,
     assert passes[0]["shares"] == [
         {"tenant": "curator", "class": "interactive", "tokens": TOKENS},
         {"tenant": "pipe-a", "class": "batch", "tokens": 16}]
-    assert passes[1]["tokens"] == BUDGET
+    assert passes[1]["tokens"] == short
+    assert {s["tenant"] for s in passes[1]["shares"]} == {"pipe-a"}
+    assert passes[2]["tokens"] == BUDGET
     assert tenant_tokens(passes) == {"pipe-a": 4 * TOKENS, "curator": TOKENS}
 
 

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -200,7 +201,8 @@ struct Bench {
   std::unique_ptr<Engine> engine;
 
   explicit Bench(int64_t budget = 1000, std::optional<FaultPlan> faults = {},
-                 int32_t capacity = 64) {
+                 int32_t capacity = 64,
+                 const std::function<void(PassLoopOptions&)>& tune = {}) {
     EngineOptions options;
     options.limits.capacity = capacity;
     engine = std::make_unique<Engine>(options, &recorder);
@@ -211,6 +213,7 @@ struct Bench {
     loop.hidden_size = kHidden;
     loop.vocab_size = 100000;
     loop.faults = std::move(faults);
+    if (tune) tune(loop);
     engine->SetLoop(std::make_unique<PassLoop>(&runner, loop, &recorder));
   }
 };
@@ -318,6 +321,51 @@ TEST_CASE("interactive work rides in the next pass, before batch work",
   CHECK(next.shares.front().tenant == "curator");
   CHECK(next.shares.front().priority == Priority::kInteractive);
   CHECK(next.shares.back().tenant == "pipeline");
+}
+
+TEST_CASE(
+    "passes after one with interactive work stay short while batch work "
+    "leads them, then are full again",
+    "[engine]") {
+  for (const int32_t after : {0, 2}) {
+    CAPTURE(after);
+    Bench bench(/*budget=*/80, {}, 64, [&](PassLoopOptions& loop) {
+      loop.interactive_pass_tokens = 30;
+      loop.short_passes_after_interactive = after;
+    });
+    Blocker blocker;
+    blocker.Install(bench.runner);
+    bench.engine->Start();
+    Answers answers;
+    REQUIRE(bench.engine
+                ->TrySubmit(answers.Job(0, Questions(0, 1, 1),
+                                        As("pipeline", Priority::kBatch)))
+                .ok());
+    blocker.running.WaitForNotification();
+    for (int c = 1; c <= 4; ++c) {  // 100 tokens each
+      REQUIRE(bench.engine
+                  ->TrySubmit(answers.Job(c, Questions(c, 4, 2),
+                                          As("pipeline", Priority::kBatch)))
+                  .ok());
+    }
+    REQUIRE(bench.engine
+                ->TrySubmit(answers.Job(9, Questions(9, 1, 2),
+                                        As("curator", Priority::kInteractive)))
+                .ok());
+    blocker.release.Notify();
+    answers.done[4].WaitForNotification();
+    bench.engine->Stop();
+    const std::vector<PassRecord>& passes = bench.recorder.passes;
+    REQUIRE(passes.size() >= static_cast<size_t>(3 + after));
+    // The curator's pass is short; the next `after` passes, batch work
+    // alone, too; then the budget is full again.
+    CHECK(passes[1].shares.front().tenant == "curator");
+    for (int p = 1; p <= 1 + after; ++p) {
+      CAPTURE(p);
+      CHECK(passes[static_cast<size_t>(p)].tokens <= 30);
+    }
+    CHECK(passes[static_cast<size_t>(2 + after)].tokens > 30);
+  }
 }
 
 TEST_CASE("two tenants share passes by tokens, not by calls held", "[engine]") {
