@@ -10,8 +10,10 @@ process of its own as real pipelines are (their clients' CPU time is not the
 curator's), each call --span states of about --state-tokens tokens x one choice question at L0,
 every state new (only the shared system prompt is cached). A curator,
 tenant `curator` (interactive), asks one question about one state, one call
-after another, --samples times: first on the idle daemon, then while the
-pipelines keep it saturated.
+after another: --samples times on the idle daemon, then while the pipelines
+keep it saturated, at least --samples times and until the pipelines' window
+ends (so their figures are under the curator's load throughout; a faster
+answer means more questions in the window, which the pipelines pay for).
 
 Per contender: the curator's p50 and p99 idle and loaded; the pipelines'
 tokens computed while the curator asked (the daemon's own
@@ -23,17 +25,20 @@ prompts of 128 tokens, about a state's prompt (annotation_workload.
 prefill_rate; longer prompts cost more attention a token), so a full
 pass's time, the
 p99 bound (idle p99 + two full passes) and the tokens/s no contender can
-pass. The weighted contender gives pipe-a weight 3 and pipe-b 1.
+pass. The weighted contender gives pipe-a weight 3 and pipe-b 1; a fourth,
+equal weights with engine.short_passes_after_interactive 0, shows what the
+short passes after a curator's buy and cost.
 
 The pipelines' figures cover at least --window seconds; decisions/s counts
 the calls that ended in it, and in brackets the daemon's own count of
 decisions answered (less the curator's). A loaded full pass is the mean
-time of the passes of batch work alone in the window, each full, from the
-daemon's own records (engine.pass_records); the same records say how many
+time of the full passes of batch work alone in the window (past
+engine.interactive_pass_tokens: the passes right after a curator's are
+short too), from the daemon's own records (engine.pass_records); the same records say how many
 passes carried each curator call, how full and how long they were, and the
 daemon's queue-wait histogram how long the curator's jobs waited for one.
 
---rounds (3) runs the three contenders in turn that many times; a summary
+--rounds (3) runs the contenders in turn that many times; a summary
 gives each figure's median and spread over the rounds.
 
 Targets (issue 38, item 7): loaded p99 within idle p99 + two full passes;
@@ -150,10 +155,11 @@ class Pipeline:
         assert self.error is None, self.error
 
 
-def curator(daemon, token, samples, states, question):
-    """Latencies of `samples` single decisions, one after another."""
+def curator(daemon, token, samples, states, question, until=0.0):
+    """Latencies of single decisions, one after another: `samples` of them,
+    and more until time.monotonic() passes `until`."""
     seconds = []
-    for _ in range(samples):
+    while len(seconds) < samples or time.monotonic() < until:
         text = states.take(1)
         start = time.monotonic()
         decide(daemon.decisions, token, text, question)
@@ -189,7 +195,7 @@ def read_passes(directory):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def contender(name, policy, weights, args, directory, tokenizer, question):
+def contender(name, policy, weights, short_after, args, directory, tokenizer, question):
     with tempfile.TemporaryDirectory(prefix="mesa-anyjev-bench-scheduler-") as tmp:
         tmp = Path(tmp)
         tokens_file = tmp / "tokens.yaml"
@@ -207,7 +213,7 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
             "--set", f"engine.batch_tokens={args.batch_tokens}",
             "--set", f"engine.scheduler={policy}",
             "--set", f"engine.interactive_pass_tokens={args.interactive_pass_tokens}",
-            "--set", f"engine.short_passes_after_interactive={args.short_after}",
+            "--set", f"engine.short_passes_after_interactive={short_after}",
             "--set", f"auth.tokens_file={tokens_file}",
             "--set", f"engine.pass_records={tmp / 'passes.jsonl'}",
             "--set", "server.default_deadline_s=3600", "--set", "server.max_deadline_s=3600"],
@@ -230,9 +236,10 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
                 before, start = snapshot(daemon), time.monotonic()
                 first_pass = len(read_passes(tmp))
                 samples = args.fifo_samples if policy == "fifo" else args.samples
-                loaded = curator(daemon, token["curator"], samples, states, question)
-                # The pipelines' figures over at least --window seconds.
-                time.sleep(max(0.0, args.window - (time.monotonic() - start)))
+                # The curator asks throughout the pipelines' window (at least
+                # --window seconds), so their figures are under its load.
+                loaded = curator(daemon, token["curator"], samples, states, question,
+                                 until=start + args.window)
                 after, end = snapshot(daemon), time.monotonic()
                 passes = read_passes(tmp)[first_pass:]
             finally:
@@ -249,8 +256,11 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
     loaded_pass = window / max(d["passes"], 1)
     carrying = [p for p in passes if any(s["tenant"] == "curator" for s in p["shares"])]
     batch_only = [p for p in passes if p not in carrying]
-    loaded_full = (statistics.mean(p["seconds"] for p in batch_only) if batch_only
-                   else loaded_pass)
+    # Full: past a short pass's budget (the passes after a curator's pass
+    # are short too, engine.short_passes_after_interactive).
+    full = [p for p in batch_only if p["tokens"] > args.interactive_pass_tokens]
+    after = [p for p in batch_only if p not in full]
+    loaded_full = statistics.mean(p["seconds"] for p in full) if full else loaded_pass
     return {
         # The passes that carried the curator's calls: how many a call, how
         # long and how full, beside the passes of batch work alone.
@@ -260,7 +270,9 @@ def contender(name, policy, weights, args, directory, tokenizer, question):
         "curator_pass_s": statistics.mean(p["seconds"] for p in carrying) if carrying else 0,
         "curator_pass_tokens": statistics.mean(p["tokens"] for p in carrying) if carrying else 0,
         "batch_pass_s": statistics.mean(p["seconds"] for p in batch_only) if batch_only else 0,
-        "name": name, "idle_p50": quantile(idle, 0.5), "idle_p99": quantile(idle, 0.99),
+        "full_passes": len(full), "short_after": len(after),
+        "short_after_s": statistics.mean(p["seconds"] for p in after) if after else 0,
+        "name": name, "asked": len(loaded), "idle_p50": quantile(idle, 0.5), "idle_p99": quantile(idle, 0.99),
         "p50": quantile(loaded, 0.5), "p99": quantile(loaded, 0.99),
         "bound": quantile(idle, 0.99) + 2 * full_pass, "full_pass": full_pass,
         # A full pass under the load: the daemon's own records of the passes
@@ -305,9 +317,11 @@ def main():
     directory = aw.checkpoint(args.work, args.layers, args.hidden)
     tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
     question = aw.questions(2)[1]  # K = 3
-    contenders = [("FIFO (engine.scheduler: fifo)", "fifo", (1, 1)),
-                  ("fair, equal weights", "fair", (1, 1)),
-                  ("fair, weights 3:1", "fair", (3, 1))]
+    contenders = [("FIFO (engine.scheduler: fifo)", "fifo", (1, 1), args.short_after),
+                  ("fair, equal weights", "fair", (1, 1), args.short_after),
+                  ("fair, weights 3:1", "fair", (3, 1), args.short_after)]
+    if args.short_after > 0:  # what the short passes after a curator's buy, side by side
+        contenders.append(("fair, equal weights, no short pass after", "fair", (1, 1), 0))
     print(f"\nQwen3 {args.layers} blocks x hidden {args.hidden}, float32, {args.threads} "
           f"threads, engine.batch_tokens {args.batch_tokens}; pipelines of {args.a_calls} and "
           f"{args.b_calls} calls in flight, each a process of its own, {args.span} states of "
@@ -317,8 +331,9 @@ def main():
           f"in turn each round\n")
     rounds = []
     for n in range(args.rounds):
-        rows = [contender(name, policy, weights, args, directory, tokenizer, question)
-                for name, policy, weights in contenders]
+        rows = [contender(name, policy, weights, short_after, args, directory, tokenizer,
+                          question)
+                for name, policy, weights, short_after in contenders]
         for r in rows:
             r["vs_fifo"] = r["per_s"] / rows[0]["per_s"]
             r["tokens_vs_fifo"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
@@ -348,14 +363,15 @@ def table(rows):
         if r["tokens_per_s"] > 1.05 * r["rate"]:
             print(f"WARNING {r['name']}: {r['tokens_per_s']:.0f} tokens/s passes the "
                   f"limit measured beside it ({r['rate']:.0f})")
-        print(f"{r['name']}: window {r['window']:.1f} s, a full pass {r['full_pass']:.3f} s idle, "
+        print(f"{r['name']}: window {r['window']:.1f} s, {r['asked']} curator calls, a full pass {r['full_pass']:.3f} s idle, "
               f"{r['loaded_pass']:.3f} s loaded on average ({r['loaded_full']:.3f} s for a full "
               f"one); the curator's calls made "
               f"{r['curator_jobs']:.2f} engine jobs each, waiting {r['curator_wait_s']:.3f} s "
               f"on average for a pass, and rode "
               f"{r['curator_passes']:.2f} passes each, of {r['curator_pass_tokens']:.0f} tokens "
-              f"and {r['curator_pass_s']:.3f} s on average (batch-only passes "
-              f"{r['batch_pass_s']:.3f} s)")
+              f"and {r['curator_pass_s']:.3f} s on average; passes of batch work alone: "
+              f"{r['full_passes']} full, {r['loaded_full']:.3f} s on average, and "
+              f"{r['short_after']} short, {r['short_after_s']:.3f} s)")
     print()
 
 
@@ -369,9 +385,9 @@ def summary(contenders, rounds):
     print(f"Over {len(rounds)} rounds, median (min-max):\n")
     print("| contender | loaded p50 (s) | loaded p99 (s) | p99 - bound (idle) (s) | "
           "p99 - bound (loaded) (s) | rounds within a bound | a : b | Jain | "
-          "decisions/s vs FIFO | fill |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for i, (name, _, _) in enumerate(contenders):
+          "decisions/s vs FIFO | tokens/s vs FIFO | fill |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for i, (name, *_) in enumerate(contenders):
         rs = [rows[i] for rows in rounds]
         within = sum(r["p99"] <= max(r["bound"], r["loaded_bound"]) for r in rs)
         print(f"| {name} | {spread([r['p50'] for r in rs], 3)} | "
@@ -380,6 +396,7 @@ def summary(contenders, rounds):
               f"{spread([r['p99'] - r['loaded_bound'] for r in rs], 3)} | "
               f"{within} of {len(rs)} | {spread([r['ratio'] for r in rs], 2)} | "
               f"{spread([r['jain'] for r in rs], 3)} | {spread([r['vs_fifo'] for r in rs], 2)} | "
+              f"{spread([r['tokens_vs_fifo'] for r in rs], 2)} | "
               f"{spread([r['fill'] for r in rs], 2)} |")
     print()
 

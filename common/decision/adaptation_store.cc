@@ -30,21 +30,39 @@ void Accumulate(const Matrix& features, AdaptationStats* stats) {
 
 }  // namespace
 
-void AdaptationStore::Add(const std::string& key, const Matrix& features) {
+void AdaptationStore::Add(const std::string& tenant, const std::string& key,
+                          const Matrix& features) {
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = stats_.try_emplace(key);
-  if (inserted) order_.push_back(key);
-  Accumulate(features, &it->second);
+  if (known_.insert(key).second) order_.push_back(key);
+  Accumulate(features, &layers_[tenant][key]);
 }
 
-AdaptationStats AdaptationStore::With(const std::string& key,
+AdaptationStats AdaptationStore::ViewOf(const std::string& tenant,
+                                        const std::string& key) const {
+  AdaptationStats view;
+  if (const auto it = base_.find(key); it != base_.end()) view = it->second;
+  const auto layers = layers_.find(tenant);
+  if (layers == layers_.end()) return view;
+  const auto it = layers->second.find(key);
+  if (it == layers->second.end() || it->second.n == 0) return view;
+  const AdaptationStats& own = it->second;
+  // A layer of another width was started again from its features.
+  if (view.sum.size() != own.sum.size()) return own;
+  for (size_t j = 0; j < own.sum.size(); ++j) {
+    view.sum[j] += own.sum[j];
+    view.sumsq[j] += own.sumsq[j];
+  }
+  view.n += own.n;
+  return view;
+}
+
+AdaptationStats AdaptationStore::With(const std::string& tenant,
+                                      const std::string& key,
                                       const Matrix& features) const {
   AdaptationStats stats;
   {
     absl::MutexLock lock(&mu_);
-    if (const auto it = stats_.find(key); it != stats_.end()) {
-      stats = it->second;
-    }
+    stats = ViewOf(tenant, key);
   }
   Accumulate(features, &stats);
   return stats;
@@ -52,16 +70,18 @@ AdaptationStats AdaptationStore::With(const std::string& key,
 
 void AdaptationStore::Set(const std::string& key, AdaptationStats stats) {
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = stats_.try_emplace(key);
-  if (inserted) order_.push_back(key);
-  it->second = std::move(stats);
+  if (known_.insert(key).second) order_.push_back(key);
+  base_[key] = std::move(stats);
+  for (auto& [tenant, layer] : layers_) layer.erase(key);
 }
 
-std::vector<std::pair<std::string, AdaptationStats>> AdaptationStore::All()
-    const {
+std::vector<std::pair<std::string, AdaptationStats>> AdaptationStore::All(
+    const std::string& tenant) const {
   absl::MutexLock lock(&mu_);
   std::vector<std::pair<std::string, AdaptationStats>> out;
-  for (const std::string& key : order_) out.emplace_back(key, stats_.at(key));
+  for (const std::string& key : order_) {
+    out.emplace_back(key, ViewOf(tenant, key));
+  }
   return out;
 }
 

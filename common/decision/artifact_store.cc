@@ -119,7 +119,8 @@ absl::Status ArtifactStore::ReplaceKey(const std::string& key,
   return absl::OkStatus();
 }
 
-nlohmann::ordered_json ArtifactStore::Export(bool include_observations) const {
+nlohmann::ordered_json ArtifactStore::Export(bool include_observations,
+                                             const std::string& tenant) const {
   Json out = FileModelFields(*model_);
   Json artifacts = Json::object();
   {
@@ -135,7 +136,7 @@ nlohmann::ordered_json ArtifactStore::Export(bool include_observations) const {
   }
   out["heads"] = std::move(heads);
   Json adaptation = Json::object();
-  for (const auto& [key, stats] : adaptation_.All()) {
+  for (const auto& [key, stats] : adaptation_.All(tenant)) {
     if (stats.n > 0) adaptation[key] = AdaptationJson(stats);
   }
   if (!adaptation.empty()) out["adaptation"] = std::move(adaptation);

@@ -78,8 +78,10 @@ class ArtifactStore {
   // old or the new version, never from neither.
   absl::Status ReplaceKey(const std::string& key,
                           const nlohmann::ordered_json& file);
-  // {"model", "artifacts", "heads"[, "adaptation"][, "observations"]}.
-  nlohmann::ordered_json Export(bool include_observations) const;
+  // {"model", "artifacts", "heads"[, "adaptation"][, "observations"]};
+  // the adaptation statistics as `tenant` sees them.
+  nlohmann::ordered_json Export(bool include_observations,
+                                const std::string& tenant = "") const;
 
  private:
   absl::Status Commit(LoadedArtifacts loaded);

@@ -221,7 +221,7 @@ absl::StatusOr<std::vector<std::vector<Decision>>> Decider::Decide(
   // 5. What the call keeps.
   KeepPriors(before, staged, options.carried_priors, &running);
   for (const auto& [key, features] : seen) {
-    artifacts_.adaptation().Add(key, features);
+    artifacts_.adaptation().Add(control.tenant, key, features);
   }
   return out;
 }

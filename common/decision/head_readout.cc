@@ -78,9 +78,10 @@ absl::StatusOr<HeadReadout> ReadHead(
   int64_t n_seen = 0;  // states the adaptation statistics count
   if (options.adapt == AdaptMode::kAlways ||
       (options.adapt == AdaptMode::kRouted && !routed.exact)) {
-    // The statistics of every state this key was asked on, this batch
-    // included.
-    const AdaptationStats stats = adaptation.With(question.key(), feats);
+    // The statistics of every state this key was asked on by the caller's
+    // tenant (over the loaded base), this batch included.
+    const AdaptationStats stats =
+        adaptation.With(control.tenant, question.key(), feats);
     out.seen = feats;
     n_seen = stats.n;
     if (stats.n >= options.adapt_min_n &&

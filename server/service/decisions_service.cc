@@ -293,11 +293,14 @@ grpc::ServerUnaryReactor* DecisionsService::ExportArtifacts(
     grpc::ByteBuffer* raw_response) {
   return Inline<v1::ExportArtifactsRequest, v1::ExportArtifactsResponse>(
       context, raw_request, raw_response, Method::kExportArtifacts,
-      [](const CallAdmission&, decision::Decider& decider,
+      [](const CallAdmission& admission, decision::Decider& decider,
          const v1::ExportArtifactsRequest& request,
          v1::ExportArtifactsResponse* response) {
-        response->set_artifacts_json(
-            decider.artifacts().Export(request.include_observations()).dump(1));
+        // The adaptation statistics as the caller's tenant sees them.
+        response->set_artifacts_json(decider.artifacts()
+                                         .Export(request.include_observations(),
+                                                 admission.caller.tenant_name())
+                                         .dump(1));
         return absl::OkStatus();
       });
 }

@@ -77,22 +77,47 @@ TEST_CASE("adaptation statistics add what a call read", "[decision]") {
   AdaptationStore store;
   Matrix features(2, 2);
   features << 1.0, 2.0, 3.0, 4.0;
-  const AdaptationStats seen = store.With("k", features);
+  const AdaptationStats seen = store.With("", "k", features);
   CHECK(seen.n == 2);
   CHECK(seen.sum == std::vector<double>{4.0, 6.0});
   CHECK(seen.sumsq == std::vector<double>{10.0, 20.0});
-  CHECK(store.All().empty());  // With stores nothing
-  store.Add("k", features);
-  store.Add("k", features);
-  CHECK(store.With("k", features).n == 6);
+  CHECK(store.All("").empty());  // With stores nothing
+  store.Add("", "k", features);
+  store.Add("", "k", features);
+  CHECK(store.With("", "k", features).n == 6);
   // Another width starts again.
-  CHECK(store.With("k", Matrix::Ones(1, 3)).n == 1);
+  CHECK(store.With("", "k", Matrix::Ones(1, 3)).n == 1);
   store.Set("j", {{1.0}, {1.0}, 5});
-  const auto all = store.All();
+  const auto all = store.All("");
   REQUIRE(all.size() == 2);
   CHECK(all[0].first == "k");
   CHECK(all[0].second.n == 4);
   CHECK(all[1].first == "j");
+}
+
+TEST_CASE("each tenant's calls adapt its own view over the loaded base",
+          "[decision]") {
+  AdaptationStore store;
+  store.Set("k", {{10.0, 20.0}, {100.0, 400.0}, 10});  // a loaded file's
+  Matrix features(2, 2);
+  features << 1.0, 2.0, 3.0, 4.0;
+  store.Add("a", "k", features);
+  store.Add("a", "k", features);
+  // Tenant a sees the base and its own states; b, the base alone.
+  const AdaptationStats a = store.With("a", "k", Matrix::Zero(0, 2));
+  CHECK(a.n == 14);
+  CHECK(a.sum == std::vector<double>{18.0, 32.0});
+  CHECK(a.sumsq == std::vector<double>{120.0, 440.0});
+  CHECK(store.With("b", "k", Matrix::Zero(0, 2)).n == 10);
+  CHECK(store.All("b")[0].second.sum == std::vector<double>{10.0, 20.0});
+  CHECK(store.All("a")[0].second.n == 14);
+  // A layer of another width stands alone.
+  store.Add("b", "k", Matrix::Ones(3, 3));
+  CHECK(store.With("b", "k", Matrix::Zero(0, 3)).n == 3);
+  // A new load of the key replaces the base and drops every layer of it.
+  store.Set("k", {{1.0, 1.0}, {1.0, 1.0}, 1});
+  CHECK(store.With("a", "k", Matrix::Zero(0, 2)).n == 1);
+  CHECK(store.With("b", "k", Matrix::Zero(0, 2)).n == 1);
 }
 
 TEST_CASE("the artifact store loads whole and replaces one key", "[decision]") {

@@ -156,6 +156,36 @@ TEST_CASE("running priors are each tenant's own", "[decision]") {
   CHECK_FALSE(decider.RunningPrior(q, "pipe").has_value());
 }
 
+TEST_CASE("a routed head adapts to each tenant's own states", "[decision]") {
+  FakeBackend fake;
+  Decider decider(&fake);
+  const auto [states, labels] = AboutTopics(16);
+  REQUIRE(decider.FitHead(Topic(), states, labels).ok());
+  const Question reworded = *Question::Choice("Which topic?", kTopics);
+  CallControl pipe;
+  pipe.tenant = "pipe";
+  CallControl curator;
+  curator.tenant = "curator";
+  // 30 states of one tenant reach adapt_min_n for it alone.
+  REQUIRE(
+      decider.Decide(PlainStates(30), {reworded}, Level::kL2, {}, pipe).ok());
+  const auto other =
+      decider.Decide({"one more"}, {reworded}, Level::kL2, {}, curator);
+  REQUIRE(other.ok());
+  CHECK((*other)[0][0].diagnostics.adapt_n == 1);
+  CHECK_FALSE((*other)[0][0].diagnostics.adapted);
+  const auto own =
+      decider.Decide({"one more"}, {reworded}, Level::kL2, {}, pipe);
+  REQUIRE(own.ok());
+  CHECK((*own)[0][0].diagnostics.adapt_n == 31);
+  CHECK((*own)[0][0].diagnostics.adapted);
+  // Each tenant's export carries its own statistics.
+  const auto key = reworded.key();
+  CHECK(decider.artifacts().Export(false, "pipe")["adaptation"].contains(key));
+  CHECK(decider.artifacts().Export(false, "curator")["adaptation"][key]["n"] ==
+        1);
+}
+
 TEST_CASE("canonical order makes L0 independent of the listing", "[decision]") {
   FakeBackend fake;
   DeciderOptions options;
