@@ -234,6 +234,32 @@ struct Blocker {
   }
 };
 
+// The runner's first pass (a pipeline's call) held by `blocker` (which
+// outlives the engine's passes) while four more of the pipeline's calls
+// (100 tokens each) and then `question`, the curator's, are submitted;
+// then released.
+void QueueBehindARunningPass(Bench& bench, Blocker& blocker, Answers& answers,
+                             const std::vector<PromptGroup>& question) {
+  blocker.Install(bench.runner);
+  bench.engine->Start();
+  REQUIRE(bench.engine
+              ->TrySubmit(answers.Job(0, Questions(0, 1, 1),
+                                      As("pipeline", Priority::kBatch)))
+              .ok());
+  blocker.running.WaitForNotification();
+  for (int c = 1; c <= 4; ++c) {
+    REQUIRE(bench.engine
+                ->TrySubmit(answers.Job(c, Questions(c, 4, 2),
+                                        As("pipeline", Priority::kBatch)))
+                .ok());
+  }
+  REQUIRE(bench.engine
+              ->TrySubmit(answers.Job(9, question,
+                                      As("curator", Priority::kInteractive)))
+              .ok());
+  blocker.release.Notify();
+}
+
 TEST_CASE("every call gets its own rows, whatever passes its work shared",
           "[engine]") {
   Bench bench(/*budget=*/60);
@@ -290,26 +316,9 @@ TEST_CASE("interactive work rides in the next pass, before batch work",
           "[engine]") {
   Bench bench(/*budget=*/80);
   Blocker blocker;
-  blocker.Install(bench.runner);
-  bench.engine->Start();
   Answers answers;
-  REQUIRE(bench.engine
-              ->TrySubmit(answers.Job(0, Questions(0, 1, 1),
-                                      As("pipeline", Priority::kBatch)))
-              .ok());
-  blocker.running.WaitForNotification();
-  for (int c = 1; c <= 4; ++c) {
-    REQUIRE(bench.engine
-                ->TrySubmit(answers.Job(c, Questions(c, 4, 2),
-                                        As("pipeline", Priority::kBatch)))
-                .ok());
-  }
   const std::vector<PromptGroup> question = Questions(9, 1, 2);
-  REQUIRE(bench.engine
-              ->TrySubmit(answers.Job(9, question,
-                                      As("curator", Priority::kInteractive)))
-              .ok());
-  blocker.release.Notify();
+  QueueBehindARunningPass(bench, blocker, answers, question);
   answers.done[9].WaitForNotification();
   bench.engine->Stop();
   CheckLogprobs(question, answers.by_id.at(9), 0);
@@ -334,25 +343,8 @@ TEST_CASE(
       loop.short_passes_after_interactive = after;
     });
     Blocker blocker;
-    blocker.Install(bench.runner);
-    bench.engine->Start();
     Answers answers;
-    REQUIRE(bench.engine
-                ->TrySubmit(answers.Job(0, Questions(0, 1, 1),
-                                        As("pipeline", Priority::kBatch)))
-                .ok());
-    blocker.running.WaitForNotification();
-    for (int c = 1; c <= 4; ++c) {  // 100 tokens each
-      REQUIRE(bench.engine
-                  ->TrySubmit(answers.Job(c, Questions(c, 4, 2),
-                                          As("pipeline", Priority::kBatch)))
-                  .ok());
-    }
-    REQUIRE(bench.engine
-                ->TrySubmit(answers.Job(9, Questions(9, 1, 2),
-                                        As("curator", Priority::kInteractive)))
-                .ok());
-    blocker.release.Notify();
+    QueueBehindARunningPass(bench, blocker, answers, Questions(9, 1, 2));
     answers.done[4].WaitForNotification();
     bench.engine->Stop();
     const std::vector<PassRecord>& passes = bench.recorder.passes;
