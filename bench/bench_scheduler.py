@@ -34,8 +34,8 @@ the calls that ended in it, and in brackets the daemon's own count of
 decisions answered (less the curator's). A loaded full pass is the mean
 time of the full passes of batch work alone in the window (past
 engine.interactive_pass_tokens: the passes right after a curator's are
-short too), from the daemon's own records (engine.pass_records); the same records say how many
-passes carried each curator call, how full and how long they were, and the
+short too), from the daemon's own records (engine.pass_records); the same
+records say how many passes carried each curator call, how full and how long they were, and the
 daemon's queue-wait histogram how long the curator's jobs waited for one.
 
 --rounds (3) runs the contenders in turn that many times; a summary
@@ -272,7 +272,8 @@ def contender(name, policy, weights, short_after, args, directory, tokenizer, qu
         "batch_pass_s": statistics.mean(p["seconds"] for p in batch_only) if batch_only else 0,
         "full_passes": len(full), "short_after": len(after),
         "short_after_s": statistics.mean(p["seconds"] for p in after) if after else 0,
-        "name": name, "asked": len(loaded), "idle_p50": quantile(idle, 0.5), "idle_p99": quantile(idle, 0.99),
+        "name": name, "asked": len(loaded),
+        "idle_p50": quantile(idle, 0.5), "idle_p99": quantile(idle, 0.99),
         "p50": quantile(loaded, 0.5), "p99": quantile(loaded, 0.99),
         "bound": quantile(idle, 0.99) + 2 * full_pass, "full_pass": full_pass,
         # A full pass under the load: the daemon's own records of the passes
@@ -311,7 +312,7 @@ def main():
     ap.add_argument("--short-passes-after-interactive", dest="short_after", type=int, default=1,
                     help="engine.short_passes_after_interactive (the daemon's default: 1)")
     ap.add_argument("--rounds", type=int, default=3,
-                    help="the three contenders in turn, this many times: medians and spread")
+                    help="the contenders in turn, this many times: medians and spread")
     args = ap.parse_args()
 
     directory = aw.checkpoint(args.work, args.layers, args.hidden)
@@ -363,7 +364,8 @@ def table(rows):
         if r["tokens_per_s"] > 1.05 * r["rate"]:
             print(f"WARNING {r['name']}: {r['tokens_per_s']:.0f} tokens/s passes the "
                   f"limit measured beside it ({r['rate']:.0f})")
-        print(f"{r['name']}: window {r['window']:.1f} s, {r['asked']} curator calls, a full pass {r['full_pass']:.3f} s idle, "
+        print(f"{r['name']}: window {r['window']:.1f} s, {r['asked']} curator calls, "
+              f"a full pass {r['full_pass']:.3f} s idle, "
               f"{r['loaded_pass']:.3f} s loaded on average ({r['loaded_full']:.3f} s for a full "
               f"one); the curator's calls made "
               f"{r['curator_jobs']:.2f} engine jobs each, waiting {r['curator_wait_s']:.3f} s "
