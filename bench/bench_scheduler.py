@@ -269,7 +269,6 @@ def contender(name, policy, weights, short_after, args, directory, tokenizer, qu
         "curator_wait_s": d["wait_sum"] / max(d["wait_count"], 1),
         "curator_pass_s": statistics.mean(p["seconds"] for p in carrying) if carrying else 0,
         "curator_pass_tokens": statistics.mean(p["tokens"] for p in carrying) if carrying else 0,
-        "batch_pass_s": statistics.mean(p["seconds"] for p in batch_only) if batch_only else 0,
         "full_passes": len(full), "short_after": len(after),
         "short_after_s": statistics.mean(p["seconds"] for p in after) if after else 0,
         "name": name, "asked": len(loaded),
