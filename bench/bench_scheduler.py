@@ -7,43 +7,49 @@ The load: two pipelines, tenants `pipe-a` and `pipe-b` of one tokens file
 (made by the real CLI, role decide, class batch), keep --a-calls and
 --b-calls Decide calls in flight (8 and 2: the issue's case), each from a
 process of its own as real pipelines are (their clients' CPU time is not the
-curator's), each call --span states of about --state-tokens tokens x one choice question at L0,
-every state new (only the shared system prompt is cached). A curator,
-tenant `curator` (interactive), asks one question about one state, one call
-after another: --samples times on the idle daemon, then while the pipelines
-keep it saturated, at least --samples times and until the pipelines' window
-ends (so their figures are under the curator's load throughout; a faster
-answer means more questions in the window, which the pipelines pay for).
+curator's), each call --span states of about --state-tokens tokens x one
+choice question at L0, every state new (only the shared system prompt is
+cached). Once both are answered, two windows on the same daemon:
 
-Per contender: the curator's p50 and p99 idle and loaded; the pipelines'
-tokens computed while the curator asked (the daemon's own
-mesa_anyjev_tenant_tokens_total), their Jain index and a:b ratio; the
-pipelines' decisions/s; the passes' fill (new tokens a pass /
-engine.batch_tokens, from mesa_anyjev_batch_tokens). Beside them the limits
-measured on the same daemon: the prefill rate of full passes of fresh
-prompts of 128 tokens, about a state's prompt (annotation_workload.
-prefill_rate; longer prompts cost more attention a token), so a full
-pass's time, the
-p99 bound (idle p99 + two full passes) and the tokens/s no contender can
-pass. The weighted contender gives pipe-a weight 3 and pipe-b 1; a fourth,
-equal weights with engine.short_passes_after_interactive 0, shows what the
-short passes after a curator's buy and cost.
+- the pipelines alone for --alone-window seconds: every contender is given
+  the same work, so their shares (b) and decisions/s (c) compare the
+  scheduler with FIFO like for like;
+- then a curator, tenant `curator` (interactive), asks one question about
+  one state, one call after another, for at least --window seconds (and at
+  least --samples times): its latency (a), and what answering it costs the
+  pipelines. A faster answer means more questions in the window (FIFO
+  answers a handful), which the pipelines pay for: this window's figures
+  do not compare the same work.
 
-The pipelines' figures cover at least --window seconds; decisions/s counts
-the calls that ended in it, and in brackets the daemon's own count of
-decisions answered (less the curator's). A loaded full pass is the mean
-time of the full passes of batch work alone in the window (past
-engine.interactive_pass_tokens: the passes right after a curator's are
-short too), from the daemon's own records (engine.pass_records); the same
-records say how many passes carried each curator call, how full and how long they were, and the
-daemon's queue-wait histogram how long the curator's jobs waited for one.
+Before the pipelines start, the curator asks --samples times on the idle
+daemon. Per contender: the curator's p50 and p99 idle and loaded; in each
+window the pipelines' tokens computed (the daemon's own
+mesa_anyjev_tenant_tokens_total), their Jain index and a:b ratio, their
+decisions/s, and the passes' fill (new tokens a pass / engine.batch_tokens,
+from mesa_anyjev_batch_tokens). Beside them the limits measured on the same
+daemon: the prefill rate of full passes of fresh prompts of 128 tokens,
+about a state's prompt (annotation_workload.prefill_rate; longer prompts
+cost more attention a token), so a full pass's time, the p99 bound (idle
+p99 + two full passes) and the tokens/s no contender can pass. The weighted
+contender gives pipe-a weight 3 and pipe-b 1; with --compare-short-after a
+fourth, equal weights with engine.short_passes_after_interactive 0, shows
+what the short passes after a curator's buy and cost.
+
+Decisions/s counts the calls that ended in a window, and in brackets the
+daemon's own count of decisions answered (less the curator's). A loaded full
+pass is the mean time of the full passes of batch work alone in the
+curator's window (past engine.interactive_pass_tokens: the passes right
+after a curator's are short too), from the daemon's own records
+(engine.pass_records); the same records say how many passes carried each
+curator call, how full and how long they were, and the daemon's queue-wait
+histogram how long the curator's jobs waited for one.
 
 --rounds (3) runs the contenders in turn that many times; a summary
 gives each figure's median and spread over the rounds.
 
 Targets (issue 38, item 7): loaded p99 within idle p99 + two full passes;
 equal weights: Jain >= 0.98; weights 3:1: a:b within 10% of 3; decisions/s
->= 0.95 of FIFO's."""
+>= 0.95 of FIFO's with passes as full (the pipelines alone)."""
 import argparse
 import itertools
 import json
@@ -184,6 +190,8 @@ def snapshot(daemon):
     out["tokens"] = metric(text, "mesa_anyjev_batch_tokens_sum")
     out["decisions"] = sum(float(v) for v in re.findall(
         r"^mesa_anyjev_decisions_total\{[^}]*\} (\S+)$", text, re.M))
+    out["curator_calls"] = sum(float(v) for v in re.findall(  # one decision each
+        r'^mesa_anyjev_tenant_requests_total\{[^}]*tenant="curator"[^}]*\} (\S+)$', text, re.M))
     return out
 
 
@@ -193,6 +201,25 @@ def read_passes(directory):
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def pipelines(before, after, start, end, a, b, weights, args):
+    """The pipelines' figures between two snapshots: their shares (b), and
+    their decisions/s and the passes' fill (c)."""
+    d = {k: after[k] - before[k] for k in after}
+    x = [d["pipe-a"] / weights[0], d["pipe-b"] / weights[1]]  # tokens per unit of weight
+    window = end - start
+    return {
+        "jain": sum(x) ** 2 / (len(x) * sum(v * v for v in x)),
+        "ratio": d["pipe-a"] / max(d["pipe-b"], 1),
+        "a": d["pipe-a"], "b": d["pipe-b"],
+        "per_s": (a.decisions_between(start, end) + b.decisions_between(start, end)) / window,
+        # The daemon's own count, less the curator's (one decision a call).
+        "answered_per_s": (d["decisions"] - d["curator_calls"]) / window,
+        "tokens_per_s": d["tokens"] / window,
+        "fill": d["tokens"] / max(d["passes"], 1) / args.batch_tokens, "window": window,
+        "passes": d["passes"],
+    }
 
 
 def contender(name, policy, weights, short_after, args, directory, tokenizer, question):
@@ -233,11 +260,16 @@ def contender(name, policy, weights, short_after, args, directory, tokenizer, qu
                 # Saturated once each pipeline has had a call answered.
                 a.first_answered()
                 b.first_answered()
+                # The pipelines alone: FIFO and the scheduler given the same
+                # work, which is what (b) and (c) compare.
+                alone_before, alone_start = snapshot(daemon), time.monotonic()
+                time.sleep(args.alone_window)
                 before, start = snapshot(daemon), time.monotonic()
+                alone_after, alone_end = before, start
                 first_pass = len(read_passes(tmp))
                 samples = args.fifo_samples if policy == "fifo" else args.samples
-                # The curator asks throughout the pipelines' window (at least
-                # --window seconds), so their figures are under its load.
+                # Then the curator asks throughout the pipelines' window (at
+                # least --window seconds): (a), and what it costs them.
                 loaded = curator(daemon, token["curator"], samples, states, question,
                                  until=start + args.window)
                 after, end = snapshot(daemon), time.monotonic()
@@ -247,30 +279,30 @@ def contender(name, policy, weights, short_after, args, directory, tokenizer, qu
                 b.join()
         finally:
             daemon.stop()
-    d = {k: after[k] - before[k] for k in after}
-    x = [d["pipe-a"] / weights[0], d["pipe-b"] / weights[1]]  # tokens per unit of weight
-    window = end - start
+    alone = pipelines(alone_before, alone_after, alone_start, alone_end, a, b, weights, args)
+    shared = pipelines(before, after, start, end, a, b, weights, args)
+    waits = {k: after[k] - before[k] for k in ("wait_sum", "wait_count")}
     full_pass = args.batch_tokens / rate
     # The passes the engine ran meanwhile, planning and answering included:
     # on two cores the clients and decision workers share the CPU with it.
-    loaded_pass = window / max(d["passes"], 1)
+    loaded_pass = shared["window"] / max(shared["passes"], 1)
     carrying = [p for p in passes if any(s["tenant"] == "curator" for s in p["shares"])]
     batch_only = [p for p in passes if p not in carrying]
     # Full: past a short pass's budget (the passes after a curator's pass
     # are short too, engine.short_passes_after_interactive).
     full = [p for p in batch_only if p["tokens"] > args.interactive_pass_tokens]
-    after = [p for p in batch_only if p not in full]
+    short = [p for p in batch_only if p not in full]
     loaded_full = statistics.mean(p["seconds"] for p in full) if full else loaded_pass
     return {
         # The passes that carried the curator's calls: how many a call, how
         # long and how full, beside the passes of batch work alone.
         "curator_passes": len(carrying) / max(len(loaded), 1),
-        "curator_jobs": d["wait_count"] / max(len(loaded), 1),
-        "curator_wait_s": d["wait_sum"] / max(d["wait_count"], 1),
+        "curator_jobs": waits["wait_count"] / max(len(loaded), 1),
+        "curator_wait_s": waits["wait_sum"] / max(waits["wait_count"], 1),
         "curator_pass_s": statistics.mean(p["seconds"] for p in carrying) if carrying else 0,
         "curator_pass_tokens": statistics.mean(p["tokens"] for p in carrying) if carrying else 0,
-        "full_passes": len(full), "short_after": len(after),
-        "short_after_s": statistics.mean(p["seconds"] for p in after) if after else 0,
+        "full_passes": len(full), "short_after": len(short),
+        "short_after_s": statistics.mean(p["seconds"] for p in short) if short else 0,
         "name": name, "asked": len(loaded),
         "idle_p50": quantile(idle, 0.5), "idle_p99": quantile(idle, 0.99),
         "p50": quantile(loaded, 0.5), "p99": quantile(loaded, 0.99),
@@ -278,14 +310,8 @@ def contender(name, policy, weights, short_after, args, directory, tokenizer, qu
         # A full pass under the load: the daemon's own records of the passes
         # of batch work alone (every one full) in the window.
         "loaded_bound": quantile(idle, 0.99) + 2 * loaded_full,
-        "loaded_pass": loaded_pass, "loaded_full": loaded_full,
-        "jain": sum(x) ** 2 / (len(x) * sum(v * v for v in x)),
-        "ratio": d["pipe-a"] / max(d["pipe-b"], 1),
-        "a": d["pipe-a"], "b": d["pipe-b"],
-        "per_s": (a.decisions_between(start, end) + b.decisions_between(start, end)) / window,
-        "answered_per_s": (d["decisions"] - len(loaded)) / window,  # less the curator's
-        "tokens_per_s": d["tokens"] / window, "rate": rate,
-        "fill": d["tokens"] / max(d["passes"], 1) / args.batch_tokens, "window": window,
+        "loaded_pass": loaded_pass, "loaded_full": loaded_full, "rate": rate,
+        "alone": alone, "shared": shared,
     }
 
 
@@ -304,12 +330,17 @@ def main():
     ap.add_argument("--samples", type=int, default=100, help="curator decisions per reading")
     ap.add_argument("--fifo-samples", type=int, default=10,
                     help="loaded readings under FIFO, whose every answer waits out the queue")
+    ap.add_argument("--alone-window", type=float, default=90,
+                    help="seconds the pipelines run alone, measured, before the curator asks")
     ap.add_argument("--window", type=float, default=120,
-                    help="seconds the pipelines' figures are measured over, at least")
+                    help="seconds, at least, the curator asks while the pipelines run")
     ap.add_argument("--interactive-pass-tokens", type=int, default=4096,
                     help="engine.interactive_pass_tokens (the daemon's default: 4096)")
     ap.add_argument("--short-passes-after-interactive", dest="short_after", type=int, default=1,
                     help="engine.short_passes_after_interactive (the daemon's default: 1)")
+    ap.add_argument("--compare-short-after", action="store_true",
+                    help="a fourth contender: equal weights with "
+                         "engine.short_passes_after_interactive 0")
     ap.add_argument("--rounds", type=int, default=3,
                     help="the contenders in turn, this many times: medians and spread")
     args = ap.parse_args()
@@ -320,23 +351,25 @@ def main():
     contenders = [("FIFO (engine.scheduler: fifo)", "fifo", (1, 1), args.short_after),
                   ("fair, equal weights", "fair", (1, 1), args.short_after),
                   ("fair, weights 3:1", "fair", (3, 1), args.short_after)]
-    if args.short_after > 0:  # what the short passes after a curator's buy, side by side
+    if args.compare_short_after:  # what the short passes after a curator's buy
         contenders.append(("fair, equal weights, no short pass after", "fair", (1, 1), 0))
     print(f"\nQwen3 {args.layers} blocks x hidden {args.hidden}, float32, {args.threads} "
           f"threads, engine.batch_tokens {args.batch_tokens}; pipelines of {args.a_calls} and "
           f"{args.b_calls} calls in flight, each a process of its own, {args.span} states of "
-          f"~{args.state_tokens} tokens a call x 1 question (K = 3) at L0; the curator: "
-          f"{args.samples} single decisions a reading ({args.fifo_samples} loaded under FIFO); "
-          f"{args.rounds} round(s), the contenders "
-          f"in turn each round\n")
+          f"~{args.state_tokens} tokens a call x 1 question (K = 3) at L0, alone for "
+          f"{args.alone_window:.0f} s, then with the curator for {args.window:.0f} s; the "
+          f"curator: {args.samples} single decisions a reading ({args.fifo_samples} loaded "
+          f"under FIFO); {args.rounds} round(s), the contenders in turn each round\n")
     rounds = []
     for n in range(args.rounds):
         rows = [contender(name, policy, weights, short_after, args, directory, tokenizer,
                           question)
                 for name, policy, weights, short_after in contenders]
         for r in rows:
-            r["vs_fifo"] = r["per_s"] / rows[0]["per_s"]
-            r["tokens_vs_fifo"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
+            for phase in ("alone", "shared"):
+                fifo = rows[0][phase]
+                r[phase]["vs_fifo"] = r[phase]["per_s"] / fifo["per_s"]
+                r[phase]["tokens_vs_fifo"] = r[phase]["tokens_per_s"] / fifo["tokens_per_s"]
         print(f"Round {n + 1}:\n")
         table(rows)
         rounds.append(rows)
@@ -344,29 +377,41 @@ def main():
         summary(contenders, rounds)
 
 
+def pipelines_row(r, phase):
+    p = r[phase]
+    return (f"{p['a']:.0f} : {p['b']:.0f} ({p['ratio']:.2f}) | {p['jain']:.3f} | "
+            f"{p['per_s']:.1f} ({p['answered_per_s']:.1f}) | {p['vs_fifo']:.2f} | "
+            f"{p['fill']:.2f} | {p['tokens_per_s']:.0f} | {p['tokens_vs_fifo']:.2f}")
+
+
 def table(rows):
-    print("| contender | curator idle p50 / p99 (s) | loaded p50 / p99 (s) | bound: idle p99 + "
-          "2 full passes, idle / loaded (s) | pipe-a : pipe-b tokens | Jain (per weight) | "
-          "decisions/s (answered) | vs FIFO | fill | tokens/s | vs FIFO | "
-          "limit: full-pass tokens/s |")
+    pipes = ("pipe-a : pipe-b tokens | Jain (per weight) | decisions/s (answered) | vs FIFO | "
+             "fill | tokens/s | vs FIFO")
+    print("The pipelines alone (the same work for every contender: (b) and (c)):\n")
+    print(f"| contender | {pipes} | limit: full-pass tokens/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['name']} | {pipelines_row(r, 'alone')} | {r['rate']:.0f} |")
+    print("\nWith the curator asking, one call after another ((a), and what answering it "
+          "costs the pipelines):\n")
+    print(f"| contender | curator idle p50 / p99 (s) | loaded p50 / p99 (s) | bound: idle p99 + "
+          f"2 full passes, idle / loaded (s) | curator calls | {pipes} |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['name']} | {r['idle_p50']:.3f} / {r['idle_p99']:.3f} | "
               f"{r['p50']:.3f} / {r['p99']:.3f} | {r['bound']:.3f} / {r['loaded_bound']:.3f} | "
-              f"{r['a']:.0f} : {r['b']:.0f} ({r['ratio']:.2f}) | {r['jain']:.3f} | "
-              f"{r['per_s']:.1f} ({r['answered_per_s']:.1f}) | {r['vs_fifo']:.2f} | "
-              f"{r['fill']:.2f} | {r['tokens_per_s']:.0f} | {r['tokens_vs_fifo']:.2f} | "
-              f"{r['rate']:.0f} |")
+              f"{r['asked']} | {pipelines_row(r, 'shared')} |")
     print()
     for r in rows:
         # A figure past its limit is a measurement's bug, not a result.
-        if r["tokens_per_s"] > 1.05 * r["rate"]:
-            print(f"WARNING {r['name']}: {r['tokens_per_s']:.0f} tokens/s passes the "
-                  f"limit measured beside it ({r['rate']:.0f})")
-        print(f"{r['name']}: window {r['window']:.1f} s, {r['asked']} curator calls, "
-              f"a full pass {r['full_pass']:.3f} s idle, "
-              f"{r['loaded_pass']:.3f} s loaded on average ({r['loaded_full']:.3f} s for a full "
-              f"one); the curator's calls made "
+        for phase in ("alone", "shared"):
+            if r[phase]["tokens_per_s"] > 1.05 * r["rate"]:
+                print(f"WARNING {r['name']} ({phase}): {r[phase]['tokens_per_s']:.0f} tokens/s "
+                      f"passes the limit measured beside it ({r['rate']:.0f})")
+        print(f"{r['name']}: windows {r['alone']['window']:.1f} s alone and "
+              f"{r['shared']['window']:.1f} s with the curator, a full pass "
+              f"{r['full_pass']:.3f} s idle, {r['loaded_pass']:.3f} s with the curator on "
+              f"average ({r['loaded_full']:.3f} s for a full one); the curator's calls made "
               f"{r['curator_jobs']:.2f} engine jobs each, waiting {r['curator_wait_s']:.3f} s "
               f"on average for a pass, and rode "
               f"{r['curator_passes']:.2f} passes each, of {r['curator_pass_tokens']:.0f} tokens "
@@ -383,11 +428,23 @@ def summary(contenders, rounds):
         return (f"{statistics.median(values):.{digits}f} "
                 f"({min(values):.{digits}f}-{max(values):.{digits}f})")
 
-    print(f"Over {len(rounds)} rounds, median (min-max):\n")
+    def pipes(rs, phase):
+        ps = [r[phase] for r in rs]
+        return (f"{spread([p['ratio'] for p in ps], 2)} | {spread([p['jain'] for p in ps], 3)} | "
+                f"{spread([p['vs_fifo'] for p in ps], 2)} | "
+                f"{spread([p['tokens_vs_fifo'] for p in ps], 2)} | "
+                f"{spread([p['fill'] for p in ps], 2)}")
+
+    columns = "a : b | Jain | decisions/s vs FIFO | tokens/s vs FIFO | fill"
+    print(f"Over {len(rounds)} rounds, median (min-max). The pipelines alone:\n")
+    print(f"| contender | {columns} |")
+    print("|---|---|---|---|---|---|")
+    for i, (name, *_) in enumerate(contenders):
+        print(f"| {name} | {pipes([rows[i] for rows in rounds], 'alone')} |")
+    print("\nWith the curator asking:\n")
     print("| contender | loaded p50 (s) | loaded p99 (s) | p99 - bound (idle) (s) | "
-          "p99 - bound (loaded) (s) | rounds within a bound | a : b | Jain | "
-          "decisions/s vs FIFO | tokens/s vs FIFO | fill |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          f"p99 - bound (loaded) (s) | rounds within a bound | curator calls | {columns} |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for i, (name, *_) in enumerate(contenders):
         rs = [rows[i] for rows in rounds]
         within = sum(r["p99"] <= max(r["bound"], r["loaded_bound"]) for r in rs)
@@ -395,10 +452,8 @@ def summary(contenders, rounds):
               f"{spread([r['p99'] for r in rs], 3)} | "
               f"{spread([r['p99'] - r['bound'] for r in rs], 3)} | "
               f"{spread([r['p99'] - r['loaded_bound'] for r in rs], 3)} | "
-              f"{within} of {len(rs)} | {spread([r['ratio'] for r in rs], 2)} | "
-              f"{spread([r['jain'] for r in rs], 3)} | {spread([r['vs_fifo'] for r in rs], 2)} | "
-              f"{spread([r['tokens_vs_fifo'] for r in rs], 2)} | "
-              f"{spread([r['fill'] for r in rs], 2)} |")
+              f"{within} of {len(rs)} | {spread([r['asked'] for r in rs], 0)} | "
+              f"{pipes(rs, 'shared')} |")
     print()
 
 
