@@ -51,6 +51,7 @@ Targets (issue 38, item 7): loaded p99 within idle p99 + two full passes;
 equal weights: Jain >= 0.98; weights 3:1: a:b within 10% of 3; decisions/s
 >= 0.95 of FIFO's with passes as full (the pipelines alone)."""
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -74,6 +75,7 @@ from conftest import Daemon, add_token, auth, dpb, metric, with_token  # noqa: E
 from conftest import decisions_pb2_grpc  # noqa: E402
 
 TENANTS = ("pipe-a", "pipe-b", "curator")
+PHASES = ("at_once", "alone", "shared")
 
 
 class States:
@@ -203,17 +205,17 @@ def read_passes(directory):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def pipelines(before, after, start, end, a, b, weights, args):
+def pipelines(before, after, begin, end, a, b, weights, args):
     """The pipelines' figures between two snapshots: their shares (b), and
     their decisions/s and the passes' fill (c)."""
     d = {k: after[k] - before[k] for k in after}
     x = [d["pipe-a"] / weights[0], d["pipe-b"] / weights[1]]  # tokens per unit of weight
-    window = end - start
+    window = end - begin
     return {
         "jain": sum(x) ** 2 / (len(x) * sum(v * v for v in x)),
         "ratio": d["pipe-a"] / max(d["pipe-b"], 1),
         "a": d["pipe-a"], "b": d["pipe-b"],
-        "per_s": (a.decisions_between(start, end) + b.decisions_between(start, end)) / window,
+        "per_s": (a.decisions_between(begin, end) + b.decisions_between(begin, end)) / window,
         # The daemon's own count, less the curator's (one decision a call).
         "answered_per_s": (d["decisions"] - d["curator_calls"]) / window,
         "tokens_per_s": d["tokens"] / window,
@@ -222,29 +224,68 @@ def pipelines(before, after, start, end, a, b, weights, args):
     }
 
 
+def start(tmp, policy, weights, short_after, threads, args, directory):
+    """A fresh daemon of one contender and its tenants' tokens (made by the
+    real CLI): the admin, pipe-a and pipe-b with `weights`, the curator."""
+    tokens_file = tmp / "tokens.yaml"
+    # The admin's calls (the prefill limit's) are batch: an interactive
+    # call's pass is engine.interactive_pass_tokens, not a full one.
+    token = {"admin": add_token(tokens_file, "admin", "--role", "admin", "--priority",
+                                "batch")}
+    for tenant, weight in zip(("pipe-a", "pipe-b"), weights):
+        token[tenant] = add_token(tokens_file, tenant, "--role", "decide", "--priority",
+                                  "batch", "--weight", str(weight))
+    token["curator"] = add_token(tokens_file, "curator", "--role", "decide")
+    daemon = Daemon(tmp, args=[
+        "--model", str(directory), "--set", "model.name=bench",
+        "--set", f"model.threads={threads}",
+        "--set", f"engine.batch_tokens={args.batch_tokens}",
+        "--set", f"engine.scheduler={policy}",
+        "--set", f"engine.interactive_pass_tokens={args.interactive_pass_tokens}",
+        "--set", f"engine.short_passes_after_interactive={short_after}",
+        "--set", f"auth.tokens_file={tokens_file}",
+        "--set", f"engine.pass_records={tmp / 'passes.jsonl'}",
+        "--set", "server.default_deadline_s=3600", "--set", "server.max_deadline_s=3600"],
+        start_timeout=900)
+    return daemon, token
+
+
+def at_once(contenders, args, directory, question):
+    """The contenders' daemons at the same time, one engine thread each, each
+    saturated by its own two pipelines (the same work): whatever the host does
+    meanwhile (another guest's load, a slower spell) it does to all of them,
+    so their decisions/s compare like for like where contenders in turn
+    compare spells of the host. No curator."""
+    tokenizer_path = str(directory / "tokenizer.json")
+    with contextlib.ExitStack() as stack:
+        daemons, pipes = [], []
+        for _, policy, weights, short_after in contenders:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="mesa-anyjev-bench-scheduler-")))
+            daemon, token = start(tmp, policy, weights, short_after, 1, args, directory)
+            stack.callback(daemon.stop)
+            daemons.append(daemon)
+            pipes.append([Pipeline(daemon, token[t], calls, args.span, args, seed, question,
+                                   tokenizer_path)
+                          for t, calls, seed in (("pipe-a", args.a_calls, 10**6),
+                                                 ("pipe-b", args.b_calls, 2 * 10**6))])
+        try:
+            for pipe in itertools.chain(*pipes):
+                pipe.first_answered()
+            before, begin = [snapshot(d) for d in daemons], time.monotonic()
+            time.sleep(args.at_once_window)
+            after, end = [snapshot(d) for d in daemons], time.monotonic()
+        finally:
+            for pipe in itertools.chain(*pipes):
+                pipe.join()
+    return [pipelines(b0, a0, begin, end, *pipe, weights, args)
+            for b0, a0, pipe, (_, _, weights, _) in zip(before, after, pipes, contenders)]
+
+
 def contender(name, policy, weights, short_after, args, directory, tokenizer, question):
     with tempfile.TemporaryDirectory(prefix="mesa-anyjev-bench-scheduler-") as tmp:
         tmp = Path(tmp)
-        tokens_file = tmp / "tokens.yaml"
-        # The admin's calls (the prefill limit's) are batch: an interactive
-        # call's pass is engine.interactive_pass_tokens, not a full one.
-        token = {"admin": add_token(tokens_file, "admin", "--role", "admin", "--priority",
-                                    "batch")}
-        for tenant, weight in zip(("pipe-a", "pipe-b"), weights):
-            token[tenant] = add_token(tokens_file, tenant, "--role", "decide", "--priority",
-                                      "batch", "--weight", str(weight))
-        token["curator"] = add_token(tokens_file, "curator", "--role", "decide")
-        daemon = Daemon(tmp, args=[
-            "--model", str(directory), "--set", "model.name=bench",
-            "--set", f"model.threads={args.threads}",
-            "--set", f"engine.batch_tokens={args.batch_tokens}",
-            "--set", f"engine.scheduler={policy}",
-            "--set", f"engine.interactive_pass_tokens={args.interactive_pass_tokens}",
-            "--set", f"engine.short_passes_after_interactive={short_after}",
-            "--set", f"auth.tokens_file={tokens_file}",
-            "--set", f"engine.pass_records={tmp / 'passes.jsonl'}",
-            "--set", "server.default_deadline_s=3600", "--set", "server.max_deadline_s=3600"],
-            start_timeout=900)
+        daemon, token = start(tmp, policy, weights, short_after, args.threads, args, directory)
         try:
             with_token(daemon, token["admin"])
             states = States(tokenizer, args.state_tokens, seed=1000)
@@ -330,6 +371,12 @@ def main():
     ap.add_argument("--samples", type=int, default=100, help="curator decisions per reading")
     ap.add_argument("--fifo-samples", type=int, default=10,
                     help="loaded readings under FIFO, whose every answer waits out the queue")
+    ap.add_argument("--at-once-window", type=float, default=60,
+                    help="seconds the contenders' daemons run at once, each saturated by "
+                         "its own pipelines, measured")
+    ap.add_argument("--at-once-only", action="store_true",
+                    help="only the contenders' daemons at once: no contenders in turn, no "
+                         "curator")
     ap.add_argument("--alone-window", type=float, default=90,
                     help="seconds the pipelines run alone, measured, before the curator asks")
     ap.add_argument("--window", type=float, default=120,
@@ -356,17 +403,22 @@ def main():
     print(f"\nQwen3 {args.layers} blocks x hidden {args.hidden}, float32, {args.threads} "
           f"threads, engine.batch_tokens {args.batch_tokens}; pipelines of {args.a_calls} and "
           f"{args.b_calls} calls in flight, each a process of its own, {args.span} states of "
-          f"~{args.state_tokens} tokens a call x 1 question (K = 3) at L0, alone for "
+          f"~{args.state_tokens} tokens a call x 1 question (K = 3) at L0; the contenders' "
+          f"daemons at once for {args.at_once_window:.0f} s, then in turn: the pipelines alone for "
           f"{args.alone_window:.0f} s, then with the curator for {args.window:.0f} s; the "
           f"curator: {args.samples} single decisions a reading ({args.fifo_samples} loaded "
           f"under FIFO); {args.rounds} round(s), the contenders in turn each round\n")
     rounds = []
     for n in range(args.rounds):
-        rows = [contender(name, policy, weights, short_after, args, directory, tokenizer,
+        together = at_once(contenders, args, directory, question)
+        rows = [{"name": name} if args.at_once_only else
+                contender(name, policy, weights, short_after, args, directory, tokenizer,
                           question)
                 for name, policy, weights, short_after in contenders]
+        for r, t in zip(rows, together):
+            r["at_once"] = t
         for r in rows:
-            for phase in ("alone", "shared"):
+            for phase in (p for p in PHASES if p in r):
                 fifo = rows[0][phase]
                 r[phase]["vs_fifo"] = r[phase]["per_s"] / fifo["per_s"]
                 r[phase]["tokens_vs_fifo"] = r[phase]["tokens_per_s"] / fifo["tokens_per_s"]
@@ -387,7 +439,16 @@ def pipelines_row(r, phase):
 def table(rows):
     pipes = ("pipe-a : pipe-b tokens | Jain (per weight) | decisions/s (answered) | vs FIFO | "
              "fill | tokens/s | vs FIFO")
-    print("The pipelines alone (the same work for every contender: (b) and (c)):\n")
+    print("The contenders' daemons at once, one engine thread each, each with its own "
+          "pipelines (the same work at the same time: (b) and (c)):\n")
+    print(f"| contender | {pipes} |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['name']} | {pipelines_row(r, 'at_once')} |")
+    if "alone" not in rows[0]:
+        print()
+        return
+    print("\nIn turn, the pipelines alone (the same work, in another spell of the host):\n")
     print(f"| contender | {pipes} | limit: full-pass tokens/s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -404,11 +465,12 @@ def table(rows):
     print()
     for r in rows:
         # A figure past its limit is a measurement's bug, not a result.
-        for phase in ("alone", "shared"):
+        for phase in ("alone", "shared"):  # at once: one thread of the limit's two
             if r[phase]["tokens_per_s"] > 1.05 * r["rate"]:
                 print(f"WARNING {r['name']} ({phase}): {r[phase]['tokens_per_s']:.0f} tokens/s "
                       f"passes the limit measured beside it ({r['rate']:.0f})")
-        print(f"{r['name']}: windows {r['alone']['window']:.1f} s alone and "
+        print(f"{r['name']}: windows {r['at_once']['window']:.1f} s at once, "
+              f"{r['alone']['window']:.1f} s alone and "
               f"{r['shared']['window']:.1f} s with the curator, a full pass "
               f"{r['full_pass']:.3f} s idle, {r['loaded_pass']:.3f} s with the curator on "
               f"average ({r['loaded_full']:.3f} s for a full one); the curator's calls made "
@@ -436,7 +498,15 @@ def summary(contenders, rounds):
                 f"{spread([p['fill'] for p in ps], 2)}")
 
     columns = "a : b | Jain | decisions/s vs FIFO | tokens/s vs FIFO | fill"
-    print(f"Over {len(rounds)} rounds, median (min-max). The pipelines alone:\n")
+    print(f"Over {len(rounds)} rounds, median (min-max). The daemons at once:\n")
+    print(f"| contender | {columns} |")
+    print("|---|---|---|---|---|---|")
+    for i, (name, *_) in enumerate(contenders):
+        print(f"| {name} | {pipes([rows[i] for rows in rounds], 'at_once')} |")
+    if "alone" not in rounds[0][0]:
+        print()
+        return
+    print("\nIn turn, the pipelines alone:\n")
     print(f"| contender | {columns} |")
     print("|---|---|---|---|---|---|")
     for i, (name, *_) in enumerate(contenders):

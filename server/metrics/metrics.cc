@@ -85,8 +85,9 @@ ServerMetrics::ServerMetrics(const std::string& version,
                    .Name("mesa_anyjev_rejected_total")
                    .Help("Calls refused before any work, by reason and tenant.")
                    .Register(*registry_);
-  for (const char* reason : {"queue_full", "draining", "loading",
-                             "unauthenticated", "permission_denied"}) {
+  for (const char* reason :
+       {"queue_full", "draining", "loading", "unauthenticated",
+        "permission_denied", "invalid_priority"}) {
     rejected_->Add({{"reason", reason}, {"tenant", ""}});
   }
   tenant_requests_ =

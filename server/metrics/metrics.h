@@ -56,8 +56,9 @@ class ServerMetrics : public engine::EngineObserver,
   void RecordRequest(Method method, int code, absl::Duration took);
   void AddInflight(double delta) { inflight_->Increment(delta); }
   // A call refused before any work: `reason` queue_full, draining, loading,
-  // unauthenticated or permission_denied; `tenant` "" when the call named
-  // none (no or an unknown token, or auth off).
+  // unauthenticated, permission_denied or invalid_priority (the class
+  // metadata names no class); `tenant` "" when the call named none (no or an
+  // unknown token, or auth off).
   void RecordRejected(const std::string& reason, const std::string& tenant);
 
   // Tenants (docs/operations.md): tenant names come from the tokens file,

@@ -65,12 +65,16 @@ absl::StatusOr<CallAdmission> AdmitCall(
     metrics->RecordRejected("permission_denied", tenant);
     return allowed;
   }
-  ASSIGN_OR_RETURN(const std::optional<Priority> asked, AskedPriority(context));
+  const absl::StatusOr<std::optional<Priority>> asked = AskedPriority(context);
+  if (!asked.ok()) {
+    metrics->RecordRejected("invalid_priority", tenant);
+    return asked.status();
+  }
   CallAdmission admission{*std::move(caller),
-                          asked.value_or(Priority::kInteractive)};
+                          asked->value_or(Priority::kInteractive)};
   if (const auth::Tenant* entry = admission.caller.tenant()) {
-    admission.priority = entry->Resolve(asked);
-    if (entry->Caps(asked)) metrics->RecordPriorityCapped(tenant);
+    admission.priority = entry->Resolve(*asked);
+    if (entry->Caps(*asked)) metrics->RecordPriorityCapped(tenant);
   }
   RETURN_IF_ERROR(CheckServing(*gate.state, metrics, tenant));
   return admission;

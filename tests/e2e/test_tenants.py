@@ -230,6 +230,8 @@ def test_priority_classes_resolve_per_tenant_and_reach_the_metrics(start_daemon,
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert details == "metadata mesa-anyjev-priority: 'urgent' is not interactive or batch"
     scrape = daemon.metrics()
+    assert metric(scrape, "mesa_anyjev_rejected_total", reason="invalid_priority",
+                  tenant="cur") == 1
     assert metric(scrape, "mesa_anyjev_priority_capped_total", tenant="pipe") == 1
     assert metric(scrape, "mesa_anyjev_tenant_requests_total", tenant="pipe", **{"class": "batch"},
                   code="OK") == 3
