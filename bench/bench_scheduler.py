@@ -232,7 +232,7 @@ def pipelines(before, after, begin, end, a, b, weights, args):
     }
 
 
-def start(tmp, policy, weights, short_after, threads, args, directory):
+def launch(tmp, policy, weights, short_after, threads, args, directory):
     """A fresh daemon of one contender and its tenants' tokens (made by the
     real CLI): the admin, pipe-a and pipe-b with `weights`, the curator."""
     tokens_file = tmp / "tokens.yaml"
@@ -270,7 +270,7 @@ def at_once(contenders, args, directory, question):
         for _, policy, weights, short_after in contenders:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(
                 prefix="mesa-anyjev-bench-scheduler-")))
-            daemon, token = start(tmp, policy, weights, short_after, 1, args, directory)
+            daemon, token = launch(tmp, policy, weights, short_after, 1, args, directory)
             stack.callback(daemon.stop)
             daemons.append(daemon)
             pipes.append([Pipeline(daemon, token[t], calls, args.span, args, seed, question,
@@ -293,7 +293,7 @@ def at_once(contenders, args, directory, question):
 def contender(name, policy, weights, short_after, args, directory, tokenizer, question):
     with tempfile.TemporaryDirectory(prefix="mesa-anyjev-bench-scheduler-") as tmp:
         tmp = Path(tmp)
-        daemon, token = start(tmp, policy, weights, short_after, args.threads, args, directory)
+        daemon, token = launch(tmp, policy, weights, short_after, args.threads, args, directory)
         try:
             with_token(daemon, token["admin"])
             states = States(tokenizer, args.state_tokens, seed=1000)
